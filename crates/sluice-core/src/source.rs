@@ -1,0 +1,254 @@
+//! The `DataSource` trait: what any data must say so that sluice can show it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::Waker;
+
+use crate::changes::{Changes, Version};
+use crate::error::SourceError;
+use crate::layout::Layout;
+use crate::region::Region;
+use crate::residency::Residency;
+
+/// A source of data to show: a host array, a memory-mapped file, a lazy chunked store, device
+/// memory, or anything a user implements.
+///
+/// Sources know nothing of GPUs. They describe their [`Layout`], report a [`Version`] that moves
+/// on every change and what changed since a version, say where the bytes live
+/// ([`Residency`]), and hand bytes out: copied into a caller's buffer ([`DataSource::read`]) or
+/// lent as a host slice without a copy ([`DataSource::lend`]). Sources are shared as
+/// `Arc<dyn DataSource>` by any number of visuals and renderers, and may be written from any
+/// thread while a renderer reads them.
+///
+/// # Contract
+///
+/// - `version()` never goes backwards. A change must be visible in the data *before* the
+///   version that reports it is: a consumer that reads the version, then the changes, then the
+///   data, never misses a change (it may see newer data than the version, which is harmless).
+/// - `changes_since(v)` covers every change after `v` up to at least the current version;
+///   [`Changes::All`] is always a correct answer.
+/// - One `read` or `lend` call shows one consistent version of the region it covers: no write
+///   is seen half done.
+/// - `read` and `lend` never block on I/O. A source whose bytes are not in memory yet answers
+///   [`ReadStatus::Pending`], keeps the request's waker, and wakes it when the bytes are there.
+pub trait DataSource: Send + Sync + 'static {
+    /// What the data looks like. Cheap to call; it only changes together with a version whose
+    /// changes are [`Changes::All`].
+    fn layout(&self) -> Layout;
+
+    /// The current version of the data.
+    fn version(&self) -> Version;
+
+    /// What changed after `since`. See the trait's contract.
+    fn changes_since(&self, since: Version) -> Changes;
+
+    /// Where the data lives. Host unless the source says otherwise.
+    fn residency(&self) -> Residency {
+        Residency::Host
+    }
+
+    /// Copies `request.region` of `request.level`, tightly packed (C order, channels
+    /// interleaved, little-endian), into `dst`, which is exactly
+    /// `layout.region_bytes(region)` bytes long.
+    ///
+    /// Returns [`ReadStatus::Pending`] (leaving `dst` unspecified) when the data is not ready;
+    /// the source then wakes `request.waker` once it is.
+    fn read(&self, request: &ReadRequest<'_>, dst: &mut [u8]) -> Result<ReadStatus, SourceError>;
+
+    /// Lends the bytes of `request.region` in place, without a copy, by calling `visit` once
+    /// with a [`HostView`] of them; returns [`LendOutcome::NotLendable`] without calling
+    /// `visit` where the source cannot (procedural data, data not in memory).
+    ///
+    /// The view is only valid inside `visit`; a source may hold a read lock meanwhile, so
+    /// `visit` must be short and must not call back into the source.
+    fn lend(
+        &self,
+        request: &ReadRequest<'_>,
+        visit: &mut dyn FnMut(HostView<'_>),
+    ) -> Result<LendOutcome, SourceError> {
+        let _ = (request, visit);
+        Ok(LendOutcome::NotLendable)
+    }
+
+    /// Which regions can be read now. Sources that released their host copy can only give the
+    /// regions written since; consumers then upload exactly those.
+    fn readable(&self) -> Readable {
+        Readable::Everywhere
+    }
+
+    /// A consumer (one renderer's GPU copy) starts showing this source.
+    fn attach(&self, consumer: ConsumerId) {
+        let _ = consumer;
+    }
+
+    /// A consumer stops showing this source.
+    fn detach(&self, consumer: ConsumerId) {
+        let _ = consumer;
+    }
+
+    /// A consumer's GPU copy now holds `version`. Sources with a release-after-upload host copy
+    /// policy free their host memory once every attached consumer holds the current version.
+    fn uploaded(&self, consumer: ConsumerId, version: Version) {
+        let _ = (consumer, version);
+    }
+
+    /// A short human-readable name for errors and logs.
+    fn label(&self) -> String {
+        std::any::type_name::<Self>()
+            .rsplit("::")
+            .next()
+            .unwrap_or("source")
+            .to_string()
+    }
+}
+
+/// A source shared by visuals and renderers.
+pub type SharedSource = Arc<dyn DataSource>;
+
+/// What to read: a region of a level.
+#[derive(Clone, Debug)]
+pub struct ReadRequest<'a> {
+    /// The multiscale level (0 = finest).
+    pub level: usize,
+    /// The samples to read, in that level's coordinates.
+    pub region: Region,
+    /// Woken when a request answered [`ReadStatus::Pending`] can be served.
+    pub waker: &'a Waker,
+}
+
+impl<'a> ReadRequest<'a> {
+    /// A request for `region` of level 0.
+    pub fn new(region: Region, waker: &'a Waker) -> Self {
+        ReadRequest {
+            level: 0,
+            region,
+            waker,
+        }
+    }
+}
+
+/// The answer to a [`DataSource::read`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum ReadStatus {
+    /// The buffer holds the region.
+    Ready,
+    /// Not ready yet; the request's waker is woken when it is.
+    Pending,
+}
+
+/// Whether [`DataSource::lend`] lent the bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum LendOutcome {
+    /// `visit` was called with the region's bytes.
+    Lent,
+    /// The source cannot lend; use [`DataSource::read`].
+    NotLendable,
+}
+
+/// Which regions a source can serve right now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Readable {
+    /// Any region.
+    Everywhere,
+    /// Only the regions reported by `changes_since` (the host copy was released).
+    ChangedRegionsOnly,
+}
+
+/// Host bytes of a region, lent in place: rows of `row_bytes()` bytes, `row_pitch` apart,
+/// planes `plane_pitch` apart, starting at `bytes[0]`.
+#[derive(Clone, Copy, Debug)]
+pub struct HostView<'a> {
+    /// Bytes from the region's first sample to (at least) the end of its last row.
+    pub bytes: &'a [u8],
+    /// The region the view covers.
+    pub region: Region,
+    /// Bytes per sample (element size times channels).
+    pub sample_bytes: usize,
+    /// Bytes between row starts.
+    pub row_pitch: usize,
+    /// Bytes between plane starts.
+    pub plane_pitch: usize,
+}
+
+impl<'a> HostView<'a> {
+    /// Bytes of one row of the region.
+    pub fn row_bytes(&self) -> usize {
+        self.region.size[2] * self.sample_bytes
+    }
+
+    /// Row `row` of plane `plane` of the region (both relative to the region).
+    pub fn row(&self, plane: usize, row: usize) -> &'a [u8] {
+        let start = plane * self.plane_pitch + row * self.row_pitch;
+        &self.bytes[start..start + self.row_bytes()]
+    }
+
+    /// Whether all rows are back to back, so the region is one contiguous slice.
+    pub fn is_contiguous(&self) -> bool {
+        let rows = self.region.size[1];
+        self.row_pitch == self.row_bytes()
+            && (self.region.size[0] == 1 || self.plane_pitch == rows * self.row_pitch)
+    }
+
+    /// Copies the region tightly packed into `dst` (exactly `region.len() * sample_bytes`).
+    pub fn copy_packed(&self, dst: &mut [u8]) {
+        let row_bytes = self.row_bytes();
+        if self.is_contiguous() {
+            let n = self.region.len() * self.sample_bytes;
+            dst[..n].copy_from_slice(&self.bytes[..n]);
+            return;
+        }
+        let mut out = dst.chunks_exact_mut(row_bytes);
+        for p in 0..self.region.size[0] {
+            for r in 0..self.region.size[1] {
+                if let Some(d) = out.next() {
+                    d.copy_from_slice(self.row(p, r));
+                }
+            }
+        }
+    }
+}
+
+/// Identifies one consumer of a source (one renderer's GPU copy of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConsumerId(u64);
+
+impl ConsumerId {
+    /// A fresh id, never returned before in this process.
+    pub fn next() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        ConsumerId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// A waker that does nothing, for reads of sources that never answer pending.
+pub fn noop_waker() -> &'static Waker {
+    Waker::noop()
+}
+
+/// Checks a read request against a layout: the level exists, the region lies inside it and
+/// `dst_len` is exactly the region's packed size. Sources call this first.
+pub fn check_read(
+    layout: &Layout,
+    request: &ReadRequest<'_>,
+    dst_len: usize,
+) -> Result<(), SourceError> {
+    let levels = layout.levels();
+    let Some(level) = levels.get(request.level) else {
+        return Err(SourceError::NoSuchLevel {
+            level: request.level,
+            levels: levels.len(),
+        });
+    };
+    request.region.check_within(&level.shape)?;
+    let expected = request.region.len() * layout.sample_bytes();
+    if dst_len != expected {
+        return Err(SourceError::BufferSize {
+            region: request.region,
+            expected,
+            got: dst_len,
+        });
+    }
+    Ok(())
+}
