@@ -17,12 +17,14 @@
 
 mod array;
 mod changes;
+mod conversion;
 mod crop;
 mod element;
 mod error;
 mod layout;
 mod mmap;
 mod npy;
+mod plan;
 mod region;
 mod residency;
 mod rows;
@@ -30,12 +32,14 @@ mod source;
 
 pub use array::{ArraySource, HostCopyPolicy};
 pub use changes::{ChangeLog, Changes, Version};
+pub use conversion::UploadFormat;
 pub use crop::CropSource;
 pub use element::{Element, ElementType};
 pub use error::SourceError;
 pub use layout::{ChunkGrid, Layout, Level, MAX_CHANNELS};
 pub use mmap::MmapSource;
 pub use npy::npy_header;
+pub use plan::{plan_chunked, plan_exact, UploadPlan};
 pub use region::{Region, Shape};
 pub use residency::{CudaMemory, Residency};
 #[cfg(unix)]
