@@ -27,7 +27,11 @@ impl UploadFormat {
             ElementType::F64 => ElementType::F32,
             e => e,
         };
-        let channels = if layout.channels() == 3 { 4 } else { layout.channels() };
+        let channels = if layout.channels() == 3 {
+            4
+        } else {
+            layout.channels()
+        };
         UploadFormat {
             element,
             channels,
@@ -123,7 +127,10 @@ mod tests {
         let src: Vec<u8> = [-1i16, 2, 3].iter().flat_map(|v| v.to_le_bytes()).collect();
         let mut dst = [0u8; 8];
         f.convert_row(&src, &mut dst, 1);
-        let out: Vec<i16> = dst.chunks(2).map(|b| i16::from_le_bytes([b[0], b[1]])).collect();
+        let out: Vec<i16> = dst
+            .chunks(2)
+            .map(|b| i16::from_le_bytes([b[0], b[1]]))
+            .collect();
         assert_eq!(out, vec![-1, 2, 3, i16::MAX]);
     }
 
@@ -135,7 +142,10 @@ mod tests {
         let src: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
         let mut dst = [0u8; 16];
         f.convert_row(&src, &mut dst, 4);
-        let out: Vec<f32> = dst.chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        let out: Vec<f32> = dst
+            .chunks(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
         assert_eq!(out[0], 0.25);
         assert!(out[1].is_nan());
         assert_eq!(out[2], f32::INFINITY);
@@ -144,7 +154,11 @@ mod tests {
 
     #[test]
     fn native_formats_pass_through() {
-        for (e, c) in [(ElementType::U8, 4), (ElementType::F32, 1), (ElementType::U16, 2)] {
+        for (e, c) in [
+            (ElementType::U8, 4),
+            (ElementType::F32, 1),
+            (ElementType::U16, 2),
+        ] {
             assert!(!UploadFormat::for_layout(&layout(e, c)).converts());
         }
     }

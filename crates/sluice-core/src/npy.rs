@@ -23,14 +23,15 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<NpyHeader, String> {
         return Err("not a .npy file (no \\x93NUMPY magic)".into());
     }
     let (major, minor) = (bytes[6], bytes[7]);
-    let (len_bytes, prefix) =
-        match major {
-            1 => (2, 10),
-            2 | 3 => (4, 12),
-            _ => return Err(format!(
+    let (len_bytes, prefix) = match major {
+        1 => (2, 10),
+        2 | 3 => (4, 12),
+        _ => {
+            return Err(format!(
                 "unsupported .npy format version {major}.{minor}; 1.0, 2.0 and 3.0 are supported"
-            )),
-        };
+            ))
+        }
+    };
     if bytes.len() < prefix {
         return Err(format!("truncated header: file has {} bytes", bytes.len()));
     }
@@ -123,9 +124,11 @@ fn parse_descr(descr: &str) -> Result<ElementType, String> {
         "f2" | "e" => ElementType::F16,
         "f4" | "f" => ElementType::F32,
         "f8" | "d" => ElementType::F64,
-        _ => return Err(format!(
+        _ => {
+            return Err(format!(
             "element type {descr} is not supported; supported: u1, i1, u2, i2, u4, i4, f2, f4, f8"
-        )),
+        ))
+        }
     };
     let big_endian = order == '>' || (order == '=' && cfg!(target_endian = "big"));
     if big_endian && element.size() > 1 {

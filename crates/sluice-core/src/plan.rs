@@ -21,7 +21,12 @@ pub struct UploadPlan {
 /// chunks are merged into boxes: runs along the fastest axis first, then runs of equal rows,
 /// then of equal planes. When more than `full_fraction` of the chunks are dirty, the plan is the
 /// whole shape in one copy, since one large copy beats many medium ones.
-pub fn plan_chunked(shape: &Shape, grid: &ChunkGrid, changes: &[Region], full_fraction: f64) -> UploadPlan {
+pub fn plan_chunked(
+    shape: &Shape,
+    grid: &ChunkGrid,
+    changes: &[Region],
+    full_fraction: f64,
+) -> UploadPlan {
     let full = UploadPlan {
         copies: vec![shape.full_region()],
         full: true,
@@ -113,7 +118,10 @@ pub fn plan_chunked(shape: &Shape, grid: &ChunkGrid, changes: &[Region], full_fr
             first.bounding_union(&last)
         })
         .collect();
-    UploadPlan { copies, full: false }
+    UploadPlan {
+        copies,
+        full: false,
+    }
 }
 
 /// Plans copies of exactly the changed regions, for sources that can serve nothing else
@@ -126,7 +134,10 @@ pub fn plan_exact(changes: &[Region]) -> UploadPlan {
             copies.push(*r);
         }
     }
-    UploadPlan { copies, full: false }
+    UploadPlan {
+        copies,
+        full: false,
+    }
 }
 
 #[cfg(test)]
@@ -150,8 +161,15 @@ mod tests {
     fn adjacent_chunks_merge_into_one_box() {
         let p = plan(&[Region::d2(0, 0, 100, 100)]);
         assert_eq!(p.copies, vec![Region::d2(0, 0, 128, 128)]);
-        let p = plan(&[Region::d2(0, 0, 10, 10), Region::d2(0, 64, 10, 10), Region::d2(64, 0, 1, 1)]);
-        assert_eq!(p.copies, vec![Region::d2(0, 0, 64, 128), Region::d2(64, 0, 64, 64)]);
+        let p = plan(&[
+            Region::d2(0, 0, 10, 10),
+            Region::d2(0, 64, 10, 10),
+            Region::d2(64, 0, 1, 1),
+        ]);
+        assert_eq!(
+            p.copies,
+            vec![Region::d2(0, 0, 64, 128), Region::d2(64, 0, 64, 64)]
+        );
     }
 
     #[test]

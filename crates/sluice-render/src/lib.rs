@@ -1,1 +1,57 @@
-//! placeholder
+//! # sluice-render: the GPU half of sluice
+//!
+//! [`Renderer`] owns one wgpu device and, for every source a scene shows, one GPU texture
+//! (its proxy) kept up to date with the source: each frame uploads only what changed, merged
+//! by chunk into few copies, through a reused staging ring, converting formats the GPU lacks
+//! on the way. Visuals ([`Image`]) name sources and hold display settings only; a [`Scene`]
+//! places them with parent/child transforms and a [`Camera`] looks at it.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use sluice_core::{ndarray::Array2, ArraySource};
+//! use sluice_render::{Colormap, Image, PanZoomCamera, Renderer, Scene};
+//!
+//! let source = Arc::new(ArraySource::new(Array2::<f32>::zeros((256, 256)))?);
+//! let mut scene = Scene::new();
+//! scene.add(Image::new(source.clone()).with_clim(0.0, 1.0).with_colormap(Colormap::Viridis));
+//! let mut renderer = Renderer::new()?;
+//! let target = renderer.create_target(256, 256)?;
+//! let camera = PanZoomCamera::fit([0.0, 0.0].into(), [256.0, 256.0].into(), target.size());
+//! renderer.render(&scene, &camera, &target)?;
+//! renderer.read_image(&target)?.save("image.png")?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Errors are [`RenderError`]s naming the numbers involved (shapes, limits, parameters);
+//! invalid input is refused before it reaches the GPU. This crate has no `unsafe` code.
+
+#![forbid(unsafe_code)]
+
+mod camera;
+mod colormap;
+mod colormap_data;
+mod counters;
+mod error;
+mod format;
+mod image_pipeline;
+mod options;
+mod proxy;
+mod renderer;
+mod scene;
+mod staging;
+mod target;
+mod visual;
+
+pub use camera::{Camera, PanZoomCamera};
+pub use colormap::{Colormap, CustomColormap, MAX_COLORMAP_ENTRIES};
+pub use counters::{Counters, FrameStats};
+pub use error::RenderError;
+pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV};
+pub use renderer::Renderer;
+pub use scene::{NodeId, Scene};
+pub use target::{RenderTarget, TARGET_FORMAT};
+pub use visual::{Image, Interpolation, IntoSource, Visual};
+
+/// Re-exported so users name the same glam and wgpu versions sluice uses.
+pub use glam;
+pub use wgpu;

@@ -1,0 +1,50 @@
+//! Counters of what the proxy layer did: the numbers tests and benchmarks read.
+
+/// What a renderer's proxy layer has done since it was created (cumulative fields) and holds
+/// now (current fields).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Bytes of source data copied to the GPU (after format conversion, without row padding).
+    pub bytes_uploaded: u64,
+    /// GPU copy commands issued for source data.
+    pub copies_issued: u64,
+    /// Bytes of GPU memory held by source textures now.
+    pub resident_bytes: u64,
+    /// Source textures alive now (one per source shown, however many visuals show it).
+    pub textures_alive: u64,
+    /// Source textures created so far.
+    pub textures_created: u64,
+    /// Staging buffers created so far (a reused ring keeps this small).
+    pub staging_buffers_created: u64,
+    /// Bytes of staging memory held now.
+    pub staging_bytes: u64,
+}
+
+impl Counters {
+    /// The cumulative fields' growth since `earlier`; current fields as they are now.
+    #[must_use]
+    pub fn since(&self, earlier: &Counters) -> Counters {
+        Counters {
+            bytes_uploaded: self.bytes_uploaded - earlier.bytes_uploaded,
+            copies_issued: self.copies_issued - earlier.copies_issued,
+            textures_created: self.textures_created - earlier.textures_created,
+            staging_buffers_created: self.staging_buffers_created - earlier.staging_buffers_created,
+            ..*self
+        }
+    }
+}
+
+/// What one frame did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[must_use]
+pub struct FrameStats {
+    /// Bytes of source data uploaded for this frame.
+    pub bytes_uploaded: u64,
+    /// Copies issued for this frame.
+    pub copies_issued: u64,
+    /// Visuals drawn.
+    pub visuals_drawn: u32,
+    /// Whether some uploads were left for later frames (upload budget, or data not ready):
+    /// render again to finish them.
+    pub uploads_pending: bool,
+}

@@ -1,0 +1,108 @@
+//! Errors of the renderer: each names the numbers that went wrong.
+
+use sluice_core::SourceError;
+
+/// Everything that can go wrong choosing a GPU, uploading a source or drawing a frame.
+///
+/// Each variant carries the sizes, limits and names involved. A failed frame leaves sources
+/// and the caller's data untouched; the renderer stays usable.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RenderError {
+    /// No adapter matched the request.
+    #[error("no GPU adapter found for backends {backends} (adapter filter: {filter:?}); adapters seen: {seen:?}. On Linux without a GPU install Mesa's lavapipe: apt-get install mesa-vulkan-drivers")]
+    NoAdapter {
+        /// The backends searched.
+        backends: String,
+        /// The `SLUICE_ADAPTER` (or option) name filter, if any.
+        filter: Option<String>,
+        /// Adapters that exist but did not match, as "name (backend)".
+        seen: Vec<String>,
+    },
+    /// An environment variable or option names something unknown.
+    #[error("invalid renderer option {name}={value:?}: {expected}")]
+    InvalidOption {
+        /// The option or variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is accepted.
+        expected: &'static str,
+    },
+    /// The adapter refused to open a device.
+    #[error("could not open a device on adapter {adapter}: {reason}")]
+    RequestDevice {
+        /// The adapter's name.
+        adapter: String,
+        /// What wgpu said.
+        reason: String,
+    },
+    /// A source larger than the device's texture limit on some axis.
+    #[error("{source_label} has shape {shape:?}, over this device's {kind} texture limit of {limit} samples per axis (tiling large data comes with lazy sources)")]
+    TextureTooLarge {
+        /// The source.
+        source_label: String,
+        /// Its shape in numpy order.
+        shape: Vec<usize>,
+        /// "2-D" or "3-D".
+        kind: &'static str,
+        /// The device limit.
+        limit: u32,
+    },
+    /// A source a visual cannot show (wrong number of axes, residency not supported, ...).
+    #[error("{visual} cannot show {source_label}: {reason}")]
+    UnsupportedSource {
+        /// The visual kind.
+        visual: &'static str,
+        /// The source.
+        source_label: String,
+        /// Why.
+        reason: String,
+    },
+    /// A source failed to give its data.
+    #[error("reading {source_label}: {error}")]
+    Source {
+        /// The source.
+        source_label: String,
+        /// What the source said.
+        #[source]
+        error: SourceError,
+    },
+    /// A visual parameter out of its domain.
+    #[error("invalid {parameter} {value} on {visual}: {expected}")]
+    InvalidParameter {
+        /// The visual kind.
+        visual: &'static str,
+        /// The parameter.
+        parameter: &'static str,
+        /// Its value.
+        value: String,
+        /// What is accepted.
+        expected: &'static str,
+    },
+    /// A colormap with no entries, or more than a texture row can hold.
+    #[error("colormap {name:?} has {entries} entries; 1 to {limit} are supported")]
+    ColormapSize {
+        /// The colormap's name.
+        name: String,
+        /// Its number of entries.
+        entries: usize,
+        /// The most allowed.
+        limit: usize,
+    },
+    /// A render target of zero size or over the texture limit.
+    #[error(
+        "render target of {width}x{height} pixels is not possible: each side must be 1 to {limit}"
+    )]
+    TargetSize {
+        /// Requested width.
+        width: u32,
+        /// Requested height.
+        height: u32,
+        /// The device's 2-D texture limit.
+        limit: u32,
+    },
+    /// wgpu reported an error the renderer did not prevent (a bug in sluice: please report).
+    #[error("GPU error: {0}")]
+    Gpu(String),
+}

@@ -1,0 +1,54 @@
+//! Renderer options: which GPU, how much to upload per frame.
+
+use crate::error::RenderError;
+
+/// Environment variable forcing the backend: `vulkan`, `gl`, `metal`, `dx12` or `all`.
+pub const BACKEND_ENV: &str = "SLUICE_BACKEND";
+/// Environment variable choosing the adapter whose name contains this text (case-insensitive).
+pub const ADAPTER_ENV: &str = "SLUICE_ADAPTER";
+
+/// How a [`crate::Renderer`] is set up.
+#[derive(Clone, Debug, Default)]
+pub struct RendererOptions {
+    /// Backends to search; `None` for all native ones.
+    pub backends: Option<wgpu::Backends>,
+    /// Only adapters whose name contains this text (case-insensitive).
+    pub adapter_name: Option<String>,
+    /// Most bytes of source data uploaded per frame; `None` for no limit. A change larger than
+    /// this is spread over several frames (each chunk still shows one whole version).
+    pub upload_budget: Option<u64>,
+}
+
+impl RendererOptions {
+    /// Options from `SLUICE_BACKEND` and `SLUICE_ADAPTER`, where set.
+    pub fn from_env() -> Result<Self, RenderError> {
+        let mut options = RendererOptions::default();
+        if let Ok(value) = std::env::var(BACKEND_ENV) {
+            options.backends = Some(parse_backends(&value)?);
+        }
+        if let Ok(value) = std::env::var(ADAPTER_ENV) {
+            if !value.trim().is_empty() {
+                options.adapter_name = Some(value);
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// Parses a backend name as `SLUICE_BACKEND` takes it.
+pub fn parse_backends(value: &str) -> Result<wgpu::Backends, RenderError> {
+    Ok(match value.trim().to_ascii_lowercase().as_str() {
+        "vulkan" | "vk" => wgpu::Backends::VULKAN,
+        "gl" | "gles" | "opengl" => wgpu::Backends::GL,
+        "metal" => wgpu::Backends::METAL,
+        "dx12" | "d3d12" => wgpu::Backends::DX12,
+        "all" | "" => wgpu::Backends::all(),
+        _ => {
+            return Err(RenderError::InvalidOption {
+                name: BACKEND_ENV,
+                value: value.to_string(),
+                expected: "one of vulkan, gl, metal, dx12, all",
+            })
+        }
+    })
+}

@@ -1,0 +1,187 @@
+//! The staging ring: persistently reused, CPU-written upload buffers.
+//!
+//! `queue.write_texture` allocates a fresh staging buffer for every call. The ring instead
+//! keeps mapped buffers (chunks) and sub-allocates uploads from them; after a frame is
+//! submitted its chunks are mapped again asynchronously and return to the free list when the
+//! GPU is done with them. In steady state no buffer is created.
+
+use std::sync::mpsc;
+
+/// Alignment of every staged copy: `COPY_BYTES_PER_ROW_ALIGNMENT`, which also satisfies every
+/// texel size and `MAP_ALIGNMENT`.
+pub(crate) const STAGING_ALIGNMENT: u64 = wgpu::COPY_BYTES_PER_ROW_ALIGNMENT as u64;
+
+/// Default chunk size. Larger uploads get a chunk of their own (rounded up to a power of two),
+/// which is reused like the others.
+const DEFAULT_CHUNK_BYTES: u64 = 32 << 20;
+
+/// Free chunks kept beyond this many bytes are dropped.
+const MAX_FREE_BYTES: u64 = 512 << 20;
+
+struct Chunk {
+    buffer: wgpu::Buffer,
+    cursor: u64,
+}
+
+impl Chunk {
+    fn room(&self, size: u64) -> bool {
+        self.cursor.next_multiple_of(STAGING_ALIGNMENT) + size <= self.buffer.size()
+    }
+}
+
+/// Staged bytes: where to copy from.
+pub(crate) struct Staged {
+    pub buffer: wgpu::Buffer,
+    pub offset: u64,
+}
+
+pub(crate) struct StagingRing {
+    chunk_bytes: u64,
+    max_buffer: u64,
+    /// Mapped and empty.
+    free: Vec<Chunk>,
+    /// Mapped and being filled this frame.
+    active: Vec<Chunk>,
+    /// Chunks whose re-mapping finished, sent by their map callbacks.
+    returned_tx: mpsc::Sender<Chunk>,
+    returned_rx: mpsc::Receiver<Chunk>,
+    pub created: u64,
+    pub held_bytes: u64,
+}
+
+impl StagingRing {
+    pub fn new(max_buffer: u64) -> Self {
+        let (returned_tx, returned_rx) = mpsc::channel();
+        StagingRing {
+            chunk_bytes: DEFAULT_CHUNK_BYTES.min(max_buffer),
+            max_buffer,
+            free: Vec::new(),
+            active: Vec::new(),
+            returned_tx,
+            returned_rx,
+            created: 0,
+            held_bytes: 0,
+        }
+    }
+
+    /// Largest single staged copy.
+    pub fn max_stage(&self) -> u64 {
+        self.max_buffer
+    }
+
+    /// Collects chunks the GPU has released (their map callbacks ran in a `device.poll`).
+    fn reclaim(&mut self) {
+        while let Ok(chunk) = self.returned_rx.try_recv() {
+            self.free.push(chunk);
+        }
+        let mut free_bytes: u64 = self.free.iter().map(|c| c.buffer.size()).sum();
+        while free_bytes > MAX_FREE_BYTES {
+            // Drop the smallest: large ones are the expensive ones to recreate.
+            let (i, _) = self
+                .free
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, c)| c.buffer.size())
+                .expect("free is not empty while it holds bytes");
+            let chunk = self.free.swap_remove(i);
+            free_bytes -= chunk.buffer.size();
+            self.held_bytes -= chunk.buffer.size();
+        }
+    }
+
+    /// Reserves `size` bytes (at most `max_stage`), lets `fill` write them through a mapped
+    /// view, and returns where they are.
+    pub fn stage(
+        &mut self,
+        device: &wgpu::Device,
+        size: u64,
+        fill: impl FnOnce(&mut wgpu::BufferViewMut),
+    ) -> Staged {
+        debug_assert!(size > 0 && size <= self.max_buffer);
+        let index = match self.active.iter().position(|c| c.room(size)) {
+            Some(i) => i,
+            None => {
+                self.reclaim();
+                let chunk = match self
+                    .free
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.room(size))
+                    .min_by_key(|(_, c)| c.buffer.size())
+                    .map(|(i, _)| i)
+                {
+                    Some(i) => self.free.swap_remove(i),
+                    None => self.create(device, size),
+                };
+                self.active.push(chunk);
+                self.active.len() - 1
+            }
+        };
+        let chunk = &mut self.active[index];
+        let offset = chunk.cursor.next_multiple_of(STAGING_ALIGNMENT);
+        chunk.cursor = offset + size;
+        {
+            let mut view = chunk
+                .buffer
+                .get_mapped_range_mut(offset..offset + size)
+                .expect("staging chunk is mapped and the range is inside it");
+            fill(&mut view);
+        }
+        Staged {
+            buffer: chunk.buffer.clone(),
+            offset,
+        }
+    }
+
+    fn create(&mut self, device: &wgpu::Device, size: u64) -> Chunk {
+        let bytes = if size <= self.chunk_bytes {
+            self.chunk_bytes
+        } else {
+            size.next_power_of_two().min(self.max_buffer)
+        };
+        self.created += 1;
+        self.held_bytes += bytes;
+        Chunk {
+            buffer: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("sluice staging chunk"),
+                size: bytes,
+                usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: true,
+            }),
+            cursor: 0,
+        }
+    }
+
+    /// Gives back the last reservation, `staged` of `size` bytes, when nothing was written to
+    /// it after all.
+    pub fn rewind(&mut self, staged: &Staged, size: u64) {
+        if let Some(chunk) = self.active.iter_mut().find(|c| c.buffer == staged.buffer) {
+            if chunk.cursor == staged.offset + size {
+                chunk.cursor = staged.offset;
+            }
+        }
+    }
+
+    /// Unmaps this frame's chunks; call before submitting the commands that read them.
+    pub fn finish(&mut self) {
+        for chunk in &self.active {
+            chunk.buffer.unmap();
+        }
+    }
+
+    /// Starts re-mapping this frame's chunks; call after submitting. They return to the free
+    /// list once the GPU is done with them and a `device.poll` has run their callbacks.
+    pub fn recall(&mut self) {
+        for mut chunk in self.active.drain(..) {
+            chunk.cursor = 0;
+            let tx = self.returned_tx.clone();
+            let buffer = chunk.buffer.clone();
+            buffer.map_async(wgpu::MapMode::Write, .., move |result| {
+                if result.is_ok() {
+                    // The ring may be gone (renderer dropped): then the chunk just drops.
+                    let _ = tx.send(chunk);
+                }
+            });
+        }
+    }
+}

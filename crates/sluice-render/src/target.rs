@@ -1,0 +1,125 @@
+//! Offscreen render targets and reading them back.
+
+use crate::error::RenderError;
+
+/// The pixel format of render targets: 8-bit RGBA, not sRGB-encoded, so colormap entries
+/// reach the image unchanged.
+pub const TARGET_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Rgba8Unorm;
+
+/// An offscreen image the renderer draws into; read it back with
+/// [`crate::Renderer::read_image`].
+#[derive(Debug)]
+pub struct RenderTarget {
+    pub(crate) texture: wgpu::Texture,
+    pub(crate) view: wgpu::TextureView,
+    width: u32,
+    height: u32,
+}
+
+impl RenderTarget {
+    pub(crate) fn new(device: &wgpu::Device, width: u32, height: u32) -> Result<Self, RenderError> {
+        let limit = device.limits().max_texture_dimension_2d;
+        if width == 0 || height == 0 || width > limit || height > limit {
+            return Err(RenderError::TargetSize {
+                width,
+                height,
+                limit,
+            });
+        }
+        let texture = device.create_texture(&wgpu::TextureDescriptor {
+            label: Some("sluice render target"),
+            size: wgpu::Extent3d {
+                width,
+                height,
+                depth_or_array_layers: 1,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format: TARGET_FORMAT,
+            usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::COPY_SRC,
+            view_formats: &[],
+        });
+        let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
+        Ok(RenderTarget {
+            texture,
+            view,
+            width,
+            height,
+        })
+    }
+
+    /// Width in pixels.
+    pub fn width(&self) -> u32 {
+        self.width
+    }
+
+    /// Height in pixels.
+    pub fn height(&self) -> u32 {
+        self.height
+    }
+
+    /// `[width, height]`.
+    pub fn size(&self) -> [u32; 2] {
+        [self.width, self.height]
+    }
+
+    /// Copies the target to host memory; waits for the GPU.
+    pub(crate) fn read(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+    ) -> Result<image::RgbaImage, RenderError> {
+        let row = self.width as u64 * 4;
+        let padded = row.next_multiple_of(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT as u64);
+        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("sluice readback"),
+            size: padded * self.height as u64,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("sluice readback"),
+        });
+        encoder.copy_texture_to_buffer(
+            self.texture.as_image_copy(),
+            wgpu::TexelCopyBufferInfo {
+                buffer: &buffer,
+                layout: wgpu::TexelCopyBufferLayout {
+                    offset: 0,
+                    bytes_per_row: Some(padded as u32),
+                    rows_per_image: Some(self.height),
+                },
+            },
+            wgpu::Extent3d {
+                width: self.width,
+                height: self.height,
+                depth_or_array_layers: 1,
+            },
+        );
+        queue.submit([encoder.finish()]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        buffer.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| RenderError::Gpu(format!("waiting for readback: {e}")))?;
+        rx.recv()
+            .map_err(|_| RenderError::Gpu("readback callback never ran".into()))?
+            .map_err(|e| RenderError::Gpu(format!("mapping readback buffer: {e}")))?;
+        let mut pixels = Vec::with_capacity((row * self.height as u64) as usize);
+        {
+            let mapped = buffer
+                .get_mapped_range(..)
+                .map_err(|e| RenderError::Gpu(format!("reading back: {e}")))?;
+            for r in 0..self.height as usize {
+                let start = r * padded as usize;
+                pixels.extend_from_slice(&mapped[start..start + row as usize]);
+            }
+        }
+        buffer.unmap();
+        image::RgbaImage::from_raw(self.width, self.height, pixels)
+            .ok_or_else(|| RenderError::Gpu("readback size mismatch".into()))
+    }
+}

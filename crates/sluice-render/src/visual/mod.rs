@@ -1,0 +1,59 @@
+//! Visuals: what a scene shows. They name sources and hold per-visual display state only
+//! (contrast limits, colormap, interpolation); GPU resources belong to the renderer.
+
+mod image;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub use image::{Image, Interpolation};
+
+/// A visual in a scene.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Visual {
+    /// A 2-D image.
+    Image(Image),
+}
+
+impl From<Image> for Visual {
+    fn from(image: Image) -> Self {
+        Visual::Image(image)
+    }
+}
+
+/// Identity and liveness of one visual. The renderer keeps per-visual GPU state under the id
+/// and watches the token through a `Weak`: once the visual is dropped, its state (and, if it
+/// was the last user, the source's texture) is freed.
+#[derive(Debug)]
+pub(crate) struct VisualToken {
+    pub id: u64,
+}
+
+impl VisualToken {
+    pub fn new() -> Arc<Self> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Arc::new(VisualToken {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+        })
+    }
+}
+
+/// Accepted by visual constructors: an `Arc` of any source, or an already shared
+/// `Arc<dyn DataSource>`.
+pub trait IntoSource {
+    /// The source as a shared trait object.
+    fn into_source(self) -> sluice_core::SharedSource;
+}
+
+impl<S: sluice_core::DataSource> IntoSource for Arc<S> {
+    fn into_source(self) -> sluice_core::SharedSource {
+        self
+    }
+}
+
+impl IntoSource for sluice_core::SharedSource {
+    fn into_source(self) -> sluice_core::SharedSource {
+        self
+    }
+}
