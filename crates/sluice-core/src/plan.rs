@@ -11,7 +11,7 @@ use crate::region::{Region, Shape};
 pub struct UploadPlan {
     /// Regions to copy, in order; disjoint unless the plan is exact.
     pub copies: Vec<Region>,
-    /// Whether the plan is the whole shape.
+    /// Whether the plan is one copy of the whole shape.
     pub full: bool,
 }
 
@@ -19,18 +19,15 @@ pub struct UploadPlan {
 ///
 /// Changes are snapped outwards to the chunk grid (the chunk is the unit of dirtiness); dirty
 /// chunks are merged into boxes: runs along the fastest axis first, then runs of equal rows,
-/// then of equal planes. When more than `full_fraction` of the chunks are dirty, the plan is the
-/// whole shape in one copy, since one large copy beats many medium ones.
+/// then of equal planes. When more than `full_fraction` of the chunks are dirty, the plan is one
+/// copy of the dirty chunks' bounding box (the whole shape when all of it changed), since one
+/// large copy beats many medium ones.
 pub fn plan_chunked(
     shape: &Shape,
     grid: &ChunkGrid,
     changes: &[Region],
     full_fraction: f64,
 ) -> UploadPlan {
-    let full = UploadPlan {
-        copies: vec![shape.full_region()],
-        full: true,
-    };
     let g = grid.grid_size(shape);
     let total = g[0] * g[1] * g[2];
     let mut dirty = vec![false; total];
@@ -60,7 +57,25 @@ pub fn plan_chunked(
         };
     }
     if count == total || count as f64 > full_fraction * total as f64 {
-        return full;
+        let mut lo = g;
+        let mut hi = [0; 3];
+        for z in 0..g[0] {
+            for y in 0..g[1] {
+                for x in 0..g[2] {
+                    if dirty[(z * g[1] + y) * g[2] + x] {
+                        lo = [lo[0].min(z), lo[1].min(y), lo[2].min(x)];
+                        hi = [hi[0].max(z + 1), hi[1].max(y + 1), hi[2].max(x + 1)];
+                    }
+                }
+            }
+        }
+        let first = grid.chunk_region(lo, shape);
+        let last = grid.chunk_region([hi[0] - 1, hi[1] - 1, hi[2] - 1], shape);
+        let bounds = first.bounding_union(&last);
+        return UploadPlan {
+            copies: vec![bounds],
+            full: bounds == whole,
+        };
     }
 
     // Boxes in chunk coordinates: [origin, end) per axis.
@@ -175,6 +190,9 @@ mod tests {
     #[test]
     fn mostly_dirty_becomes_full() {
         let p = plan(&[Region::d2(0, 0, 192, 192)]);
+        assert!(!p.full);
+        assert_eq!(p.copies, vec![Region::d2(0, 0, 192, 192)]);
+        let p = plan(&[Region::d2(0, 0, 192, 192), Region::d2(250, 250, 1, 1)]);
         assert!(p.full);
         assert_eq!(p.copies, vec![Region::d2(0, 0, 256, 256)]);
         assert!(plan(&[]).copies.is_empty());

@@ -155,18 +155,34 @@ impl TextureProxy {
         self.pending.clear();
         let mut copies = plan.copies.into_iter();
         while let Some(region) = copies.next() {
-            let bytes = (region.len() * self.format.sample_bytes()) as u64;
             let done = ctx.counters.bytes_uploaded - ctx.frame_start_bytes;
-            if ctx
-                .budget
-                .is_some_and(|budget| done > 0 && done + bytes > budget)
-            {
+            let (head, tail) = match ctx.budget {
+                Some(budget) => {
+                    self.split_for_budget(region, budget.saturating_sub(done), done == 0)
+                }
+                None => (Some(region), None),
+            };
+            let Some(head) = head else {
+                self.pending.push(region);
+                self.pending.extend(copies);
+                break;
+            };
+            let copied = match self.copy_region(ctx, head) {
+                Ok(copied) => copied,
+                Err(e) => {
+                    // Start over from a full upload next time rather than guess what is left.
+                    self.uploaded = Version::NEVER;
+                    self.pending.clear();
+                    return Err(e);
+                }
+            };
+            if !copied {
                 self.pending.push(region);
                 self.pending.extend(copies);
                 break;
             }
-            if !self.copy_region(ctx, region)? {
-                self.pending.push(region);
+            if let Some(tail) = tail {
+                self.pending.push(tail);
                 self.pending.extend(copies);
                 break;
             }
@@ -175,6 +191,44 @@ impl TextureProxy {
             self.source.uploaded(self.consumer, current);
         }
         Ok(!self.pending.is_empty())
+    }
+
+    /// Cuts `region` so that its first part fits in `allowed` bytes, along its slowest axis and
+    /// at chunk boundaries (so each chunk is still uploaded by one copy, showing one version).
+    /// With `must_progress`, at least one chunk row (or plane) goes even over the budget.
+    fn split_for_budget(
+        &self,
+        region: Region,
+        allowed: u64,
+        must_progress: bool,
+    ) -> (Option<Region>, Option<Region>) {
+        let bytes = (region.len() * self.format.sample_bytes()) as u64;
+        if bytes <= allowed {
+            return (Some(region), None);
+        }
+        let axis = if region.size[0] > 1 { 0 } else { 1 };
+        let chunk = self.layout.chunks().chunk_size()[axis];
+        let slice_bytes = bytes / region.size[axis] as u64;
+        // Chunk-aligned end of the head, counted from the region's origin.
+        let first_boundary = (region.origin[axis] / chunk + 1) * chunk - region.origin[axis];
+        let fits = (allowed / slice_bytes) as usize;
+        let head_len = if fits >= first_boundary {
+            first_boundary + (fits - first_boundary) / chunk * chunk
+        } else if must_progress {
+            first_boundary
+        } else {
+            return (None, Some(region));
+        };
+        let head_len = head_len.min(region.size[axis]);
+        if head_len == region.size[axis] {
+            return (Some(region), None);
+        }
+        let mut head = region;
+        head.size[axis] = head_len;
+        let mut tail = region;
+        tail.origin[axis] += head_len;
+        tail.size[axis] -= head_len;
+        (Some(head), Some(tail))
     }
 
     fn recreate(

@@ -91,10 +91,7 @@ impl Renderer {
     /// over GL.
     pub fn with_options(options: RendererOptions) -> Result<Self, RenderError> {
         let backends = options.backends.unwrap_or(wgpu::Backends::all());
-        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-        desc.backends = backends;
-        let instance = wgpu::Instance::new(desc);
-        let adapter = choose_adapter(&instance, backends, options.adapter_name.as_deref())?;
+        let adapter = choose_adapter(backends, options.adapter_name.as_deref())?;
         let info = adapter.get_info();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("sluice"),
@@ -565,30 +562,16 @@ fn check_image_parameters(image: &Image) -> Result<(), RenderError> {
 }
 
 fn choose_adapter(
-    instance: &wgpu::Instance,
     backends: wgpu::Backends,
     filter: Option<&str>,
 ) -> Result<wgpu::Adapter, RenderError> {
-    // Native backends first: probing GL (EGL) is slow and noisy where Vulkan already works.
-    let primary = backends & wgpu::Backends::PRIMARY;
-    let mut adapters = if primary.is_empty() {
-        Vec::new()
-    } else {
-        pollster::block_on(instance.enumerate_adapters(primary))
-    };
-    let matches = |a: &wgpu::Adapter| {
-        filter.is_none_or(|w| a.get_info().name.to_lowercase().contains(&w.to_lowercase()))
-    };
-    if !adapters.iter().any(matches) {
-        adapters.extend(pollster::block_on(
-            instance.enumerate_adapters(backends - primary),
-        ));
-    }
     let describe = |a: &wgpu::Adapter| {
         let i = a.get_info();
         format!("{} ({:?}, {:?})", i.name, i.backend, i.device_type)
     };
-    let seen: Vec<String> = adapters.iter().map(describe).collect();
+    let matches = |a: &wgpu::Adapter| {
+        filter.is_none_or(|w| a.get_info().name.to_lowercase().contains(&w.to_lowercase()))
+    };
     let score = |a: &wgpu::Adapter| {
         let i = a.get_info();
         let device = match i.device_type {
@@ -605,13 +588,30 @@ fn choose_adapter(
         };
         device * 10 + backend
     };
-    adapters
-        .into_iter()
-        .filter(|a| matches(a))
-        .max_by_key(score)
-        .ok_or_else(|| RenderError::NoAdapter {
-            backends: format!("{backends:?}"),
-            filter: filter.map(str::to_string),
-            seen,
-        })
+    // Native backends first, GL only if they have no match: merely creating a GL instance
+    // probes EGL, which is slow and noisy where Vulkan already works.
+    let primary = backends & wgpu::Backends::PRIMARY;
+    let mut seen = Vec::new();
+    for group in [primary, backends - primary] {
+        if group.is_empty() {
+            continue;
+        }
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = group;
+        let instance = wgpu::Instance::new(desc);
+        let adapters = pollster::block_on(instance.enumerate_adapters(group));
+        seen.extend(adapters.iter().map(describe));
+        if let Some(best) = adapters
+            .into_iter()
+            .filter(|a| matches(a))
+            .max_by_key(score)
+        {
+            return Ok(best);
+        }
+    }
+    Err(RenderError::NoAdapter {
+        backends: format!("{backends:?}"),
+        filter: filter.map(str::to_string),
+        seen,
+    })
 }

@@ -1,0 +1,76 @@
+//! Shared helpers of the integration tests: a renderer on the adapter the environment picks
+//! (never skipping when there is none), rendering to an image, and pixel comparisons.
+#![allow(dead_code)]
+
+use sluice::prelude::*;
+
+/// A renderer, or a failed test: rendering tests never skip for want of an adapter.
+pub fn renderer() -> Renderer {
+    match Renderer::new() {
+        Ok(r) => r,
+        Err(e) => panic!("no GPU adapter for the rendering tests: {e}"),
+    }
+}
+
+/// A camera that maps world (0, 0)..(w, h) onto a w x h target pixel for pixel.
+pub fn pixel_camera(w: u32, h: u32) -> PanZoomCamera {
+    PanZoomCamera::new(Vec2::new(w as f32 / 2.0, h as f32 / 2.0), 1.0)
+}
+
+/// Renders `scene` into a fresh `w` x `h` target and reads it back.
+pub fn render(
+    renderer: &mut Renderer,
+    scene: &Scene,
+    camera: &dyn Camera,
+    w: u32,
+    h: u32,
+) -> image::RgbaImage {
+    let target = renderer.create_target(w, h).expect("target");
+    let _ = renderer.render(scene, camera, &target).expect("render");
+    renderer.read_image(&target).expect("read back")
+}
+
+/// Renders a scene where world units are target pixels.
+pub fn render_pixels(renderer: &mut Renderer, scene: &Scene, w: u32, h: u32) -> image::RgbaImage {
+    render(renderer, scene, &pixel_camera(w, h), w, h)
+}
+
+/// The colormap entry for value `v` through `clim` and `gamma`, computed on the CPU the way
+/// the docs define it, in f32 like the shader. Also returns whether `t * N` lies within 1e-3
+/// of an entry boundary (where GPU rounding may pick the neighbour).
+pub fn expected_entry(
+    cm: &Colormap,
+    v: f32,
+    clim: [f32; 2],
+    gamma: f32,
+) -> ([u8; 4], Option<[u8; 4]>) {
+    let n = cm.entries().len();
+    let t = ((v - clim[0]) / (clim[1] - clim[0])).clamp(0.0, 1.0);
+    let t = if gamma != 1.0 && t > 0.0 {
+        t.powf(gamma)
+    } else {
+        t
+    };
+    let x = t * n as f32;
+    let i = (x.floor() as usize).min(n - 1);
+    let frac = x - x.floor();
+    let neighbour = if frac < 1e-3 && i > 0 {
+        Some(cm.entries()[i - 1])
+    } else if frac > 1.0 - 1e-3 && i + 1 < n {
+        Some(cm.entries()[i + 1])
+    } else {
+        None
+    };
+    (cm.entries()[i], neighbour)
+}
+
+/// Asserts each channel of pixel (x, y) is within `tol` of `expected`.
+#[track_caller]
+pub fn assert_pixel(img: &image::RgbaImage, x: u32, y: u32, expected: [u8; 4], tol: u8) {
+    let got = img.get_pixel(x, y).0;
+    let ok = got.iter().zip(expected).all(|(&g, e)| g.abs_diff(e) <= tol);
+    assert!(
+        ok,
+        "pixel ({x}, {y}) is {got:?}, expected {expected:?} within {tol}"
+    );
+}
