@@ -152,7 +152,7 @@ fn rgb_and_rgba_sources() {
     for (x, col) in colors.iter().enumerate() {
         let x = x as u32;
         assert_pixel(&img, x, 0, [col[0], col[1], col[2], 255], 0);
-        let a = if x % 2 == 0 { 1.0 } else { 0.2 };
+        let a = if x.is_multiple_of(2) { 1.0 } else { 0.2 };
         let blended = col.map(|v| (v as f32 * a).round() as u8);
         assert_pixel(&img, x, 3, [blended[0], blended[1], blended[2], 255], 1);
         assert_pixel(&img, x, 5, [col[0], col[1], col[2], 255], 1);

@@ -213,7 +213,7 @@ impl Checkerboard {
 
     fn value(&self, y: usize, x: usize) -> u8 {
         let s = self.square.load(Ordering::Acquire) as usize;
-        if (y / s + x / s) % 2 == 0 {
+        if (y / s + x / s).is_multiple_of(2) {
             30
         } else {
             220
