@@ -385,3 +385,44 @@ fn concurrent_writers_never_show_a_torn_region() {
         "frames never changed while writers ran"
     );
 }
+
+/// A source that says its bytes are in CUDA memory.
+struct OnDevice;
+
+impl DataSource for OnDevice {
+    fn layout(&self) -> Layout {
+        Layout::new(Shape::d2(4, 4).unwrap(), ElementType::F32, 1).unwrap()
+    }
+    fn version(&self) -> Version {
+        Version::INITIAL
+    }
+    fn changes_since(&self, _: Version) -> Changes {
+        Changes::All
+    }
+    fn residency(&self) -> sluice::Residency {
+        sluice::Residency::Cuda(sluice::CudaMemory {
+            device_uuid: [0; 16],
+            ptr: 0x1000,
+            row_pitch: 16,
+            plane_pitch: 64,
+            stream: 0,
+            ready_event: None,
+        })
+    }
+    fn read(&self, _: &ReadRequest<'_>, _: &mut [u8]) -> Result<ReadStatus, SourceError> {
+        panic!("a device-resident source is never read through the host");
+    }
+}
+
+#[test]
+fn device_resident_sources_are_never_copied_through_the_host_silently() {
+    let mut r = renderer();
+    let mut scene = Scene::new();
+    scene.add(Image::new(Arc::new(OnDevice)));
+    let target = r.create_target(4, 4).unwrap();
+    let e = r
+        .render(&scene, &common::pixel_camera(4, 4), &target)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("device memory") && e.contains("never made silently"), "{e}");
+}

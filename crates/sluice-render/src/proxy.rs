@@ -12,6 +12,7 @@ use sluice_core::{
 };
 
 use crate::counters::Counters;
+use crate::device_upload::{DeviceCopy, DeviceUpload};
 use crate::error::RenderError;
 use crate::format::{texture_format, SampleKind};
 use crate::staging::{StagingRing, STAGING_ALIGNMENT};
@@ -33,6 +34,8 @@ impl SourceKey {
 /// What the frame's uploads may use.
 pub(crate) struct UploadContext<'a> {
     pub device: &'a wgpu::Device,
+    pub queue: &'a wgpu::Queue,
+    pub device_upload: Option<&'a dyn DeviceUpload>,
     pub encoder: &'a mut wgpu::CommandEncoder,
     pub staging: &'a mut StagingRing,
     pub counters: &'a mut Counters,
@@ -69,15 +72,10 @@ impl TextureProxy {
         device: &wgpu::Device,
         source: SharedSource,
         counters: &mut Counters,
+        device_upload: Option<&dyn DeviceUpload>,
     ) -> Result<Self, RenderError> {
         let layout = source.layout();
-        if !matches!(source.residency(), Residency::Host) {
-            return Err(RenderError::UnsupportedSource {
-                visual: "TextureProxy",
-                source_label: source.label(),
-                reason: "device-resident sources need the sluice-interop upload path, which this renderer was not given".into(),
-            });
-        }
+        check_residency(&source, &layout, device_upload)?;
         let (texture, view, format, sample_kind) = create_texture(device, &source, &layout)?;
         let consumer = ConsumerId::next();
         source.attach(consumer);
@@ -258,6 +256,24 @@ impl TextureProxy {
         ctx: &mut UploadContext<'_>,
         region: Region,
     ) -> Result<bool, RenderError> {
+        let residency = self.source.residency();
+        if !matches!(residency, Residency::Host) {
+            let upload = ctx
+                .device_upload
+                .ok_or_else(|| no_device_upload(&self.source))?;
+            upload.copy_to_texture(DeviceCopy {
+                device: ctx.device,
+                queue: ctx.queue,
+                encoder: ctx.encoder,
+                source: self.source.as_ref(),
+                residency: &residency,
+                layout: &self.layout,
+                region,
+                texture: &self.texture,
+            })?;
+            ctx.counters.copies_issued += 1;
+            return Ok(true);
+        }
         let texel = self.format.sample_bytes();
         let row_bytes = region.size[2] * texel;
         let padded_row = (row_bytes as u64).next_multiple_of(STAGING_ALIGNMENT);
@@ -411,6 +427,43 @@ fn write_rows(
             dst += padded_row;
         }
     }
+}
+
+fn no_device_upload(source: &SharedSource) -> RenderError {
+    RenderError::UnsupportedSource {
+        visual: "TextureProxy",
+        source_label: source.label(),
+        reason: "its data is in device memory and this renderer has no device upload path \
+                 (create it through sluice-interop); a copy through host memory is never made silently"
+            .into(),
+    }
+}
+
+/// Device-resident sources need a device upload path that accepts them, and a layout the GPU
+/// holds as it is (conversion happens in host staging only).
+fn check_residency(
+    source: &SharedSource,
+    layout: &Layout,
+    device_upload: Option<&dyn DeviceUpload>,
+) -> Result<(), RenderError> {
+    let residency = source.residency();
+    if matches!(residency, Residency::Host) {
+        return Ok(());
+    }
+    let upload = device_upload.ok_or_else(|| no_device_upload(source))?;
+    let unsupported = |reason: String| RenderError::UnsupportedSource {
+        visual: "TextureProxy",
+        source_label: source.label(),
+        reason,
+    };
+    if UploadFormat::for_layout(layout).converts() {
+        return Err(unsupported(format!(
+            "device-resident {} data with {} channels would need conversion; provide 1, 2 or 4 channels of a type other than f64",
+            layout.element(),
+            layout.channels()
+        )));
+    }
+    upload.check(&residency, layout).map_err(unsupported)
 }
 
 fn texture_bytes(layout: &Layout, format: &UploadFormat) -> u64 {

@@ -10,6 +10,7 @@ use sluice_core::SharedSource;
 use crate::camera::Camera;
 use crate::colormap::{Colormap, ColormapKey};
 use crate::counters::{Counters, FrameStats};
+use crate::device_upload::DeviceUpload;
 use crate::error::RenderError;
 use crate::format::SampleKind;
 use crate::image_pipeline::{ImageParams, ImagePipelines};
@@ -76,6 +77,7 @@ pub struct Renderer {
     scratch: Vec<u8>,
     redraw: Arc<RedrawFlag>,
     waker: Waker,
+    device_upload: Option<Arc<dyn DeviceUpload>>,
 }
 
 impl Renderer {
@@ -140,6 +142,7 @@ impl Renderer {
             scratch: Vec::new(),
             redraw,
             waker,
+            device_upload: None,
         };
         for colormap in Colormap::builtins() {
             renderer.colormap_gpu(&colormap);
@@ -170,6 +173,12 @@ impl Renderer {
     /// The largest width or height of a 2-D source or target on this device.
     pub fn max_texture_dimension_2d(&self) -> u32 {
         self.device.limits().max_texture_dimension_2d
+    }
+
+    /// Gives the renderer a GPU-side upload path for device-resident sources (CUDA memory,
+    /// Vulkan external memory); `sluice-interop` provides one.
+    pub fn set_device_upload(&mut self, upload: Arc<dyn DeviceUpload>) {
+        self.device_upload = Some(upload);
     }
 
     /// Sets the most bytes of source data uploaded per frame (`None`: no limit).
@@ -289,6 +298,9 @@ impl Renderer {
         self.staging.finish();
         self.queue.submit([encoder.finish()]);
         self.staging.recall();
+        if let Some(upload) = &self.device_upload {
+            upload.frame_submitted(&self.queue);
+        }
         if let Some(error) = pollster::block_on(scope.pop()) {
             return Err(RenderError::Gpu(error.to_string()));
         }
@@ -361,7 +373,12 @@ impl Renderer {
     fn ensure_proxy(&mut self, source: &SharedSource) -> Result<SourceKey, RenderError> {
         let key = SourceKey::of(source);
         if !self.proxies.contains_key(&key) {
-            let proxy = TextureProxy::new(&self.device, source.clone(), &mut self.counters)?;
+            let proxy = TextureProxy::new(
+                &self.device,
+                source.clone(),
+                &mut self.counters,
+                self.device_upload.as_deref(),
+            )?;
             self.proxies.insert(key, proxy);
         }
         Ok(key)
@@ -386,6 +403,8 @@ impl Renderer {
             let proxy = self.proxies.get_mut(&key).expect("prepared");
             let mut ctx = UploadContext {
                 device: &self.device,
+                queue: &self.queue,
+                device_upload: self.device_upload.as_deref(),
                 encoder,
                 staging: &mut self.staging,
                 counters: &mut self.counters,
