@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use common::{assert_pixel, expected_entry, pixel_camera, render, render_pixels, renderer};
 use sluice::prelude::*;
-use sluice::{ndarray::Array3, Counters, RendererOptions};
+use sluice::{ndarray::Array3, Counters, RendererOptions, Slice};
 
 /// Background of the scenes below (opaque black).
 const BLACK: [u8; 4] = [0, 0, 0, 255];
@@ -555,7 +555,7 @@ fn bad_visual_parameters_are_clear_errors() {
         ),
         (Image::new(source.clone()).with_gamma(0.0), "gamma 0"),
         (Image::new(source.clone()).with_opacity(2.0), "opacity 2"),
-        (Image::new(volume), "shape (2, 4, 4)"),
+        (Image::new(volume).with_slice(Slice::Z(5)), "Z(5) is outside shape (2, 4, 4): 0 to 1 allowed"),
     ];
     for (image, needle) in cases {
         let mut scene = Scene::new();

@@ -80,6 +80,14 @@ pub enum RenderError {
         /// What is accepted.
         expected: &'static str,
     },
+    /// A slice that does not fit the source.
+    #[error("invalid slice on Image of {source_label}: {reason}")]
+    InvalidSlice {
+        /// The source.
+        source_label: String,
+        /// What is wrong, with the numbers.
+        reason: String,
+    },
     /// A colormap with no entries, or more than a texture row can hold.
     #[error("colormap {name:?} has {entries} entries; 1 to {limit} are supported")]
     ColormapSize {

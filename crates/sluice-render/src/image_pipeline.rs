@@ -2,43 +2,119 @@
 
 use std::collections::HashMap;
 
-use sluice_core::{ElementType, Layout};
+use glam::{Mat4, Vec3, Vec4};
+use sluice_core::{ElementType, Layout, Shape};
 
 use crate::format::SampleKind;
 use crate::target::TARGET_FORMAT;
-use crate::visual::{Image, Interpolation};
+use crate::visual::{Image, Interpolation, Slice};
 
+const COMMON: &str = include_str!("shaders/common.wgsl");
 const SHADER: &str = include_str!("shaders/image.wgsl");
 
-/// The uniform block of `shaders/image.wgsl` (`Params`), 128 bytes.
+/// `Display` in `shaders/common.wgsl`: how values become colours.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct DisplayParams {
+    pub clim: [f32; 2],
+    pub gamma: f32,
+    pub lut_size: u32,
+}
+
+/// The uniform block of `shaders/image.wgsl` (`Params`), 208 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct ImageParams {
     transform: [[f32; 4]; 4],
+    plane: [[f32; 4]; 4],
     nan_color: [f32; 4],
+    display: DisplayParams,
     size: [f32; 2],
-    clim: [f32; 2],
-    gamma: f32,
     mode: u32,
     linear: u32,
+    data_size: [i32; 3],
     alpha_scale: f32,
     opacity: f32,
-    lut_size: u32,
+    clip: u32,
     pad: [u32; 2],
 }
 
+/// Where an image lies in its data: its extent in local units, the map from local to voxel
+/// coordinates, and whether points outside the data are transparent.
+pub(crate) struct SliceGeometry {
+    pub size: [f32; 2],
+    pub plane: Mat4,
+    pub clip: bool,
+}
+
+/// The geometry of `slice` (default: middle plane along axis 0) in data of `shape` (2-D data
+/// is one plane deep).
+pub(crate) fn slice_geometry(slice: Option<Slice>, shape: &Shape) -> Result<SliceGeometry, String> {
+    let [d, h, w] = shape.padded();
+    let slice = slice.unwrap_or(Slice::Z(d / 2));
+    let axis_plane = |index: usize, extent: usize, name: &str| {
+        if index < extent {
+            Ok(index as f32 + 0.5)
+        } else {
+            Err(format!("{name}({index}) is outside shape {shape}: 0 to {} allowed", extent - 1))
+        }
+    };
+    let (size, plane, clip) = match slice {
+        Slice::Z(k) => {
+            let z = axis_plane(k, d, "Z")?;
+            ([w, h].map(|v| v as f32), Mat4::from_translation(Vec3::new(0.0, 0.0, z)), false)
+        }
+        Slice::Y(j) => {
+            let y = axis_plane(j, h, "Y")?;
+            let m = Mat4::from_cols(Vec4::X, Vec4::Z, Vec4::ZERO, Vec4::new(0.0, y, 0.0, 1.0));
+            ([w, d].map(|v| v as f32), m, false)
+        }
+        Slice::X(i) => {
+            let x = axis_plane(i, w, "X")?;
+            let m = Mat4::from_cols(Vec4::Y, Vec4::Z, Vec4::ZERO, Vec4::new(x, 0.0, 0.0, 1.0));
+            ([h, d].map(|v| v as f32), m, false)
+        }
+        Slice::Oblique { origin, u, v, extent } => {
+            let finite = origin.iter().chain(&u).chain(&v).chain(&extent).all(|x| x.is_finite());
+            if !finite || extent[0] <= 0.0 || extent[1] <= 0.0 {
+                return Err(format!(
+                    "oblique plane origin {origin:?}, u {u:?}, v {v:?}, extent {extent:?}: values must be finite and the extent positive"
+                ));
+            }
+            let m = Mat4::from_cols(
+                Vec3::from(u).extend(0.0),
+                Vec3::from(v).extend(0.0),
+                Vec4::ZERO,
+                Vec3::from(origin).extend(1.0),
+            );
+            (extent, m, true)
+        }
+    };
+    Ok(SliceGeometry { size, plane, clip })
+}
+
 impl ImageParams {
-    /// Parameters for drawing `image`, whose texture holds `layout`, with `transform` from its
-    /// local coordinates to clip space.
-    pub fn new(image: &Image, layout: &Layout, transform: glam::Mat4, lut_size: usize) -> Self {
-        let shape = layout.shape();
+    /// Parameters for drawing `image`, whose texture holds `layout`, placed by `geometry`,
+    /// with `transform` from its local coordinates to clip space.
+    pub fn new(
+        image: &Image,
+        layout: &Layout,
+        geometry: &SliceGeometry,
+        transform: Mat4,
+        lut_size: usize,
+    ) -> Self {
+        let [d, h, w] = layout.shape().padded();
         let clim = image.effective_clim();
         ImageParams {
             transform: transform.to_cols_array_2d(),
+            plane: geometry.plane.to_cols_array_2d(),
             nan_color: image.nan_color(),
-            size: [shape.width() as f32, shape.height() as f32],
-            clim: [clim[0] as f32, clim[1] as f32],
-            gamma: image.gamma(),
+            display: DisplayParams {
+                clim: [clim[0] as f32, clim[1] as f32],
+                gamma: image.gamma(),
+                lut_size: lut_size as u32,
+            },
+            size: geometry.size,
             mode: match layout.channels() {
                 1 => 0,
                 2 => 1,
@@ -46,16 +122,17 @@ impl ImageParams {
                 _ => 3,
             },
             linear: u32::from(image.interpolation() == Interpolation::Linear),
+            data_size: [w as i32, h as i32, d as i32],
             alpha_scale: alpha_scale(layout.element()),
             opacity: image.opacity(),
-            lut_size: lut_size as u32,
+            clip: u32::from(geometry.clip),
             pad: [0; 2],
         }
     }
 }
 
 /// 1 / the value of an opaque alpha for `element`.
-fn alpha_scale(element: ElementType) -> f32 {
+pub(crate) fn alpha_scale(element: ElementType) -> f32 {
     match element {
         ElementType::U8 => 1.0 / u8::MAX as f32,
         ElementType::I8 => 1.0 / i8::MAX as f32,
@@ -67,15 +144,50 @@ fn alpha_scale(element: ElementType) -> f32 {
     }
 }
 
+/// Whether a texture is 2-D or 3-D.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum TexDim {
+    D2,
+    D3,
+}
+
+impl TexDim {
+    pub fn view_dimension(self) -> wgpu::TextureViewDimension {
+        match self {
+            TexDim::D2 => wgpu::TextureViewDimension::D2,
+            TexDim::D3 => wgpu::TextureViewDimension::D3,
+        }
+    }
+
+    /// WGSL `fetch` of one texel at voxel coordinates.
+    fn fetch_wgsl(self) -> &'static str {
+        match self {
+            TexDim::D2 => "fn fetch(p: vec3<i32>) -> vec4<f32> { return vec4<f32>(textureLoad(data, p.xy, 0)); }",
+            TexDim::D3 => "fn fetch(p: vec3<i32>) -> vec4<f32> { return vec4<f32>(textureLoad(data, p, 0)); }",
+        }
+    }
+}
+
+/// Full WGSL source of a visual's shader for one texture kind and dimension.
+pub(crate) fn shader_source(body: &str, kind: SampleKind, dim: TexDim) -> String {
+    let texture = match dim {
+        TexDim::D2 => "texture_2d",
+        TexDim::D3 => "texture_3d",
+    };
+    let body = body.replace("TEXTURE_DIM", texture).replace("SAMPLE_T", kind.wgsl());
+    format!("{COMMON}\n{}\n{body}", dim.fetch_wgsl())
+}
+
 pub(crate) struct ImagePipelines {
-    by_kind: HashMap<SampleKind, (wgpu::BindGroupLayout, wgpu::RenderPipeline)>,
+    by_kind: HashMap<(SampleKind, TexDim), (wgpu::BindGroupLayout, wgpu::RenderPipeline)>,
 }
 
 impl ImagePipelines {
     pub fn new(device: &wgpu::Device) -> Self {
         let by_kind = SampleKind::ALL
             .into_iter()
-            .map(|kind| (kind, Self::build(device, kind)))
+            .flat_map(|kind| [(kind, TexDim::D2), (kind, TexDim::D3)])
+            .map(|key| (key, Self::build(device, key.0, key.1)))
             .collect();
         ImagePipelines { by_kind }
     }
@@ -83,13 +195,14 @@ impl ImagePipelines {
     fn build(
         device: &wgpu::Device,
         kind: SampleKind,
+        dim: TexDim,
     ) -> (wgpu::BindGroupLayout, wgpu::RenderPipeline) {
-        let texture_entry = |binding, sample_type| wgpu::BindGroupLayoutEntry {
+        let texture_entry = |binding, sample_type, view_dimension| wgpu::BindGroupLayoutEntry {
             binding,
             visibility: wgpu::ShaderStages::FRAGMENT,
             ty: wgpu::BindingType::Texture {
                 sample_type,
-                view_dimension: wgpu::TextureViewDimension::D2,
+                view_dimension,
                 multisampled: false,
             },
             count: None,
@@ -107,13 +220,17 @@ impl ImagePipelines {
                     },
                     count: None,
                 },
-                texture_entry(1, kind.texture_sample_type()),
-                texture_entry(2, wgpu::TextureSampleType::Float { filterable: false }),
+                texture_entry(1, kind.texture_sample_type(), dim.view_dimension()),
+                texture_entry(
+                    2,
+                    wgpu::TextureSampleType::Float { filterable: false },
+                    wgpu::TextureViewDimension::D2,
+                ),
             ],
         });
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("sluice image shader"),
-            source: wgpu::ShaderSource::Wgsl(SHADER.replace("SAMPLE_T", kind.wgsl()).into()),
+            source: wgpu::ShaderSource::Wgsl(shader_source(SHADER, kind, dim).into()),
         });
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some("sluice image"),
@@ -148,11 +265,11 @@ impl ImagePipelines {
         (layout, pipeline)
     }
 
-    pub fn layout(&self, kind: SampleKind) -> &wgpu::BindGroupLayout {
-        &self.by_kind[&kind].0
+    pub fn layout(&self, kind: SampleKind, dim: TexDim) -> &wgpu::BindGroupLayout {
+        &self.by_kind[&(kind, dim)].0
     }
 
-    pub fn pipeline(&self, kind: SampleKind) -> &wgpu::RenderPipeline {
-        &self.by_kind[&kind].1
+    pub fn pipeline(&self, kind: SampleKind, dim: TexDim) -> &wgpu::RenderPipeline {
+        &self.by_kind[&(kind, dim)].1
     }
 }

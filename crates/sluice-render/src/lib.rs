@@ -52,7 +52,7 @@ pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV};
 pub use renderer::Renderer;
 pub use scene::{NodeId, Scene};
 pub use target::{RenderTarget, TARGET_FORMAT};
-pub use visual::{Image, Interpolation, IntoSource, Visual};
+pub use visual::{Image, Interpolation, IntoSource, Slice, Visual};
 
 /// Re-exported so users name the same glam and wgpu versions sluice uses.
 pub use glam;

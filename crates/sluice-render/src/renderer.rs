@@ -13,7 +13,7 @@ use crate::counters::{Counters, FrameStats};
 use crate::device_upload::DeviceUpload;
 use crate::error::RenderError;
 use crate::format::SampleKind;
-use crate::image_pipeline::{ImageParams, ImagePipelines};
+use crate::image_pipeline::{slice_geometry, ImageParams, ImagePipelines, TexDim};
 use crate::options::RendererOptions;
 use crate::proxy::{SourceKey, TextureProxy, UploadContext};
 use crate::scene::Scene;
@@ -41,6 +41,7 @@ struct ColormapGpu {
 struct BindState {
     group: wgpu::BindGroup,
     kind: SampleKind,
+    dim: TexDim,
     generation: u64,
     colormap: ColormapKey,
 }
@@ -318,18 +319,12 @@ impl Renderer {
     fn prepare_image(&mut self, image: &Image) -> Result<(), RenderError> {
         check_image_parameters(image)?;
         let source = image.source();
-        let layout = source.layout();
-        if layout.shape().ndim() > 2 {
-            return Err(RenderError::UnsupportedSource {
-                visual: "Image",
+        slice_geometry(image.slice(), &source.layout().shape()).map_err(|reason| {
+            RenderError::InvalidSlice {
                 source_label: source.label(),
-                reason: format!(
-                    "it is {}-D with shape {}; an Image shows 1-D or 2-D data (show a plane of a volume with CropSource::plane)",
-                    layout.shape().ndim(),
-                    layout.shape()
-                ),
-            });
-        }
+                reason,
+            }
+        })?;
         let key = self.ensure_proxy(source)?;
         let id = image.token.id;
         match self.visuals.get_mut(&id) {
@@ -449,7 +444,7 @@ impl Renderer {
         for (image, _) in images {
             let v = &self.visuals[&image.token.id];
             let bind = v.bind.as_ref().expect("bound in update_image_gpu");
-            pass.set_pipeline(self.images.pipeline(bind.kind));
+            pass.set_pipeline(self.images.pipeline(bind.kind, bind.dim));
             pass.set_bind_group(0, &bind.group, &[]);
             pass.draw(0..6, 0..1);
             drawn += 1;
@@ -464,7 +459,14 @@ impl Renderer {
         let colormap = &self.colormaps[&colormap_key];
         let v = self.visuals.get_mut(&image.token.id).expect("prepared");
         let proxy = &self.proxies[&v.source];
-        let params = ImageParams::new(image, proxy.layout(), transform, colormap.entries);
+        let shape = proxy.layout().shape();
+        // Checked in prepare_image against the source's layout; a layout change since (a
+        // replaced source) may make the slice invalid: fall back to the default plane.
+        let geometry = slice_geometry(image.slice(), &shape)
+            .or_else(|_| slice_geometry(None, &shape))
+            .expect("the default slice fits every shape");
+        let params = ImageParams::new(image, proxy.layout(), &geometry, transform, colormap.entries);
+        let dim = if shape.ndim() == 3 { TexDim::D3 } else { TexDim::D2 };
         if v.params != Some(params) {
             self.queue
                 .write_buffer(&v.uniform, 0, bytemuck::bytes_of(&params));
@@ -479,7 +481,7 @@ impl Renderer {
             let kind = proxy.sample_kind();
             let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some("sluice image"),
-                layout: self.images.layout(kind),
+                layout: self.images.layout(kind, dim),
                 entries: &[
                     wgpu::BindGroupEntry {
                         binding: 0,
@@ -498,6 +500,7 @@ impl Renderer {
             v.bind = Some(BindState {
                 group,
                 kind,
+                dim,
                 generation: proxy.generation(),
                 colormap: colormap_key,
             });

@@ -19,12 +19,40 @@ pub enum Interpolation {
     Linear,
 }
 
+/// Which plane of a 3-D source an [`Image`] shows. Voxel coordinates: x = column (axis 2),
+/// y = row (axis 1), z = plane (axis 0); voxel `(z, y, x)` covers `[x, x+1] x [y, y+1] x [z, z+1]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Slice {
+    /// Plane `index` along axis 0: image x = column, image y = row.
+    Z(usize),
+    /// Plane `index` along axis 1: image x = column, image y = plane.
+    Y(usize),
+    /// Plane `index` along axis 2: image x = row, image y = plane.
+    X(usize),
+    /// Any plane: image point `(a, b)` (in image units, `0..extent`) shows voxel position
+    /// `origin + a * u + b * v`. Points outside the volume are transparent.
+    Oblique {
+        /// Voxel position of the image's corner (0, 0).
+        origin: [f32; 3],
+        /// Voxel step per image unit along image x.
+        u: [f32; 3],
+        /// Voxel step per image unit along image y.
+        v: [f32; 3],
+        /// Image size in its units (width, height).
+        extent: [f32; 2],
+    },
+}
+
 /// A 2-D image of a source: one channel through contrast limits, gamma and a colormap, or
 /// RGB(A) through contrast limits per channel.
 ///
 /// In its local coordinates, sample (row `r`, column `c`) covers the unit square
 /// `[c, c + 1] x [r, r + 1]`: x runs along columns, y along rows. The node's transform places
 /// it in the world.
+///
+/// A 3-D source is shown a plane at a time ([`Slice`], by default the middle plane along axis
+/// 0): the image samples the source's 3-D texture, which volumes and other slices of the same
+/// source share, so moving the plane uploads nothing.
 ///
 /// Display parameters are per visual: any number of images may show one source with
 /// different settings, and changing them uploads nothing.
@@ -44,6 +72,7 @@ pub struct Image {
     interpolation: Interpolation,
     nan_color: [f32; 4],
     opacity: f32,
+    slice: Option<Slice>,
 }
 
 impl Image {
@@ -59,7 +88,25 @@ impl Image {
             interpolation: Interpolation::Nearest,
             nan_color: [0.0; 4],
             opacity: 1.0,
+            slice: None,
         }
+    }
+
+    /// Shows plane `slice` of a 3-D source.
+    #[must_use]
+    pub fn with_slice(mut self, slice: Slice) -> Self {
+        self.slice = Some(slice);
+        self
+    }
+
+    /// Shows plane `slice` of a 3-D source; uploads nothing.
+    pub fn set_slice(&mut self, slice: Slice) {
+        self.slice = Some(slice);
+    }
+
+    /// The plane set for a 3-D source (`None`: the middle plane along axis 0).
+    pub fn slice(&self) -> Option<Slice> {
+        self.slice
     }
 
     /// Sets the contrast limits: `lo` maps to the bottom of the colormap, `hi` to the top.
@@ -198,6 +245,7 @@ impl Clone for Image {
             interpolation: self.interpolation,
             nan_color: self.nan_color,
             opacity: self.opacity,
+            slice: self.slice,
         }
     }
 }
@@ -210,6 +258,7 @@ impl fmt::Debug for Image {
             .field("gamma", &self.gamma)
             .field("colormap", &self.colormap.name())
             .field("interpolation", &self.interpolation)
+            .field("slice", &self.slice)
             .finish()
     }
 }

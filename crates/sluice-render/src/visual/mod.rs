@@ -6,7 +6,7 @@ mod image;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-pub use image::{Image, Interpolation};
+pub use image::{Image, Interpolation, Slice};
 
 /// A visual in a scene.
 #[derive(Clone, Debug)]
