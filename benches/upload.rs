@@ -1,0 +1,602 @@
+//! Upload benchmarks (`cargo bench --bench upload`, or `just bench`).
+//!
+//! Every figure is a ratio against a ceiling measured in the same run, on the same device:
+//!
+//! - **Full update**: filling a 4096 x 4096 RGBA8 source and drawing it, against the bare
+//!   wgpu path that fills a host buffer of the same 64 MiB, `queue.write_texture`s it into a
+//!   texture of its own and draws the same (unchanged) scene. Throughput ratio
+//!   `baseline / sluice`, target >= 0.9. A second pair replaces the data from a prepared array
+//!   (`ArraySource::write` against `write_texture` of that array): sluice copies the array
+//!   into the source first, so that pair is reported, not judged.
+//! - **Dirty region**: a 256 x 256 RGBA8 write (64-aligned, moving) and a frame, against the
+//!   full update above. Time ratio target <= 0.03; bytes uploaded per frame must be exactly
+//!   the region's 262144.
+//! - **Sharing**: 8 images of one source (different contrast limits and colormaps) against 1,
+//!   with a full update per frame: one texture, the same resident and uploaded bytes.
+//!
+//! Each iteration ends with `Renderer::wait_idle`, so GPU work is counted. After warm-up
+//! iterations, `SLUICE_BENCH_ITERS` (default 15) timed iterations run; medians are reported.
+//! sluice and baseline iterations alternate, so drift affects both alike.
+//! `SLUICE_BENCH_WARMUP` (default 3) sets the warm-up count; `SLUICE_BENCH_STRICT=1` makes a
+//! missed target exit with status 1. The adapter follows `SLUICE_BACKEND` / `SLUICE_ADAPTER`.
+
+use std::error::Error;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sluice::prelude::*;
+use sluice::{wgpu, Counters, RenderTarget};
+
+type Res<T> = Result<T, Box<dyn Error>>;
+
+/// Side of the square test image, in pixels.
+const SIDE: usize = 4096;
+/// RGBA.
+const CHANNELS: usize = 4;
+/// Bytes of the whole image.
+const FULL_BYTES: usize = SIDE * SIDE * CHANNELS;
+/// Side of the render target.
+const TARGET_SIDE: u32 = 1024;
+/// Side of the dirty region of part b.
+const REGION_SIDE: usize = 256;
+/// Bytes of the dirty region.
+const REGION_BYTES: usize = REGION_SIDE * REGION_SIDE * CHANNELS;
+/// Images in the shared scene of part c.
+const SHARED_IMAGES: usize = 8;
+
+const FULL_THROUGHPUT_TARGET: f64 = 0.9;
+const REGION_TIME_TARGET: f64 = 0.03;
+
+fn env_usize(name: &str, default: usize) -> Res<usize> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse()
+            .map_err(|e| format!("{name}={v:?} is not a count: {e}").into()),
+        _ => Ok(default),
+    }
+}
+
+fn median(times: &[Duration]) -> Duration {
+    let mut t = times.to_vec();
+    t.sort();
+    let n = t.len();
+    if n % 2 == 1 {
+        t[n / 2]
+    } else {
+        (t[n / 2 - 1] + t[n / 2]) / 2
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// GiB/s moving `bytes` in `d`.
+fn gibs(bytes: usize, d: Duration) -> f64 {
+    bytes as f64 / d.as_secs_f64() / (1u64 << 30) as f64
+}
+
+/// The fill value of iteration `i`: never the initial zero, different from the last.
+fn fill_value(i: usize) -> u8 {
+    (i % 251 + 1) as u8
+}
+
+/// One timed step: gets the renderer and the iteration number, returns its duration.
+type Step<'a> = dyn FnMut(&mut Renderer, usize) -> Res<Duration> + 'a;
+
+struct Timing {
+    /// Median per step.
+    medians: Vec<Duration>,
+    /// Counters growth over the timed iterations (not the warm-up).
+    counters: Counters,
+    /// Counters before the timed iterations.
+    before: Counters,
+}
+
+/// Runs `warmup` then `iters` rounds of all `steps`, one after the other (the order rotating
+/// every round, so none always runs right after another), and returns each step's median.
+fn measure(
+    renderer: &mut Renderer,
+    warmup: usize,
+    iters: usize,
+    steps: &mut [&mut Step<'_>],
+) -> Res<Timing> {
+    let n = steps.len();
+    for i in 0..warmup {
+        for step in steps.iter_mut() {
+            step(renderer, i)?;
+        }
+    }
+    let before = renderer.counters();
+    let mut times = vec![Vec::with_capacity(iters); n];
+    for i in 0..iters {
+        for k in 0..n {
+            let s = (i + k) % n;
+            times[s].push(steps[s](renderer, warmup + i)?);
+        }
+    }
+    let after = renderer.counters();
+    Ok(Timing {
+        medians: times.iter().map(|t| median(t)).collect(),
+        counters: after.since(&before),
+        before,
+    })
+}
+
+/// Renders one frame and waits for the GPU; checks what it uploaded.
+fn frame(
+    renderer: &mut Renderer,
+    scene: &Scene,
+    camera: &PanZoomCamera,
+    target: &RenderTarget,
+    expect_bytes: Option<usize>,
+) -> Res<()> {
+    let stats = renderer.render(scene, camera, target)?;
+    renderer.wait_idle()?;
+    if stats.uploads_pending {
+        return Err("a frame left uploads pending (upload budget set?)".into());
+    }
+    if let Some(expected) = expect_bytes {
+        if stats.bytes_uploaded != expected as u64 {
+            return Err(format!(
+                "a frame uploaded {} bytes, expected {expected}",
+                stats.bytes_uploaded
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// A scene of `n` images of `source`, tiled in a grid of up to 4 columns, each with its own
+/// contrast limits and colormap; and a camera that fits the grid.
+fn grid_scene(
+    source: &Arc<ArraySource>,
+    n: usize,
+    target: &RenderTarget,
+) -> (Scene, PanZoomCamera) {
+    let colormaps = Colormap::builtins();
+    let cols = n.min(4);
+    let rows = n.div_ceil(cols);
+    let mut scene = Scene::new();
+    for i in 0..n {
+        let hi = 255.0 - 16.0 * i as f64;
+        let image = Image::new(source.clone())
+            .with_clim(8.0 * i as f64, hi)
+            .with_colormap(colormaps[i % colormaps.len()].clone());
+        let id = scene.add(image);
+        let offset = Vec3::new(((i % cols) * SIDE) as f32, ((i / cols) * SIDE) as f32, 0.0);
+        scene.set_transform(id, Mat4::from_translation(offset));
+    }
+    let extent = Vec2::new((cols * SIDE) as f32, (rows * SIDE) as f32);
+    let camera = PanZoomCamera::fit(Vec2::ZERO, extent, target.size());
+    (scene, camera)
+}
+
+struct Row {
+    label: String,
+    median: Duration,
+    bytes_per_frame: f64,
+    copies_per_frame: f64,
+    note: String,
+}
+
+fn print_table(title: &str, rows: &[Row]) {
+    println!("\n{title}");
+    println!(
+        "  {:<52} {:>10} {:>14} {:>8}",
+        "", "median ms", "uploaded B/fr", "copies"
+    );
+    for r in rows {
+        println!(
+            "  {:<52} {:>10.3} {:>14.0} {:>8.2}  {}",
+            r.label,
+            ms(r.median),
+            r.bytes_per_frame,
+            r.copies_per_frame,
+            r.note
+        );
+    }
+}
+
+struct Verdicts {
+    lines: Vec<String>,
+    failed: usize,
+}
+
+impl Verdicts {
+    fn judge(&mut self, label: &str, value: String, target: &str, pass: bool) {
+        if !pass {
+            self.failed += 1;
+        }
+        let verdict = if pass { "PASS" } else { "FAIL" };
+        self.lines
+            .push(format!("  {label:<50} {value:>14}  {target:<24} {verdict}"));
+    }
+
+    fn info(&mut self, label: &str, value: String, note: &str) {
+        self.lines
+            .push(format!("  {label:<50} {value:>14}  {note:<24} info"));
+    }
+}
+
+fn main() -> Res<()> {
+    // `cargo bench` passes `--bench` (and a filter, if given): nothing here is selectable.
+    let iters = env_usize("SLUICE_BENCH_ITERS", 15)?.max(1);
+    let warmup = env_usize("SLUICE_BENCH_WARMUP", 3)?;
+    let strict = std::env::var("SLUICE_BENCH_STRICT").is_ok_and(|v| v == "1");
+
+    let started = Instant::now();
+    let mut renderer = Renderer::new()?;
+    let info = renderer.adapter_info().clone();
+    println!("sluice upload bench");
+    println!(
+        "adapter: {} ({:?}, {:?}), driver: {} {}",
+        info.name, info.backend, info.device_type, info.driver, info.driver_info
+    );
+    println!(
+        "image {SIDE}x{SIDE} RGBA8 ({} MiB), target {TARGET_SIDE}x{TARGET_SIDE}, \
+         {warmup} warm-up + {iters} timed iterations, medians",
+        FULL_BYTES >> 20
+    );
+
+    let source = Arc::new(ArraySource::with_channels(Array3::<u8>::zeros((
+        SIDE, SIDE, CHANNELS,
+    )))?);
+    let target = renderer.create_target(TARGET_SIDE, TARGET_SIDE)?;
+    let full = Region::d2(0, 0, SIDE, SIDE);
+
+    // ---- a) full update against bare write_texture -------------------------------------
+    let (scene, camera) = grid_scene(&source, 1, &target);
+    frame(&mut renderer, &scene, &camera, &target, Some(FULL_BYTES))?;
+
+    let extent = wgpu::Extent3d {
+        width: SIDE as u32,
+        height: SIDE as u32,
+        depth_or_array_layers: 1,
+    };
+    let bare = renderer.device().create_texture(&wgpu::TextureDescriptor {
+        label: Some("bench baseline texture"),
+        size: extent,
+        mip_level_count: 1,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D2,
+        format: wgpu::TextureFormat::Rgba8Unorm,
+        usage: wgpu::TextureUsages::COPY_DST | wgpu::TextureUsages::TEXTURE_BINDING,
+        view_formats: &[],
+    });
+    let bare_layout = wgpu::TexelCopyBufferLayout {
+        offset: 0,
+        bytes_per_row: Some((SIDE * CHANNELS) as u32),
+        rows_per_image: Some(SIDE as u32),
+    };
+    let mut host = vec![0u8; FULL_BYTES];
+    let prepared = Array3::<u8>::from_shape_fn((SIDE, SIDE, CHANNELS), |(r, c, ch)| {
+        (r ^ c ^ (ch << 6)) as u8
+    });
+    let prepared_bytes = prepared.as_slice().ok_or("prepared array is contiguous")?;
+
+    let mut sluice_fill = |r: &mut Renderer, i: usize| -> Res<Duration> {
+        let k = fill_value(i);
+        let t = Instant::now();
+        source.update::<u8>(full, |mut v| v.fill(k))?;
+        frame(r, &scene, &camera, &target, Some(FULL_BYTES))?;
+        Ok(t.elapsed())
+    };
+    let mut bare_fill = |r: &mut Renderer, i: usize| -> Res<Duration> {
+        let k = fill_value(i);
+        let t = Instant::now();
+        host.fill(k);
+        r.queue()
+            .write_texture(bare.as_image_copy(), &host, bare_layout, extent);
+        frame(r, &scene, &camera, &target, Some(0))?;
+        Ok(t.elapsed())
+    };
+    let mut render_only = |r: &mut Renderer, _: usize| -> Res<Duration> {
+        let t = Instant::now();
+        frame(r, &scene, &camera, &target, Some(0))?;
+        Ok(t.elapsed())
+    };
+    println!("\nrunning a) full update ...");
+    let fill = measure(
+        &mut renderer,
+        warmup,
+        iters,
+        &mut [&mut sluice_fill, &mut bare_fill, &mut render_only],
+    )?;
+    let staging_before = fill.before.staging_buffers_created;
+
+    let mut sluice_write = |r: &mut Renderer, _: usize| -> Res<Duration> {
+        let t = Instant::now();
+        source.write(&[0, 0], prepared.view())?;
+        frame(r, &scene, &camera, &target, Some(FULL_BYTES))?;
+        Ok(t.elapsed())
+    };
+    let mut bare_write = |r: &mut Renderer, _: usize| -> Res<Duration> {
+        let t = Instant::now();
+        r.queue()
+            .write_texture(bare.as_image_copy(), prepared_bytes, bare_layout, extent);
+        frame(r, &scene, &camera, &target, Some(0))?;
+        Ok(t.elapsed())
+    };
+    let replace = measure(
+        &mut renderer,
+        warmup,
+        iters,
+        &mut [&mut sluice_write, &mut bare_write],
+    )?;
+
+    let frames = iters as f64;
+    let [t_sluice_fill, t_bare_fill, t_render] = fill.medians[..] else {
+        unreachable!()
+    };
+    let [t_sluice_write, t_bare_write] = replace.medians[..] else {
+        unreachable!()
+    };
+    // The sluice steps alone uploaded; baselines and render-only frames uploaded nothing.
+    let per = |c: &Counters| {
+        (
+            c.bytes_uploaded as f64 / frames,
+            c.copies_issued as f64 / frames,
+        )
+    };
+    let (fill_bytes, fill_copies) = per(&fill.counters);
+    let (write_bytes, write_copies) = per(&replace.counters);
+    print_table(
+        "a) full update, 4096x4096 RGBA8 (64 MiB), one image",
+        &[
+            Row {
+                label: "sluice: update(fill) + render".into(),
+                median: t_sluice_fill,
+                bytes_per_frame: fill_bytes,
+                copies_per_frame: fill_copies,
+                note: format!("{:.2} GiB/s", gibs(FULL_BYTES, t_sluice_fill)),
+            },
+            Row {
+                label: "baseline: Vec fill + write_texture + render".into(),
+                median: t_bare_fill,
+                bytes_per_frame: 0.0,
+                copies_per_frame: 0.0,
+                note: format!("{:.2} GiB/s", gibs(FULL_BYTES, t_bare_fill)),
+            },
+            Row {
+                label: "render only (nothing changed)".into(),
+                median: t_render,
+                bytes_per_frame: 0.0,
+                copies_per_frame: 0.0,
+                note: "floor of every frame here".into(),
+            },
+            Row {
+                label: "replace from a prepared array: sluice write".into(),
+                median: t_sluice_write,
+                bytes_per_frame: write_bytes,
+                copies_per_frame: write_copies,
+                note: format!("{:.2} GiB/s", gibs(FULL_BYTES, t_sluice_write)),
+            },
+            Row {
+                label: "replace from a prepared array: write_texture".into(),
+                median: t_bare_write,
+                bytes_per_frame: 0.0,
+                copies_per_frame: 0.0,
+                note: format!("{:.2} GiB/s", gibs(FULL_BYTES, t_bare_write)),
+            },
+        ],
+    );
+
+    // ---- b) dirty region ----------------------------------------------------------------
+    let region = Array3::<u8>::from_elem((REGION_SIDE, REGION_SIDE, CHANNELS), 200);
+    let slots = (SIDE - REGION_SIDE) / 64 + 1;
+    let mut sluice_region = |r: &mut Renderer, i: usize| -> Res<Duration> {
+        // A walk over 64-aligned positions that moves every frame.
+        let y = (i * 7 % slots) * 64;
+        let x = (i * 13 % slots) * 64;
+        let t = Instant::now();
+        source.write(&[y, x], region.view())?;
+        frame(r, &scene, &camera, &target, Some(REGION_BYTES))?;
+        Ok(t.elapsed())
+    };
+    println!("running b) dirty region ...");
+    let dirty = measure(&mut renderer, warmup, iters, &mut [&mut sluice_region])?;
+    let t_region = dirty.medians[0];
+    let (region_bytes, region_copies) = per(&dirty.counters);
+    print_table(
+        "b) dirty region, 256x256 RGBA8 write at 64-aligned moving positions",
+        &[Row {
+            label: "sluice: write(region) + render".into(),
+            median: t_region,
+            bytes_per_frame: region_bytes,
+            copies_per_frame: region_copies,
+            note: format!(
+                "{:.4} of the full update, {:.3} ms above render only",
+                t_region.as_secs_f64() / t_sluice_fill.as_secs_f64(),
+                ms(t_region) - ms(t_render)
+            ),
+        }],
+    );
+    drop(scene);
+    bare.destroy();
+
+    // ---- c) sharing -----------------------------------------------------------------------
+    println!("running c) sharing ...");
+    struct Shared {
+        timing: Timing,
+        resident_bytes: u64,
+        textures_alive: u64,
+    }
+    let mut shared = Vec::new();
+    for n in [1, SHARED_IMAGES] {
+        let (scene, camera) = grid_scene(&source, n, &target);
+        let mut step = |r: &mut Renderer, i: usize| -> Res<Duration> {
+            let k = fill_value(i);
+            let t = Instant::now();
+            source.update::<u8>(full, |mut v| v.fill(k))?;
+            frame(r, &scene, &camera, &target, Some(FULL_BYTES))?;
+            Ok(t.elapsed())
+        };
+        let timing = measure(&mut renderer, warmup, iters, &mut [&mut step])?;
+        let now = renderer.counters();
+        shared.push(Shared {
+            timing,
+            resident_bytes: now.resident_bytes,
+            textures_alive: now.textures_alive,
+        });
+        drop(scene);
+        // Frees the texture: the next configuration starts from nothing.
+        renderer.collect_garbage();
+    }
+    let rows: Vec<Row> = shared
+        .iter()
+        .zip([1, SHARED_IMAGES])
+        .map(|(s, n)| {
+            let (b, c) = per(&s.timing.counters);
+            Row {
+                label: format!("{n} image(s) of one source: update(fill) + render"),
+                median: s.timing.medians[0],
+                bytes_per_frame: b,
+                copies_per_frame: c,
+                note: format!(
+                    "textures alive {}, resident {} B",
+                    s.textures_alive, s.resident_bytes
+                ),
+            }
+        })
+        .collect();
+    print_table(
+        "c) sharing: 8 images (own clim and colormap, tiled 4x2) vs 1, full update per frame",
+        &rows,
+    );
+    let staging_after = renderer.counters().staging_buffers_created;
+    let timed_staging: u64 = [&fill, &replace, &dirty]
+        .iter()
+        .map(|t| t.counters.staging_buffers_created)
+        .chain(
+            shared
+                .iter()
+                .map(|s| s.timing.counters.staging_buffers_created),
+        )
+        .sum();
+    println!(
+        "\nstaging buffers created: {staging_before} before the timed loops, {staging_after} \
+         after ({timed_staging} created inside timed loops)"
+    );
+
+    // ---- summary --------------------------------------------------------------------------
+    let mut v = Verdicts {
+        lines: Vec::new(),
+        failed: 0,
+    };
+    let full_ratio = t_bare_fill.as_secs_f64() / t_sluice_fill.as_secs_f64();
+    v.judge(
+        "a) full update throughput, sluice / bare wgpu",
+        format!("{full_ratio:.3}"),
+        &format!(">= {FULL_THROUGHPUT_TARGET}"),
+        full_ratio >= FULL_THROUGHPUT_TARGET,
+    );
+    v.judge(
+        "a) bytes uploaded per full-update frame",
+        format!("{fill_bytes:.0}"),
+        &format!("== {FULL_BYTES}"),
+        fill_bytes == FULL_BYTES as f64,
+    );
+    v.info(
+        "a) replace from prepared array, sluice / bare",
+        format!(
+            "{:.3}",
+            t_bare_write.as_secs_f64() / t_sluice_write.as_secs_f64()
+        ),
+        "(sluice copies it in)",
+    );
+    let region_ratio = t_region.as_secs_f64() / t_sluice_fill.as_secs_f64();
+    v.judge(
+        "b) dirty region time / full update time",
+        format!("{region_ratio:.4}"),
+        &format!("<= {REGION_TIME_TARGET}"),
+        region_ratio <= REGION_TIME_TARGET,
+    );
+    v.info(
+        "b) render-only time / full update time",
+        format!(
+            "{:.4}",
+            t_render.as_secs_f64() / t_sluice_fill.as_secs_f64()
+        ),
+        "(floor of b)",
+    );
+    v.info(
+        "b) same ratio above the render-only floor",
+        format!(
+            "{:.4}",
+            (t_region.as_secs_f64() - t_render.as_secs_f64()).max(0.0)
+                / (t_sluice_fill.as_secs_f64() - t_render.as_secs_f64())
+        ),
+        "(upload part alone)",
+    );
+    v.judge(
+        "b) bytes uploaded per region frame",
+        format!("{region_bytes:.0}"),
+        &format!("== {REGION_BYTES}"),
+        region_bytes == REGION_BYTES as f64,
+    );
+    let (one, eight) = (&shared[0], &shared[1]);
+    let (b1, _) = per(&one.timing.counters);
+    let (b8, _) = per(&eight.timing.counters);
+    v.judge(
+        "c) textures alive, 1 image / 8 images",
+        format!("{} / {}", one.textures_alive, eight.textures_alive),
+        "1 / 1",
+        one.textures_alive == 1 && eight.textures_alive == 1,
+    );
+    v.judge(
+        "c) resident bytes, 1 image / 8 images",
+        format!(
+            "{} / {} MiB",
+            one.resident_bytes >> 20,
+            eight.resident_bytes >> 20
+        ),
+        "equal, 64 MiB",
+        one.resident_bytes == eight.resident_bytes && one.resident_bytes == FULL_BYTES as u64,
+    );
+    v.judge(
+        "c) bytes uploaded per frame, 1 image / 8 images",
+        format!(
+            "{:.0} / {:.0} MiB",
+            b1 / (1 << 20) as f64,
+            b8 / (1 << 20) as f64
+        ),
+        "equal",
+        b1 == b8 && b1 == FULL_BYTES as f64,
+    );
+    v.info(
+        "c) time with 8 images / time with 1",
+        format!(
+            "{:.3}",
+            eight.timing.medians[0].as_secs_f64() / one.timing.medians[0].as_secs_f64()
+        ),
+        "(about 1 when shared)",
+    );
+    v.judge(
+        "staging buffers created inside timed loops",
+        timed_staging.to_string(),
+        "== 0 (ring reused)",
+        timed_staging == 0,
+    );
+
+    println!(
+        "\nsummary: {} ({:?}), {iters} timed iterations, {:.1} s in all",
+        info.name,
+        info.backend,
+        started.elapsed().as_secs_f64()
+    );
+    for line in &v.lines {
+        println!("{line}");
+    }
+    if v.failed == 0 {
+        println!("all targets met");
+    } else {
+        println!("{} target(s) missed", v.failed);
+        if strict {
+            std::process::exit(1);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# Runs sluice's upload bench (and the release test binaries) on the NVIDIA H200 device
+# machine, repeatably. Two halves:
+#
+#   scripts/device-run.sh prepare [--head]
+#                                      HERE, in the repo: downloads the Vulkan/EGL loader .debs
+#                                      into .gl/, builds the release bench and test binaries
+#                                      (from the working tree, or with --head from a clean
+#                                      export of HEAD, which other people's unfinished edits
+#                                      cannot break), runs the bench once here as a smoke test
+#                                      and only then puts them into .device/ (bin/, tests.tsv,
+#                                      manifest.txt, run.sh). Needs network access to Debian's
+#                                      package registry.
+#
+#   scripts/device-run.sh remote [bench|tests|all]
+#                                      THERE, in the repo root copy on the device machine:
+#                                      unpacks .gl/*.deb into / (only where no Vulkan/EGL loader
+#                                      is installed), points Vulkan/EGL at the NVIDIA driver when
+#                                      its files exist, prints nvidia-smi -L, runs the bench
+#                                      (`upload-bench --bench`, as cargo runs it) teeing to
+#                                      $OUT/bench.log, then (all, the default) every test
+#                                      binary teeing to $OUT/tests.log. Exits non-zero if
+#                                      any of them failed.
+#
+# The device tool call (after `prepare` here; .gl and .device are ignored, so they must be
+# carried):
+#
+#   run(kind="nvidia-h200", carry=[".gl", ".device"], timeout_s=600,
+#       command="bash scripts/device-run.sh remote")
+#
+# What comes back: $OUT/bench.log, $OUT/tests.log, $OUT/env.log.
+#
+# Environment (remote): SLUICE_BENCH_ITERS (bench iterations, default 15), SLUICE_BENCH_STRICT=1
+# (a missed bench target fails the run), SLUICE_DEVICE_UNPACK=auto|always|never (loader .debs,
+# default auto), SLUICE_DEVICE_BENCH_TIMEOUT / SLUICE_DEVICE_TESTS_TIMEOUT (seconds, defaults
+# 300 / 240, inside the tool's 600 s). Without $OUT (a local try) logs go to
+# ${TMPDIR:-/tmp}/sluice-device-out, never under .device/ (which travels).
+#
+# Locally, `remote` runs on whatever Vulkan driver is here (lavapipe), e.g.
+#   SLUICE_BENCH_ITERS=3 bash scripts/device-run.sh remote
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# scripts/device-run.sh and its snapshot .device/device-run.sh both sit one below the root.
+root="$(cd "$here/.." && pwd)"
+cd "$root"
+
+die() {
+  echo "device-run: $*" >&2
+  exit 1
+}
+
+# Limit of what travels to the device machine (tracked + untracked-not-ignored + carried).
+TRAVEL_LIMIT=$((64 << 20))
+# Packages the device README names: the Vulkan loader and GLVND's EGL/GL/GLES libraries.
+GL_PACKAGES=(libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
+
+prepare() {
+  local from=tree
+  case "${1:-}" in
+    --head) from=head ;;
+    "") ;;
+    *) die "prepare takes --head or nothing, not '$1'" ;;
+  esac
+  command -v cargo >/dev/null || die "cargo not found"
+  command -v jq >/dev/null || die "jq not found (needed to read cargo's JSON messages)"
+  [ "$(uname -m)" = x86_64 ] || die "the device machine is x86-64; build there instead of on $(uname -m)"
+
+  # Keep .gl/ and .device/ untracked and out of every commit.
+  local exclude
+  exclude="$(git rev-parse --git-path info/exclude)"
+  mkdir -p "$(dirname "$exclude")"
+  touch "$exclude"
+  for pattern in /.gl/ /.device/; do
+    grep -qxF "$pattern" "$exclude" || echo "$pattern" >>"$exclude"
+  done
+
+  # Loader packages, exactly as /work/.library/device/README.md says (amd64, any host arch).
+  echo "== downloading loader packages into .gl/"
+  # Into a fresh folder first: a failed download leaves an earlier .gl/ as it was.
+  local debs
+  debs="$(mktemp -d)"
+  mkdir -p /tmp/amd64/partial
+  local o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64)
+  apt-get "${o[@]}" update -qq
+  (cd "$debs" && apt-get "${o[@]}" download "${GL_PACKAGES[@]}")
+  rm -rf .gl
+  mv "$debs" .gl
+  chmod 755 .gl
+  ls -l .gl
+
+  # Build from the working tree (default) or, with --head, from a clean export of HEAD, so
+  # that other people's half-made edits cannot end up in the binaries.
+  local src="$root" commit
+  commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+  if [ "$from" = head ]; then
+    src="$(mktemp -d /tmp/sluice-head.XXXXXX)"
+    git archive HEAD | tar -x -C "$src"
+    # Dependencies are shared with the working tree's builds.
+    export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+  elif ! git diff --quiet HEAD 2>/dev/null; then
+    commit="$commit (plus uncommitted changes)"
+  fi
+  echo "== building release binaries from $src ($commit)"
+  # Everything goes to a staging folder, swapped in only when complete and smoke-tested.
+  local stage msgs
+  stage="$(mktemp -d /tmp/sluice-device.XXXXXX)"
+  msgs="$(mktemp)"
+  mkdir -p "$stage/bin"
+  (cd "$src" && cargo bench --bench upload --no-run --message-format=json-render-diagnostics) >"$msgs"
+  local bench
+  bench="$(jq -r 'select(.reason == "compiler-artifact" and .target.name == "upload"
+                         and (.target.kind | index("bench")) and .executable != null)
+                  | .executable' "$msgs" | tail -n1)"
+  [ -n "$bench" ] && [ -x "$bench" ] || die "bench executable not found in cargo's messages"
+  cp "$bench" "$stage/bin/upload-bench"
+
+  (cd "$src" && cargo test --release --workspace --no-run --message-format=json-render-diagnostics) >"$msgs"
+  # One line per test binary: stable name, package folder relative to the root (cargo runs
+  # each test binary there).
+  jq -r 'select(.reason == "compiler-artifact" and .profile.test and .executable != null)
+         | [(.target.kind | join("-")), .target.name,
+            (.manifest_path | sub("/Cargo.toml$"; "")), .executable] | @tsv' "$msgs" >"$msgs.tsv"
+  : >"$stage/tests.tsv"
+  local kind name dir exe stable rel
+  while IFS=$'\t' read -r kind name dir exe; do
+    stable="test-${name}-${kind}"
+    rel="${dir#"$src"}"
+    rel="${rel#/}"
+    cp "$exe" "$stage/bin/$stable"
+    printf '%s\t%s\n' "$stable" "${rel:-.}" >>"$stage/tests.tsv"
+  done <"$msgs.tsv"
+  rm -f "$msgs" "$msgs.tsv"
+  [ -s "$stage/tests.tsv" ] || die "no test binaries found in cargo's messages"
+
+  # Debug info out, symbols kept (backtraces still name functions): a smaller transfer.
+  strip --strip-debug "$stage"/bin/* 2>/dev/null || true
+
+  # A snapshot of this script beside the binaries it built, and the entry point.
+  cp "$here/device-run.sh" "$stage/device-run.sh"
+  cat >"$stage/run.sh" <<'EOF'
+#!/usr/bin/env bash
+# Written by `scripts/device-run.sh prepare`: runs the remote half with the script snapshot
+# that built these binaries. Usage: bash .device/run.sh [bench|tests|all]
+exec bash "$(dirname "${BASH_SOURCE[0]}")/device-run.sh" remote "$@"
+EOF
+  chmod 755 "$stage" "$stage/run.sh" "$stage/device-run.sh"
+  {
+    echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "commit: $commit"
+    echo "root: $src"
+    echo "rustc: $(rustc --version)"
+  } >"$stage/manifest.txt"
+  if [ "$from" = head ]; then rm -rf "$src"; fi
+
+  # One quick pass of the bench on this machine's GPU or lavapipe: a binary that fails here
+  # would only waste device time. SLUICE_DEVICE_SMOKE=0 skips it.
+  if [ "${SLUICE_DEVICE_SMOKE:-1}" != 0 ]; then
+    echo "== smoke run of the bench here (1 iteration)"
+    if ! SLUICE_BENCH_ITERS=1 SLUICE_BENCH_WARMUP=0 SLUICE_BACKEND="${SLUICE_BACKEND:-vulkan}" \
+      "$stage/bin/upload-bench" --bench >"$stage/smoke.log" 2>&1; then
+      tail -n 30 "$stage/smoke.log" >&2
+      die "the bench failed its smoke run; .device left as it was (new build in $stage)"
+    fi
+    grep -A 20 '^summary' "$stage/smoke.log" || true
+    rm -f "$stage/smoke.log"
+  fi
+  rm -rf .device
+  mv "$stage" .device
+
+  echo "== what travels with carry [\".gl\", \".device\"]"
+  ls -l .device/bin
+  cat .device/tests.tsv
+  du -sh .gl .device
+  local carried tracked untracked total
+  carried="$(du -sb .gl .device | awk '{s += $1} END {print s}')"
+  tracked="$(git ls-files -z | xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')"
+  untracked="$(git ls-files -z -o --exclude-standard | xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')"
+  total=$((carried + tracked + untracked))
+  printf 'carried %d B + tracked %d B + untracked %d B = %d B (limit %d B)\n' \
+    "$carried" "$tracked" "$untracked" "$total" "$TRAVEL_LIMIT"
+  [ "$total" -lt "$TRAVEL_LIMIT" ] || die "over the 64 MiB the device tool carries"
+  git status --short --ignored .gl .device
+}
+
+loader_present() {
+  ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1 ' &&
+    ldconfig -p 2>/dev/null | grep -q 'libEGL\.so\.1 '
+}
+
+remote() {
+  local what="${1:-all}"
+  case "$what" in bench | tests | all) ;; *) die "remote takes bench, tests or all, not '$what'" ;; esac
+  [ -x .device/bin/upload-bench ] || die ".device/bin/upload-bench missing: run 'prepare' here and carry .device"
+  local out="${OUT:-${TMPDIR:-/tmp}/sluice-device-out}"
+  mkdir -p "$out"
+
+  # Loaders: the device image has none; unpack the carried .debs into / then.
+  local unpack="${SLUICE_DEVICE_UNPACK:-auto}"
+  if [ "$unpack" = always ] || { [ "$unpack" = auto ] && ! loader_present; }; then
+    compgen -G ".gl/*.deb" >/dev/null || die "no Vulkan/EGL loader here and no .gl/*.deb: carry .gl"
+    [ "$(id -u)" = 0 ] || die "unpacking loaders into / needs root"
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+    echo "device-run: unpacked $(ls .gl/*.deb | wc -l) loader packages into /"
+  else
+    echo "device-run: Vulkan and EGL loaders present, not unpacking .gl/ ($unpack)"
+  fi
+
+  local icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  local egl=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+  if [ -f "$icd" ]; then
+    export VK_DRIVER_FILES="$icd"
+    [ -f "$egl" ] && export __EGL_VENDOR_LIBRARY_FILENAMES="$egl"
+  fi
+  export SLUICE_BACKEND="${SLUICE_BACKEND:-vulkan}"
+  export RUST_BACKTRACE="${RUST_BACKTRACE:-1}"
+
+  # Tests built with absolute paths (env!("CARGO_MANIFEST_DIR")) find the tree at the
+  # build root: on the device machine ($OUT set), a link from there to this copy.
+  local build_root
+  build_root="$(sed -n 's/^root: //p' .device/manifest.txt 2>/dev/null || true)"
+  if [ -n "${OUT:-}" ] && [ -n "$build_root" ] && [ ! -e "$build_root" ] && [ "$(id -u)" = 0 ]; then
+    mkdir -p "$(dirname "$build_root")" && ln -s "$root" "$build_root"
+  fi
+
+  {
+    echo "== $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -srm) on $(hostname)"
+    cat .device/manifest.txt 2>/dev/null || true
+    echo "VK_DRIVER_FILES=${VK_DRIVER_FILES:-<unset: system ICDs>}"
+    echo "__EGL_VENDOR_LIBRARY_FILENAMES=${__EGL_VENDOR_LIBRARY_FILENAMES:-<unset>}"
+    echo "SLUICE_BACKEND=$SLUICE_BACKEND SLUICE_BENCH_ITERS=${SLUICE_BENCH_ITERS:-<default>}"
+    if command -v nvidia-smi >/dev/null; then nvidia-smi -L; else echo "nvidia-smi: not found"; fi
+    ldconfig -p | grep -E 'libvulkan\.so\.1 |libEGL\.so\.1 ' || true
+  } 2>&1 | tee "$out/env.log"
+
+  local status=0
+  if [ "$what" != tests ]; then
+    echo "== bench: upload-bench --bench"
+    set +e
+    timeout "${SLUICE_DEVICE_BENCH_TIMEOUT:-300}" .device/bin/upload-bench --bench 2>&1 |
+      tee "$out/bench.log"
+    local rc=${PIPESTATUS[0]}
+    set -e
+    echo "== bench exit status $rc" | tee -a "$out/bench.log"
+    [ "$rc" = 0 ] || status=1
+  fi
+
+  if [ "$what" != bench ]; then
+    : >"$out/tests.log"
+    local deadline=$((SECONDS + ${SLUICE_DEVICE_TESTS_TIMEOUT:-240}))
+    while IFS=$'\t' read -r name dir; do
+      local left=$((deadline - SECONDS))
+      if [ "$left" -le 0 ]; then
+        echo "== $name: not run, out of time" | tee -a "$out/tests.log"
+        status=1
+        continue
+      fi
+      echo "== test binary $name (in $dir)" | tee -a "$out/tests.log"
+      set +e
+      (cd "$dir" && CARGO_MANIFEST_DIR="$root/$dir" timeout "$left" "$root/.device/bin/$name") \
+        2>&1 | tee -a "$out/tests.log"
+      local rc=${PIPESTATUS[0]}
+      set -e
+      echo "== $name exit status $rc" | tee -a "$out/tests.log"
+      [ "$rc" = 0 ] || status=1
+    done <.device/tests.tsv
+  fi
+  echo "device-run: logs in $out; overall status $status"
+  return "$status"
+}
+
+case "${1:-}" in
+  prepare)
+    shift
+    prepare "$@"
+    ;;
+  remote)
+    shift
+    remote "$@"
+    ;;
+  *)
+    sed -n '2,/^set -euo/p' "$0" | sed '$d'
+    exit 2
+    ;;
+esac
