@@ -6,7 +6,7 @@ use glam::{Mat4, Vec3, Vec4};
 use sluice_core::{ElementType, Layout, Shape};
 
 use crate::format::SampleKind;
-use crate::target::TARGET_FORMAT;
+use crate::target::{DEPTH_FORMAT, TARGET_FORMAT};
 use crate::visual::{Image, Interpolation, Slice};
 
 const COMMON: &str = include_str!("shaders/common.wgsl");
@@ -56,13 +56,20 @@ pub(crate) fn slice_geometry(slice: Option<Slice>, shape: &Shape) -> Result<Slic
         if index < extent {
             Ok(index as f32 + 0.5)
         } else {
-            Err(format!("{name}({index}) is outside shape {shape}: 0 to {} allowed", extent - 1))
+            Err(format!(
+                "{name}({index}) is outside shape {shape}: 0 to {} allowed",
+                extent - 1
+            ))
         }
     };
     let (size, plane, clip) = match slice {
         Slice::Z(k) => {
             let z = axis_plane(k, d, "Z")?;
-            ([w, h].map(|v| v as f32), Mat4::from_translation(Vec3::new(0.0, 0.0, z)), false)
+            (
+                [w, h].map(|v| v as f32),
+                Mat4::from_translation(Vec3::new(0.0, 0.0, z)),
+                false,
+            )
         }
         Slice::Y(j) => {
             let y = axis_plane(j, h, "Y")?;
@@ -74,8 +81,18 @@ pub(crate) fn slice_geometry(slice: Option<Slice>, shape: &Shape) -> Result<Slic
             let m = Mat4::from_cols(Vec4::Y, Vec4::Z, Vec4::ZERO, Vec4::new(x, 0.0, 0.0, 1.0));
             ([h, d].map(|v| v as f32), m, false)
         }
-        Slice::Oblique { origin, u, v, extent } => {
-            let finite = origin.iter().chain(&u).chain(&v).chain(&extent).all(|x| x.is_finite());
+        Slice::Oblique {
+            origin,
+            u,
+            v,
+            extent,
+        } => {
+            let finite = origin
+                .iter()
+                .chain(&u)
+                .chain(&v)
+                .chain(&extent)
+                .all(|x| x.is_finite());
             if !finite || extent[0] <= 0.0 || extent[1] <= 0.0 {
                 return Err(format!(
                     "oblique plane origin {origin:?}, u {u:?}, v {v:?}, extent {extent:?}: values must be finite and the extent positive"
@@ -174,8 +191,22 @@ pub(crate) fn shader_source(body: &str, kind: SampleKind, dim: TexDim) -> String
         TexDim::D2 => "texture_2d",
         TexDim::D3 => "texture_3d",
     };
-    let body = body.replace("TEXTURE_DIM", texture).replace("SAMPLE_T", kind.wgsl());
+    let body = body
+        .replace("TEXTURE_DIM", texture)
+        .replace("SAMPLE_T", kind.wgsl());
     format!("{COMMON}\n{}\n{body}", dim.fetch_wgsl())
+}
+
+/// Depth state of the opaque pass: test and write, later draws win ties (2-D scenes draw
+/// everything at depth 0 in scene order).
+pub(crate) fn opaque_depth() -> wgpu::DepthStencilState {
+    wgpu::DepthStencilState {
+        format: DEPTH_FORMAT,
+        depth_write_enabled: Some(true),
+        depth_compare: Some(wgpu::CompareFunction::LessEqual),
+        stencil: wgpu::StencilState::default(),
+        bias: wgpu::DepthBiasState::default(),
+    }
 }
 
 pub(crate) struct ImagePipelines {
@@ -247,7 +278,7 @@ impl ImagePipelines {
                 buffers: &[],
             },
             primitive: wgpu::PrimitiveState::default(),
-            depth_stencil: None,
+            depth_stencil: Some(opaque_depth()),
             multisample: wgpu::MultisampleState::default(),
             fragment: Some(wgpu::FragmentState {
                 module: &module,

@@ -42,8 +42,9 @@ mod scene;
 mod staging;
 mod target;
 mod visual;
+mod volume_pipeline;
 
-pub use camera::{Camera, PanZoomCamera};
+pub use camera::{Camera, FlyCamera, OrbitCamera, PanZoomCamera, Projection};
 pub use colormap::{Colormap, CustomColormap, MAX_COLORMAP_ENTRIES};
 pub use counters::{Counters, FrameStats};
 pub use device_upload::{DeviceCopy, DeviceUpload};
@@ -52,7 +53,7 @@ pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV};
 pub use renderer::Renderer;
 pub use scene::{NodeId, Scene};
 pub use target::{RenderTarget, TARGET_FORMAT};
-pub use visual::{Image, Interpolation, IntoSource, Slice, Visual};
+pub use visual::{Image, Interpolation, IntoSource, Slice, Visual, Volume, VolumeMode};
 
 /// Re-exported so users name the same glam and wgpu versions sluice uses.
 pub use glam;

@@ -19,7 +19,8 @@ use crate::proxy::{SourceKey, TextureProxy, UploadContext};
 use crate::scene::Scene;
 use crate::staging::StagingRing;
 use crate::target::RenderTarget;
-use crate::visual::{Image, Visual, VisualToken};
+use crate::visual::{Image, Visual, VisualToken, Volume, VolumeMode};
+use crate::volume_pipeline::{depth_layout, VolumeParams, VolumePipelines};
 
 /// Set by sources' wakers when data that was not ready becomes ready.
 #[derive(Default)]
@@ -38,10 +39,16 @@ struct ColormapGpu {
     custom: Option<Arc<[[u8; 4]]>>,
 }
 
+/// Which pipeline draws a visual.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PipelineKey {
+    Image(SampleKind, TexDim),
+    Volume(SampleKind),
+}
+
 struct BindState {
     group: wgpu::BindGroup,
-    kind: SampleKind,
-    dim: TexDim,
+    key: PipelineKey,
     generation: u64,
     colormap: ColormapKey,
 }
@@ -51,7 +58,8 @@ struct VisualGpu {
     token: Weak<VisualToken>,
     source: SourceKey,
     uniform: wgpu::Buffer,
-    params: Option<ImageParams>,
+    /// The uniform bytes last written.
+    params: Vec<u8>,
     bind: Option<BindState>,
 }
 
@@ -69,6 +77,8 @@ pub struct Renderer {
     queue: wgpu::Queue,
     info: wgpu::AdapterInfo,
     images: ImagePipelines,
+    volumes: VolumePipelines,
+    depth_layout: wgpu::BindGroupLayout,
     colormaps: HashMap<ColormapKey, ColormapGpu>,
     proxies: HashMap<SourceKey, TextureProxy>,
     visuals: HashMap<u64, VisualGpu>,
@@ -125,6 +135,8 @@ impl Renderer {
     ) -> Self {
         let info = adapter.get_info();
         let images = ImagePipelines::new(&device);
+        let depth_layout = depth_layout(&device);
+        let volumes = VolumePipelines::new(&device, &depth_layout);
         let max_buffer = device.limits().max_buffer_size.min(1 << 30);
         let redraw = Arc::new(RedrawFlag::default());
         let waker = Waker::from(redraw.clone());
@@ -134,6 +146,8 @@ impl Renderer {
             queue,
             info,
             images,
+            volumes,
+            depth_layout,
             colormaps: HashMap::new(),
             proxies: HashMap::new(),
             visuals: HashMap::new(),
@@ -195,7 +209,7 @@ impl Renderer {
 
     /// Creates an offscreen target of `width` x `height` pixels.
     pub fn create_target(&self, width: u32, height: u32) -> Result<RenderTarget, RenderError> {
-        RenderTarget::new(&self.device, width, height)
+        RenderTarget::new(&self.device, width, height, &self.depth_layout)
     }
 
     /// Reads a target back into host memory, waiting for the GPU to finish drawing it.
@@ -257,8 +271,9 @@ impl Renderer {
     /// Draws `scene` as seen by `camera` into `target`.
     ///
     /// Before drawing, every source shown is brought up to date on the GPU (only what changed
-    /// is uploaded, within the upload budget). On error nothing is drawn; sources, visuals and
-    /// the renderer stay usable.
+    /// is uploaded, within the upload budget). Images (and later meshes) are drawn first with
+    /// depth; volumes then march their rays up to that depth. On error nothing is drawn;
+    /// sources, visuals and the renderer stay usable.
     pub fn render(
         &mut self,
         scene: &Scene,
@@ -270,29 +285,26 @@ impl Renderer {
         let _ = self.device.poll(wgpu::PollType::Poll);
         self.collect_garbage();
         let view_projection = camera.view_projection(target.size());
-        let draws = scene.draw_list();
+        let draws: Vec<(&Visual, glam::Mat4)> = scene
+            .draw_list()
+            .into_iter()
+            .map(|(visual, world)| (visual, view_projection * world))
+            .collect();
 
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let mut images: Vec<(&Image, glam::Mat4)> = Vec::with_capacity(draws.len());
-        for (visual, world) in &draws {
-            match visual {
-                Visual::Image(image) => {
-                    self.prepare_image(image)?;
-                    images.push((image, view_projection * *world));
-                }
-            }
+        for (visual, _) in &draws {
+            self.prepare_visual(visual)?;
         }
-
         let mut encoder = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("sluice frame"),
             });
         let before = self.counters;
-        let upload = self.upload_sources(&images, &mut encoder);
+        let upload = self.upload_sources(&draws, &mut encoder);
         let drawn = match upload {
-            Ok(_) => self.record_draws(scene, &images, target, &mut encoder),
-            Err(_) => Ok(0),
+            Ok(_) => self.record_draws(scene, &draws, target, &mut encoder),
+            Err(_) => 0,
         };
         // Copies already recorded are real: submit them even if the frame failed, so proxies
         // and the GPU agree on what was uploaded.
@@ -306,28 +318,60 @@ impl Renderer {
             return Err(RenderError::Gpu(error.to_string()));
         }
         let uploads_pending = upload?;
-        let visuals_drawn = drawn?;
         Ok(FrameStats {
             bytes_uploaded: self.counters.bytes_uploaded - before.bytes_uploaded,
             copies_issued: self.counters.copies_issued - before.copies_issued,
-            visuals_drawn,
+            visuals_drawn: drawn,
             uploads_pending,
         })
     }
 
-    /// Checks an image and makes sure its proxy and GPU state exist.
-    fn prepare_image(&mut self, image: &Image) -> Result<(), RenderError> {
-        check_image_parameters(image)?;
-        let source = image.source();
-        slice_geometry(image.slice(), &source.layout().shape()).map_err(|reason| {
-            RenderError::InvalidSlice {
-                source_label: source.label(),
-                reason,
+    /// Checks a visual and makes sure its proxies and GPU state exist.
+    fn prepare_visual(&mut self, visual: &Visual) -> Result<(), RenderError> {
+        match visual {
+            Visual::Image(image) => {
+                check_display(
+                    "Image",
+                    image.effective_clim(),
+                    image.gamma(),
+                    image.opacity(),
+                )?;
+                check_nan_color(image.nan_color())?;
+                let source = image.source();
+                slice_geometry(image.slice(), &source.layout().shape()).map_err(|reason| {
+                    RenderError::InvalidSlice {
+                        source_label: source.label(),
+                        reason,
+                    }
+                })?;
+                self.bind_visual(&image.token, source, size_of::<ImageParams>())?;
+                self.colormap_gpu(image.colormap());
             }
-        })?;
+            Visual::Volume(volume) => {
+                check_display(
+                    "Volume",
+                    volume.effective_clim(),
+                    volume.gamma(),
+                    volume.opacity(),
+                )?;
+                check_volume(volume)?;
+                self.bind_visual(&volume.token, volume.source(), size_of::<VolumeParams>())?;
+                self.colormap_gpu(volume.colormap());
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes sure the visual's GPU state exists and uses `source`'s proxy (creating the proxy
+    /// on first use, moving the visual from its old proxy after `set_source`).
+    fn bind_visual(
+        &mut self,
+        token: &Arc<VisualToken>,
+        source: &SharedSource,
+        uniform_size: usize,
+    ) -> Result<(), RenderError> {
         let key = self.ensure_proxy(source)?;
-        let id = image.token.id;
-        match self.visuals.get_mut(&id) {
+        match self.visuals.get_mut(&token.id) {
             Some(v) if v.source == key => {}
             Some(v) => {
                 let old = std::mem::replace(&mut v.source, key);
@@ -337,25 +381,24 @@ impl Renderer {
             }
             None => {
                 let uniform = self.device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("sluice image params"),
-                    size: size_of::<ImageParams>() as u64,
+                    label: Some("sluice visual params"),
+                    size: uniform_size as u64,
                     usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
                     mapped_at_creation: false,
                 });
                 self.visuals.insert(
-                    id,
+                    token.id,
                     VisualGpu {
-                        token: Arc::downgrade(&image.token),
+                        token: Arc::downgrade(token),
                         source: key,
                         uniform,
-                        params: None,
+                        params: Vec::new(),
                         bind: None,
                     },
                 );
                 self.proxy_mut(key).users += 1;
             }
         }
-        self.colormap_gpu(image.colormap());
         Ok(())
     }
 
@@ -383,14 +426,14 @@ impl Renderer {
     /// uploads remain for later frames.
     fn upload_sources(
         &mut self,
-        images: &[(&Image, glam::Mat4)],
+        draws: &[(&Visual, glam::Mat4)],
         encoder: &mut wgpu::CommandEncoder,
     ) -> Result<bool, RenderError> {
         let mut seen = Vec::new();
         let mut pending = false;
         let frame_start_bytes = self.counters.bytes_uploaded;
-        for (image, _) in images {
-            let key = SourceKey::of(image.source());
+        for (visual, _) in draws {
+            let key = self.visuals[&visual_id(visual)].source;
             if seen.contains(&key) {
                 continue;
             }
@@ -413,98 +456,187 @@ impl Renderer {
         Ok(pending)
     }
 
+    /// Records the opaque pass (images, with depth) and the volume pass. Returns the number
+    /// of visuals drawn.
     fn record_draws(
         &mut self,
         scene: &Scene,
-        images: &[(&Image, glam::Mat4)],
+        draws: &[(&Visual, glam::Mat4)],
         target: &RenderTarget,
         encoder: &mut wgpu::CommandEncoder,
-    ) -> Result<u32, RenderError> {
-        for (image, transform) in images {
-            self.update_image_gpu(image, *transform);
+    ) -> u32 {
+        for (visual, mvp) in draws {
+            let key = match visual {
+                Visual::Image(image) => self.update_image_gpu(image, *mvp),
+                Visual::Volume(volume) => self.update_volume_gpu(volume, *mvp, target.size()),
+            };
+            self.update_bind_group(visual_id(visual), key);
         }
         let [r, g, b, a] = scene.background().map(f64::from);
-        let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
-            label: Some("sluice scene"),
-            color_attachments: &[Some(wgpu::RenderPassColorAttachment {
-                view: &target.view,
-                depth_slice: None,
-                resolve_target: None,
-                ops: wgpu::Operations {
-                    load: wgpu::LoadOp::Clear(wgpu::Color { r, g, b, a }),
-                    store: wgpu::StoreOp::Store,
-                },
-            })],
-            depth_stencil_attachment: None,
-            timestamp_writes: None,
-            occlusion_query_set: None,
-            multiview_mask: None,
-        });
         let mut drawn = 0;
-        for (image, _) in images {
-            let v = &self.visuals[&image.token.id];
-            let bind = v.bind.as_ref().expect("bound in update_image_gpu");
-            pass.set_pipeline(self.images.pipeline(bind.kind, bind.dim));
-            pass.set_bind_group(0, &bind.group, &[]);
-            pass.draw(0..6, 0..1);
-            drawn += 1;
+        {
+            let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+                label: Some("sluice opaque"),
+                color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+                    view: &target.view,
+                    depth_slice: None,
+                    resolve_target: None,
+                    ops: wgpu::Operations {
+                        load: wgpu::LoadOp::Clear(wgpu::Color { r, g, b, a }),
+                        store: wgpu::StoreOp::Store,
+                    },
+                })],
+                depth_stencil_attachment: Some(wgpu::RenderPassDepthStencilAttachment {
+                    view: &target.depth_view,
+                    depth_ops: Some(wgpu::Operations {
+                        load: wgpu::LoadOp::Clear(1.0),
+                        store: wgpu::StoreOp::Store,
+                    }),
+                    stencil_ops: None,
+                }),
+                timestamp_writes: None,
+                occlusion_query_set: None,
+                multiview_mask: None,
+            });
+            for (visual, _) in draws {
+                if let Visual::Image(image) = visual {
+                    let bind = self.visuals[&image.token.id].bind.as_ref().expect("bound");
+                    pass.set_pipeline(self.pipeline(bind.key));
+                    pass.set_bind_group(0, &bind.group, &[]);
+                    pass.draw(0..6, 0..1);
+                    drawn += 1;
+                }
+            }
         }
-        Ok(drawn)
+        if draws.iter().any(|(v, _)| matches!(v, Visual::Volume(_))) {
+            let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+                label: Some("sluice volumes"),
+                color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+                    view: &target.view,
+                    depth_slice: None,
+                    resolve_target: None,
+                    ops: wgpu::Operations {
+                        load: wgpu::LoadOp::Load,
+                        store: wgpu::StoreOp::Store,
+                    },
+                })],
+                depth_stencil_attachment: None,
+                timestamp_writes: None,
+                occlusion_query_set: None,
+                multiview_mask: None,
+            });
+            pass.set_bind_group(1, &target.depth_group, &[]);
+            for (visual, _) in draws {
+                if let Visual::Volume(volume) = visual {
+                    let bind = self.visuals[&volume.token.id].bind.as_ref().expect("bound");
+                    pass.set_pipeline(self.pipeline(bind.key));
+                    pass.set_bind_group(0, &bind.group, &[]);
+                    pass.draw(0..3, 0..1);
+                    drawn += 1;
+                }
+            }
+        }
+        drawn
     }
 
-    /// Writes the image's uniforms if they changed and (re)builds its bind group if its
-    /// texture or colormap changed.
-    fn update_image_gpu(&mut self, image: &Image, transform: glam::Mat4) {
+    fn pipeline(&self, key: PipelineKey) -> &wgpu::RenderPipeline {
+        match key {
+            PipelineKey::Image(kind, dim) => self.images.pipeline(kind, dim),
+            PipelineKey::Volume(kind) => self.volumes.pipeline(kind),
+        }
+    }
+
+    fn bind_group_layout(&self, key: PipelineKey) -> &wgpu::BindGroupLayout {
+        match key {
+            PipelineKey::Image(kind, dim) => self.images.layout(kind, dim),
+            PipelineKey::Volume(kind) => self.volumes.layout(kind),
+        }
+    }
+
+    /// Writes a visual's uniforms if they changed.
+    fn write_params(&mut self, id: u64, params: &[u8]) {
+        let v = self.visuals.get_mut(&id).expect("prepared");
+        if v.params != params {
+            self.queue.write_buffer(&v.uniform, 0, params);
+            v.params = params.to_vec();
+        }
+    }
+
+    /// Image uniforms for this frame; returns the pipeline and colormap the image needs.
+    fn update_image_gpu(&mut self, image: &Image, mvp: glam::Mat4) -> (PipelineKey, ColormapKey) {
         let colormap_key = image.colormap().key();
-        let colormap = &self.colormaps[&colormap_key];
-        let v = self.visuals.get_mut(&image.token.id).expect("prepared");
-        let proxy = &self.proxies[&v.source];
+        let entries = self.colormaps[&colormap_key].entries;
+        let proxy = &self.proxies[&self.visuals[&image.token.id].source];
         let shape = proxy.layout().shape();
-        // Checked in prepare_image against the source's layout; a layout change since (a
+        // Checked in prepare_visual against the source's layout; a layout change since (a
         // replaced source) may make the slice invalid: fall back to the default plane.
         let geometry = slice_geometry(image.slice(), &shape)
             .or_else(|_| slice_geometry(None, &shape))
             .expect("the default slice fits every shape");
-        let params = ImageParams::new(image, proxy.layout(), &geometry, transform, colormap.entries);
-        let dim = if shape.ndim() == 3 { TexDim::D3 } else { TexDim::D2 };
-        if v.params != Some(params) {
-            self.queue
-                .write_buffer(&v.uniform, 0, bytemuck::bytes_of(&params));
-            v.params = Some(params);
-        }
-        let stale = v.bind.as_ref().is_none_or(|b| {
-            b.generation != proxy.generation()
-                || b.colormap != colormap_key
-                || b.kind != proxy.sample_kind()
+        let params = ImageParams::new(image, proxy.layout(), &geometry, mvp, entries);
+        let dim = if shape.ndim() == 3 {
+            TexDim::D3
+        } else {
+            TexDim::D2
+        };
+        let key = PipelineKey::Image(proxy.sample_kind(), dim);
+        self.write_params(image.token.id, bytemuck::bytes_of(&params));
+        (key, colormap_key)
+    }
+
+    /// Volume uniforms for this frame; returns the pipeline and colormap the volume needs.
+    fn update_volume_gpu(
+        &mut self,
+        volume: &Volume,
+        mvp: glam::Mat4,
+        viewport: [u32; 2],
+    ) -> (PipelineKey, ColormapKey) {
+        let colormap_key = volume.colormap().key();
+        let entries = self.colormaps[&colormap_key].entries;
+        let proxy = &self.proxies[&self.visuals[&volume.token.id].source];
+        let params = VolumeParams::new(volume, proxy.layout(), mvp, viewport, entries);
+        let key = PipelineKey::Volume(proxy.sample_kind());
+        self.write_params(volume.token.id, bytemuck::bytes_of(&params));
+        (key, colormap_key)
+    }
+
+    /// (Re)builds a visual's bind group when its texture, colormap or pipeline changed.
+    fn update_bind_group(&mut self, id: u64, (key, colormap_key): (PipelineKey, ColormapKey)) {
+        let v = &self.visuals[&id];
+        let proxy = &self.proxies[&v.source];
+        let fresh = v.bind.as_ref().is_some_and(|b| {
+            b.generation == proxy.generation() && b.colormap == colormap_key && b.key == key
         });
-        if stale {
-            let kind = proxy.sample_kind();
-            let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("sluice image"),
-                layout: self.images.layout(kind, dim),
-                entries: &[
-                    wgpu::BindGroupEntry {
-                        binding: 0,
-                        resource: v.uniform.as_entire_binding(),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 1,
-                        resource: wgpu::BindingResource::TextureView(proxy.view()),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 2,
-                        resource: wgpu::BindingResource::TextureView(&colormap.view),
-                    },
-                ],
-            });
-            v.bind = Some(BindState {
-                group,
-                kind,
-                dim,
-                generation: proxy.generation(),
-                colormap: colormap_key,
-            });
+        if fresh {
+            return;
         }
+        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("sluice visual"),
+            layout: self.bind_group_layout(key),
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: v.uniform.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: wgpu::BindingResource::TextureView(proxy.view()),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 2,
+                    resource: wgpu::BindingResource::TextureView(
+                        &self.colormaps[&colormap_key].view,
+                    ),
+                },
+            ],
+        });
+        let generation = proxy.generation();
+        self.visuals.get_mut(&id).expect("prepared").bind = Some(BindState {
+            group,
+            key,
+            generation,
+            colormap: colormap_key,
+        });
     }
 
     /// The GPU table of a colormap, uploaded on first use.
@@ -546,14 +678,26 @@ impl Renderer {
     }
 }
 
-fn check_image_parameters(image: &Image) -> Result<(), RenderError> {
+fn visual_id(visual: &Visual) -> u64 {
+    match visual {
+        Visual::Image(image) => image.token.id,
+        Visual::Volume(volume) => volume.token.id,
+    }
+}
+
+fn check_display(
+    visual: &'static str,
+    clim: [f64; 2],
+    gamma: f32,
+    opacity: f32,
+) -> Result<(), RenderError> {
     let invalid = |parameter, value: String, expected| RenderError::InvalidParameter {
-        visual: "Image",
+        visual,
         parameter,
         value,
         expected,
     };
-    let [lo, hi] = image.effective_clim();
+    let [lo, hi] = clim;
     if !lo.is_finite() || !hi.is_finite() {
         return Err(invalid(
             "clim",
@@ -561,11 +705,9 @@ fn check_image_parameters(image: &Image) -> Result<(), RenderError> {
             "both limits must be finite",
         ));
     }
-    let gamma = image.gamma();
     if !(gamma.is_finite() && gamma > 0.0) {
         return Err(invalid("gamma", gamma.to_string(), "a finite number > 0"));
     }
-    let opacity = image.opacity();
     if !(0.0..=1.0).contains(&opacity) {
         return Err(invalid(
             "opacity",
@@ -573,14 +715,72 @@ fn check_image_parameters(image: &Image) -> Result<(), RenderError> {
             "a number in [0, 1]",
         ));
     }
-    if image.nan_color().iter().any(|c| !(0.0..=1.0).contains(c)) {
+    Ok(())
+}
+
+fn check_nan_color(rgba: [f32; 4]) -> Result<(), RenderError> {
+    if rgba.iter().all(|c| (0.0..=1.0).contains(c)) {
+        return Ok(());
+    }
+    Err(RenderError::InvalidParameter {
+        visual: "Image",
+        parameter: "nan_color",
+        value: format!("{rgba:?}"),
+        expected: "RGBA components in [0, 1]",
+    })
+}
+
+fn check_volume(volume: &Volume) -> Result<(), RenderError> {
+    let invalid = |parameter, value: String, expected| RenderError::InvalidParameter {
+        visual: "Volume",
+        parameter,
+        value,
+        expected,
+    };
+    let shape = volume.source().layout().shape();
+    if shape.ndim() != 3 {
+        return Err(RenderError::UnsupportedSource {
+            visual: "Volume",
+            source_label: volume.source().label(),
+            reason: format!(
+                "it has shape {shape} ({}-D); a volume needs 3-D data",
+                shape.ndim()
+            ),
+        });
+    }
+    let channels = volume.source().layout().channels();
+    if channels != 1 {
+        return Err(RenderError::UnsupportedSource {
+            visual: "Volume",
+            source_label: volume.source().label(),
+            reason: format!("it has {channels} channels per voxel; a volume shows scalar data"),
+        });
+    }
+    let step = volume.step();
+    if !(step.is_finite() && step >= 0.01) {
         return Err(invalid(
-            "nan_color",
-            format!("{:?}", image.nan_color()),
-            "RGBA components in [0, 1]",
+            "step",
+            step.to_string(),
+            "a finite number of voxels >= 0.01",
         ));
     }
-    Ok(())
+    match volume.mode() {
+        VolumeMode::Translucent { attenuation }
+            if !(attenuation.is_finite() && attenuation >= 0.0) =>
+        {
+            Err(invalid(
+                "attenuation",
+                attenuation.to_string(),
+                "a finite number >= 0",
+            ))
+        }
+        VolumeMode::Iso { threshold } if !threshold.is_finite() => Err(invalid(
+            "threshold",
+            threshold.to_string(),
+            "a finite number",
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn choose_adapter(

@@ -6,18 +6,29 @@ use crate::error::RenderError;
 /// reach the image unchanged.
 pub const TARGET_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Rgba8Unorm;
 
+/// The depth format of render targets.
+pub(crate) const DEPTH_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Depth32Float;
+
 /// An offscreen image the renderer draws into; read it back with
 /// [`crate::Renderer::read_image`].
 #[derive(Debug)]
 pub struct RenderTarget {
     pub(crate) texture: wgpu::Texture,
     pub(crate) view: wgpu::TextureView,
+    pub(crate) depth_view: wgpu::TextureView,
+    /// The depth as volumes read it (group 1 of the volume pipelines).
+    pub(crate) depth_group: wgpu::BindGroup,
     width: u32,
     height: u32,
 }
 
 impl RenderTarget {
-    pub(crate) fn new(device: &wgpu::Device, width: u32, height: u32) -> Result<Self, RenderError> {
+    pub(crate) fn new(
+        device: &wgpu::Device,
+        width: u32,
+        height: u32,
+        depth_layout: &wgpu::BindGroupLayout,
+    ) -> Result<Self, RenderError> {
         let limit = device.limits().max_texture_dimension_2d;
         if width == 0 || height == 0 || width > limit || height > limit {
             return Err(RenderError::TargetSize {
@@ -41,9 +52,34 @@ impl RenderTarget {
             view_formats: &[],
         });
         let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
+        let depth = device.create_texture(&wgpu::TextureDescriptor {
+            label: Some("sluice depth"),
+            size: wgpu::Extent3d {
+                width,
+                height,
+                depth_or_array_layers: 1,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format: DEPTH_FORMAT,
+            usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::TEXTURE_BINDING,
+            view_formats: &[],
+        });
+        let depth_view = depth.create_view(&wgpu::TextureViewDescriptor::default());
+        let depth_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("sluice scene depth"),
+            layout: depth_layout,
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: wgpu::BindingResource::TextureView(&depth_view),
+            }],
+        });
         Ok(RenderTarget {
             texture,
             view,
+            depth_view,
+            depth_group,
             width,
             height,
         })

@@ -78,5 +78,10 @@ fn fs_main(in: VertexOut) -> @location(0) vec4<f32> {
             alpha,
         );
     }
-    return vec4<f32>(rgba.rgb, rgba.a * params.opacity);
+    let alpha = rgba.a * params.opacity;
+    if (alpha <= 0.0) {
+        // Fully transparent (NaN by default): leave colour and depth to what is behind.
+        discard;
+    }
+    return vec4<f32>(rgba.rgb, alpha);
 }

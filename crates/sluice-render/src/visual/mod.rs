@@ -2,18 +2,28 @@
 //! (contrast limits, colormap, interpolation); GPU resources belong to the renderer.
 
 mod image;
+mod volume;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use image::{Image, Interpolation, Slice};
+pub use volume::{Volume, VolumeMode};
 
 /// A visual in a scene.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum Visual {
-    /// A 2-D image.
+    /// A 2-D image, or a plane of a 3-D source.
     Image(Image),
+    /// A ray-marched 3-D source.
+    Volume(Volume),
+}
+
+impl From<Volume> for Visual {
+    fn from(volume: Volume) -> Self {
+        Visual::Volume(volume)
+    }
 }
 
 impl From<Image> for Visual {

@@ -1,0 +1,309 @@
+//! Volumes and slices on a real GPU: ray-marched pixels against CPU ray marches and known
+//! geometry.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{assert_pixel, expected_entry, render, renderer};
+use sluice::ndarray::Array3;
+use sluice::prelude::*;
+use sluice::{FlyCamera, OrbitCamera, Slice, Volume, VolumeMode};
+
+/// Looks along +z at the box [0, n]^3 from the front, orthographic, one voxel per pixel on an
+/// n x n target; rows go down the screen.
+struct Front {
+    n: f32,
+}
+
+impl Camera for Front {
+    fn view_projection(&self, _viewport: [u32; 2]) -> Mat4 {
+        let h = self.n / 2.0;
+        let view = Mat4::look_to_rh(Vec3::new(h, h, -10.0), Vec3::Z, Vec3::NEG_Y);
+        Mat4::orthographic_rh(-h, h, -h, h, 1.0, 10.0 + self.n + 10.0) * view
+    }
+}
+
+const BG: [u8; 4] = [0, 0, 0, 255];
+
+#[test]
+fn mip_puts_known_bright_voxels_on_the_expected_pixels() {
+    let n = 32;
+    let mut data = Array3::<u8>::from_elem((n, n, n), 10);
+    // (z, y, x) -> value: the brightest along each ray wins.
+    let bright = [
+        ((3, 5, 7), 200u8),
+        ((20, 5, 7), 120),
+        ((30, 25, 2), 90),
+        ((0, 31, 31), 255),
+    ];
+    for &((z, y, x), v) in &bright {
+        data[[z, y, x]] = v;
+    }
+    let source = Arc::new(ArraySource::new(data.clone()).unwrap());
+    let mut scene = Scene::new();
+    scene.add(
+        Volume::new(source)
+            .with_interpolation(Interpolation::Nearest)
+            .with_colormap(Colormap::Viridis),
+    );
+    let mut r = renderer();
+    let img = render(&mut r, &scene, &Front { n: n as f32 }, n as u32, n as u32);
+    for y in 0..n {
+        for x in 0..n {
+            let max = (0..n).map(|z| data[[z, y, x]]).max().unwrap();
+            let (want, near) = expected_entry(&Colormap::Viridis, max as f32, [0.0, 255.0], 1.0);
+            let got = img.get_pixel(x as u32, y as u32).0;
+            assert!(
+                got == want || Some(got) == near,
+                "pixel ({x}, {y}): {got:?}, MIP {max} -> {want:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn iso_shows_the_known_sphere_radius() {
+    let n = 48usize;
+    let c = 24.0f32;
+    let radius = 15.0f32;
+    // Positive inside: radius - distance from the centre (voxel centres at i + 0.5).
+    let data = Array3::from_shape_fn((n, n, n), |(z, y, x)| {
+        let d = Vec3::new(x as f32 + 0.5 - c, y as f32 + 0.5 - c, z as f32 + 0.5 - c).length();
+        radius - d
+    });
+    let source = Arc::new(ArraySource::new(data).unwrap());
+    let mut scene = Scene::new();
+    scene.add(
+        Volume::new(source)
+            .with_mode(VolumeMode::Iso { threshold: 0.0 })
+            .with_clim(-1.0, 1.0)
+            .with_colormap(Colormap::Gray),
+    );
+    let mut r = renderer();
+    let img = render(&mut r, &scene, &Front { n: n as f32 }, n as u32, n as u32);
+    let surface = expected_entry(&Colormap::Gray, 0.0, [-1.0, 1.0], 1.0).0;
+    for y in 0..n {
+        for x in 0..n {
+            let d = ((x as f32 + 0.5 - c).powi(2) + (y as f32 + 0.5 - c).powi(2)).sqrt();
+            let got = img.get_pixel(x as u32, y as u32).0;
+            if d < radius - 1.0 {
+                assert_ne!(
+                    got, BG,
+                    "pixel ({x}, {y}) at {d:.2} from the centre is inside the sphere"
+                );
+            } else if d > radius + 1.0 {
+                assert_eq!(
+                    got, BG,
+                    "pixel ({x}, {y}) at {d:.2} from the centre is outside the sphere"
+                );
+            }
+        }
+    }
+    // Facing the eye at the centre: full light, the colormap's colour at the threshold.
+    assert_pixel(&img, 24, 24, surface, 3);
+    // Towards the rim the surface turns away and darkens.
+    let rim = img.get_pixel(24 + 13, 24).0[0];
+    assert!(
+        rim < surface[0] - 20,
+        "rim {rim} should be darker than the centre {}",
+        surface[0]
+    );
+}
+
+#[test]
+fn translucent_matches_a_cpu_ray_march() {
+    let n = 8usize;
+    let data = Array3::from_shape_fn((n, n, n), |(z, y, x)| {
+        ((x * 7 + y * 13 + z * 29) % 17) as f32 / 16.0
+    });
+    let source = Arc::new(ArraySource::new(data.clone()).unwrap());
+    let attenuation = 0.6f32;
+    let step = 0.5f32;
+    let cm = Colormap::Magma;
+    let mut scene = Scene::new();
+    scene.add(
+        Volume::new(source)
+            .with_mode(VolumeMode::Translucent { attenuation })
+            .with_interpolation(Interpolation::Nearest)
+            .with_step(step)
+            .with_colormap(cm.clone()),
+    );
+    let mut r = renderer();
+    let img = render(&mut r, &scene, &Front { n: n as f32 }, n as u32, n as u32);
+    for (x, y) in [(0usize, 0usize), (3, 4), (7, 7), (5, 1)] {
+        // The same march on the CPU: samples at z = (i + 0.5) * step, nearest voxel,
+        // front-to-back compositing.
+        let (mut color, mut alpha) = ([0.0f32; 3], 0.0f32);
+        let mut i = 0;
+        loop {
+            let z = (i as f32 + 0.5) * step;
+            if z >= n as f32 || alpha > 0.995 {
+                break;
+            }
+            let t = data[[z as usize, y, x]];
+            let e = cm.entries()[((t * 256.0) as usize).min(255)];
+            let a = 1.0 - (-attenuation * (e[3] as f32 / 255.0) * t * step).exp();
+            for k in 0..3 {
+                color[k] += (1.0 - alpha) * a * e[k] as f32 / 255.0;
+            }
+            alpha += (1.0 - alpha) * a;
+            i += 1;
+        }
+        // Blended over the black background: the accumulated colour.
+        let want = [color[0], color[1], color[2]].map(|c| (c * 255.0).round() as u8);
+        assert_pixel(
+            &img,
+            x as u32,
+            y as u32,
+            [want[0], want[1], want[2], 255],
+            2,
+        );
+    }
+}
+
+#[test]
+fn slices_share_the_volume_texture_and_show_its_planes() {
+    let n = (12usize, 10usize, 14usize); // (depth, height, width)
+    let value = |z: usize, y: usize, x: usize| (z * 20 + y * 3 + x) as u16;
+    let data = Array3::from_shape_fn(n, |(z, y, x)| value(z, y, x));
+    let source = Arc::new(ArraySource::new(data).unwrap());
+    let clim = [0.0, 300.0];
+    let mut scene = Scene::new();
+    let vol = scene.add(Volume::new(source.clone()).with_clim(clim[0], clim[1]));
+    scene.set_visible(vol, false);
+    let z = scene.add(
+        Image::new(source.clone())
+            .with_clim(clim[0], clim[1])
+            .with_slice(Slice::Z(5)),
+    );
+    let y = scene.add(
+        Image::new(source.clone())
+            .with_clim(clim[0], clim[1])
+            .with_slice(Slice::Y(7)),
+    );
+    let x = scene.add(
+        Image::new(source.clone())
+            .with_clim(clim[0], clim[1])
+            .with_slice(Slice::X(2)),
+    );
+    // Side by side: Z plane is 14 x 10, Y plane 14 x 12, X plane 10 x 12.
+    scene.set_transform(y, Mat4::from_translation(Vec3::new(20.0, 0.0, 0.0)));
+    scene.set_transform(x, Mat4::from_translation(Vec3::new(40.0, 0.0, 0.0)));
+    let mut r = renderer();
+    let cam = common::pixel_camera(60, 20);
+    let img = render(&mut r, &scene, &cam, 60, 20);
+    let check = |img: &image::RgbaImage, px: u32, py: u32, v: u16| {
+        let (want, near) = expected_entry(&Colormap::Gray, v as f32, [0.0, 300.0], 1.0);
+        let got = img.get_pixel(px, py).0;
+        assert!(
+            got == want || Some(got) == near,
+            "({px}, {py}): {got:?} vs value {v} -> {want:?}"
+        );
+    };
+    check(&img, 3, 4, value(5, 4, 3));
+    check(&img, 20 + 9, 11, value(11, 7, 9));
+    check(&img, 40 + 6, 8, value(8, 6, 2));
+    let c = r.counters();
+    assert_eq!((c.textures_alive, c.bytes_uploaded), (1, 12 * 10 * 14 * 2));
+
+    // The volume joins: still one texture, nothing uploaded; moving slices uploads nothing.
+    scene.set_visible(vol, true);
+    render(&mut r, &scene, &cam, 60, 20);
+    scene.image_mut(z).unwrap().set_slice(Slice::Z(9));
+    let img = render(&mut r, &scene, &cam, 60, 20);
+    check(&img, 3, 4, value(9, 4, 3));
+    let c2 = r.counters();
+    assert_eq!(
+        (c2.textures_alive, c2.bytes_uploaded),
+        (1, c.bytes_uploaded)
+    );
+}
+
+#[test]
+fn the_camera_may_be_inside_the_volume() {
+    let source = Arc::new(ArraySource::new(Array3::<u8>::from_elem((16, 16, 16), 255)).unwrap());
+    let mut scene = Scene::new();
+    scene.add(Volume::new(source).with_colormap(Colormap::Gray));
+    let mut r = renderer();
+    for camera in [
+        FlyCamera::new(Vec3::new(8.0, 8.0, 8.0), 0.05, 100.0),
+        FlyCamera::new(Vec3::new(1.0, 2.0, 15.0), 0.05, 100.0),
+    ] {
+        let img = render(&mut r, &scene, &camera, 32, 32);
+        for (x, y) in [(0, 0), (16, 16), (31, 31), (5, 27)] {
+            assert_pixel(&img, x, y, [255, 255, 255, 255], 0);
+        }
+    }
+    // Outside, perspective: the box covers the middle, not the corners.
+    let outside = OrbitCamera::fit(Vec3::ZERO, Vec3::splat(16.0), 30.0, 20.0);
+    let img = render(&mut r, &scene, &outside, 64, 64);
+    assert_pixel(&img, 32, 32, [255, 255, 255, 255], 0);
+    assert_pixel(&img, 0, 0, BG, 0);
+}
+
+#[test]
+fn opaque_images_hide_the_volume_behind_them() {
+    let source = Arc::new(ArraySource::new(Array3::<u8>::from_elem((16, 16, 16), 255)).unwrap());
+    let red = Arc::new(
+        ArraySource::with_channels(Array3::from_shape_fn((16, 8, 3), |(_, _, c)| {
+            if c == 0 {
+                255u8
+            } else {
+                0
+            }
+        }))
+        .unwrap(),
+    );
+    let mut scene = Scene::new();
+    scene.add(Volume::new(source));
+    // A red 8 x 16 plane at z = -2 (in front of the volume) over the left half, and one at
+    // z = 30 (behind it) over the right half.
+    let front = scene.add(Image::new(red.clone()));
+    scene.set_transform(front, Mat4::from_translation(Vec3::new(0.0, 0.0, -2.0)));
+    let back = scene.add(Image::new(red));
+    scene.set_transform(back, Mat4::from_translation(Vec3::new(8.0, 0.0, 30.0)));
+    let mut r = renderer();
+    let camera = Front { n: 16.0 };
+    let img = render(&mut r, &scene, &camera, 16, 16);
+    assert_pixel(&img, 3, 8, [255, 0, 0, 255], 0);
+    assert_pixel(&img, 12, 8, [255, 255, 255, 255], 0);
+}
+
+#[test]
+fn bad_volume_input_is_a_clear_error() {
+    let mut r = renderer();
+    let flat = Arc::new(ArraySource::new(Array2::<f32>::zeros((4, 4))).unwrap());
+    let cube = Arc::new(ArraySource::new(Array3::<f32>::zeros((4, 4, 4))).unwrap());
+    let rgb = Arc::new(
+        ArraySource::with_channels(sluice::ndarray::Array4::<u8>::zeros((2, 2, 2, 3))).unwrap(),
+    );
+    let target = r.create_target(8, 8).unwrap();
+    let cases = [
+        (
+            Volume::new(flat),
+            "shape (4, 4) (2-D); a volume needs 3-D data",
+        ),
+        (Volume::new(cube.clone()).with_step(0.0), "step 0"),
+        (
+            Volume::new(cube.clone()).with_mode(VolumeMode::Iso {
+                threshold: f64::NAN,
+            }),
+            "threshold NaN",
+        ),
+        (
+            Volume::new(cube).with_mode(VolumeMode::Translucent { attenuation: -1.0 }),
+            "attenuation -1",
+        ),
+        (Volume::new(rgb), "3 channels per voxel"),
+    ];
+    for (volume, needle) in cases {
+        let mut scene = Scene::new();
+        scene.add(volume);
+        let e = r
+            .render(&scene, &Front { n: 4.0 }, &target)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(needle), "{e:?} should mention {needle:?}");
+    }
+}
