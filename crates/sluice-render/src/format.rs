@@ -32,8 +32,6 @@ impl SampleKind {
             SampleKind::Sint => wgpu::TextureSampleType::Sint,
         }
     }
-
-    pub const ALL: [SampleKind; 3] = [SampleKind::Float, SampleKind::Uint, SampleKind::Sint];
 }
 
 /// The texture format holding `format`, and how it is sampled.

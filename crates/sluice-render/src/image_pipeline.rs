@@ -214,13 +214,19 @@ pub(crate) struct ImagePipelines {
 }
 
 impl ImagePipelines {
-    pub fn new(device: &wgpu::Device) -> Self {
-        let by_kind = SampleKind::ALL
-            .into_iter()
-            .flat_map(|kind| [(kind, TexDim::D2), (kind, TexDim::D3)])
-            .map(|key| (key, Self::build(device, key.0, key.1)))
-            .collect();
-        ImagePipelines { by_kind }
+    /// No pipeline yet: each is built on first use (shader compilation is slow on some
+    /// drivers, and most programs use one or two of the six).
+    pub fn new() -> Self {
+        ImagePipelines {
+            by_kind: HashMap::new(),
+        }
+    }
+
+    /// Builds the pipeline for `kind` and `dim` if it does not exist yet.
+    pub fn ensure(&mut self, device: &wgpu::Device, kind: SampleKind, dim: TexDim) {
+        self.by_kind
+            .entry((kind, dim))
+            .or_insert_with(|| Self::build(device, kind, dim));
     }
 
     fn build(

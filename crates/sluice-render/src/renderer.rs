@@ -20,7 +20,7 @@ use crate::scene::Scene;
 use crate::staging::StagingRing;
 use crate::target::RenderTarget;
 use crate::visual::{Image, Visual, VisualToken, Volume, VolumeMode};
-use crate::volume_pipeline::{depth_layout, VolumeParams, VolumePipelines};
+use crate::volume_pipeline::{VolumeParams, VolumePipelines};
 
 /// Set by sources' wakers when data that was not ready becomes ready.
 #[derive(Default)]
@@ -78,7 +78,6 @@ pub struct Renderer {
     info: wgpu::AdapterInfo,
     images: ImagePipelines,
     volumes: VolumePipelines,
-    depth_layout: wgpu::BindGroupLayout,
     colormaps: HashMap<ColormapKey, ColormapGpu>,
     proxies: HashMap<SourceKey, TextureProxy>,
     visuals: HashMap<u64, VisualGpu>,
@@ -134,9 +133,8 @@ impl Renderer {
         upload_budget: Option<u64>,
     ) -> Self {
         let info = adapter.get_info();
-        let images = ImagePipelines::new(&device);
-        let depth_layout = depth_layout(&device);
-        let volumes = VolumePipelines::new(&device, &depth_layout);
+        let images = ImagePipelines::new();
+        let volumes = VolumePipelines::new(&device);
         let max_buffer = device.limits().max_buffer_size.min(1 << 30);
         let redraw = Arc::new(RedrawFlag::default());
         let waker = Waker::from(redraw.clone());
@@ -147,7 +145,6 @@ impl Renderer {
             info,
             images,
             volumes,
-            depth_layout,
             colormaps: HashMap::new(),
             proxies: HashMap::new(),
             visuals: HashMap::new(),
@@ -209,7 +206,7 @@ impl Renderer {
 
     /// Creates an offscreen target of `width` x `height` pixels.
     pub fn create_target(&self, width: u32, height: u32) -> Result<RenderTarget, RenderError> {
-        RenderTarget::new(&self.device, width, height, &self.depth_layout)
+        RenderTarget::new(&self.device, width, height, self.volumes.depth_layout())
     }
 
     /// Reads a target back into host memory, waiting for the GPU to finish drawing it.
@@ -580,6 +577,7 @@ impl Renderer {
             TexDim::D2
         };
         let key = PipelineKey::Image(proxy.sample_kind(), dim);
+        self.images.ensure(&self.device, proxy.sample_kind(), dim);
         self.write_params(image.token.id, bytemuck::bytes_of(&params));
         (key, colormap_key)
     }
@@ -596,6 +594,7 @@ impl Renderer {
         let proxy = &self.proxies[&self.visuals[&volume.token.id].source];
         let params = VolumeParams::new(volume, proxy.layout(), mvp, viewport, entries);
         let key = PipelineKey::Volume(proxy.sample_kind());
+        self.volumes.ensure(&self.device, proxy.sample_kind());
         self.write_params(volume.token.id, bytemuck::bytes_of(&params));
         (key, colormap_key)
     }

@@ -71,15 +71,29 @@ impl VolumeParams {
 
 pub(crate) struct VolumePipelines {
     by_kind: HashMap<SampleKind, (wgpu::BindGroupLayout, wgpu::RenderPipeline)>,
+    depth_layout: wgpu::BindGroupLayout,
 }
 
 impl VolumePipelines {
-    pub fn new(device: &wgpu::Device, depth_layout: &wgpu::BindGroupLayout) -> Self {
-        let by_kind = SampleKind::ALL
-            .into_iter()
-            .map(|kind| (kind, Self::build(device, kind, depth_layout)))
-            .collect();
-        VolumePipelines { by_kind }
+    /// No pipeline yet: each is built on first use.
+    pub fn new(device: &wgpu::Device) -> Self {
+        VolumePipelines {
+            by_kind: HashMap::new(),
+            depth_layout: depth_layout(device),
+        }
+    }
+
+    /// The layout of the scene-depth bind group (group 1).
+    pub fn depth_layout(&self) -> &wgpu::BindGroupLayout {
+        &self.depth_layout
+    }
+
+    /// Builds the pipeline for `kind` if it does not exist yet.
+    pub fn ensure(&mut self, device: &wgpu::Device, kind: SampleKind) {
+        if !self.by_kind.contains_key(&kind) {
+            let built = Self::build(device, kind, &self.depth_layout);
+            self.by_kind.insert(kind, built);
+        }
     }
 
     fn build(
@@ -169,7 +183,7 @@ impl VolumePipelines {
 }
 
 /// The layout of the bind group through which volumes read the opaque pass's depth.
-pub(crate) fn depth_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
+fn depth_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
     device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
         label: Some("sluice scene depth"),
         entries: &[wgpu::BindGroupLayoutEntry {
