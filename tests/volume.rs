@@ -307,3 +307,75 @@ fn bad_volume_input_is_a_clear_error() {
         assert!(e.contains(needle), "{e:?} should mention {needle:?}");
     }
 }
+
+#[test]
+fn bricked_and_unbricked_volumes_render_the_same() {
+    // 40^3 with bricks of at most 24 voxels per axis: 2 x 2 x 2 bricks of 20, meeting at 20.
+    let n = 40usize;
+    let data = Array3::from_shape_fn((n, n, n), |(z, y, x)| {
+        let p = Vec3::new(x as f32, y as f32, z as f32) - Vec3::splat(19.5);
+        (12.0 - p.length()) + 0.1 * ((x * 7 + y * 3 + z) % 11) as f32
+    });
+    let source = Arc::new(ArraySource::new(data).unwrap());
+    let mut small = sluice::RendererOptions::from_env().unwrap();
+    small.max_texture_dimension_3d = Some(24);
+    let mut bricked = Renderer::with_options(small).unwrap();
+    let mut whole = renderer();
+    let camera = OrbitCamera::fit(Vec3::ZERO, Vec3::splat(n as f32), 35.0, 25.0);
+    for mode in [
+        VolumeMode::Mip,
+        VolumeMode::Translucent { attenuation: 0.5 },
+        VolumeMode::Iso { threshold: 0.0 },
+    ] {
+        let mut scene = Scene::new();
+        scene.add(
+            Volume::new(source.clone())
+                .with_mode(mode)
+                .with_clim(-5.0, 12.0)
+                .with_colormap(Colormap::Viridis),
+        );
+        let a = render(&mut bricked, &scene, &camera, 96, 96);
+        let b = render(&mut whole, &scene, &camera, 96, 96);
+        let differing = a
+            .pixels()
+            .zip(b.pixels())
+            .filter(|(p, q)| p.0.iter().zip(q.0).any(|(u, v)| u.abs_diff(v) > 1))
+            .count();
+        assert_eq!(
+            differing, 0,
+            "{mode:?}: {differing} pixels differ between bricked and whole"
+        );
+        assert!(
+            a.pixels().filter(|p| p.0 != BG).count() > 300,
+            "{mode:?} drew too little to compare"
+        );
+        assert_eq!(bricked.counters().textures_alive, 8);
+        assert_eq!(whole.counters().textures_alive, 1);
+        assert_eq!(
+            bricked.counters().resident_bytes,
+            whole.counters().resident_bytes
+        );
+    }
+
+    // Slices across the brick boundary, linear interpolation: identical too.
+    let mut scene = Scene::new();
+    for (i, slice) in [Slice::Z(20), Slice::Y(19), Slice::X(20)]
+        .into_iter()
+        .enumerate()
+    {
+        let id = scene.add(
+            Image::new(source.clone())
+                .with_slice(slice)
+                .with_clim(-5.0, 12.0)
+                .with_interpolation(Interpolation::Linear),
+        );
+        scene.set_transform(
+            id,
+            Mat4::from_translation(Vec3::new(42.0 * i as f32, 0.0, 0.0)),
+        );
+    }
+    let cam = common::pixel_camera(126, 40);
+    let a = render(&mut bricked, &scene, &cam, 126, 40);
+    let b = render(&mut whole, &scene, &cam, 126, 40);
+    assert!(a == b, "bricked slices differ");
+}

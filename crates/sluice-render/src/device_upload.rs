@@ -42,6 +42,9 @@ pub struct DeviceCopy<'a> {
     pub layout: &'a Layout,
     /// The samples to copy.
     pub region: Region,
-    /// The destination texture (2-D, or 3-D for volumes), `COPY_DST`.
+    /// The destination texture (2-D, or 3-D for volumes), `COPY_DST`. Large volumes are
+    /// split into bricks: this is the brick that holds `region`.
     pub texture: &'a wgpu::Texture,
+    /// Where `region`'s first sample goes in `texture`, `[x, y, z]` (zero unless bricked).
+    pub texture_origin: [u32; 3],
 }

@@ -6,6 +6,7 @@ use glam::{Mat4, Vec3, Vec4};
 use sluice_core::{ElementType, Layout, Shape};
 
 use crate::format::SampleKind;
+use crate::proxy::Bricking;
 use crate::target::{DEPTH_FORMAT, TARGET_FORMAT};
 use crate::visual::{Image, Interpolation, Slice};
 
@@ -21,7 +22,7 @@ pub(crate) struct DisplayParams {
     pub lut_size: u32,
 }
 
-/// The uniform block of `shaders/image.wgsl` (`Params`), 208 bytes.
+/// The uniform block of `shaders/image.wgsl` (`Params`), 240 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct ImageParams {
@@ -37,6 +38,7 @@ pub(crate) struct ImageParams {
     opacity: f32,
     clip: u32,
     pad: [u32; 2],
+    bricks: BrickParams,
 }
 
 /// Where an image lies in its data: its extent in local units, the map from local to voxel
@@ -119,6 +121,7 @@ impl ImageParams {
         geometry: &SliceGeometry,
         transform: Mat4,
         lut_size: usize,
+        bricking: Bricking,
     ) -> Self {
         let [d, h, w] = layout.shape().padded();
         let clim = image.effective_clim();
@@ -144,6 +147,7 @@ impl ImageParams {
             opacity: image.opacity(),
             clip: u32::from(geometry.clip),
             pad: [0; 2],
+            bricks: bricking.into(),
         }
     }
 }
@@ -176,11 +180,109 @@ impl TexDim {
         }
     }
 
-    /// WGSL `fetch` of one texel at voxel coordinates.
-    fn fetch_wgsl(self) -> &'static str {
+    /// WGSL `fetch` of one texel at voxel coordinates. 3-D data may be split into up to
+    /// 2 x 2 x 2 bricks: `data` is brick slot 0 and `brick1`..`brick7` the others, slot
+    /// `x + 2 y + 4 z` for brick coordinates (x, y, z); `params.bricks` gives brick size and
+    /// count. Each texel is loaded from the one brick that holds it, so bricks need no overlap
+    /// and interpolation across their borders is seamless.
+    fn fetch_wgsl(self, kind: SampleKind) -> String {
         match self {
-            TexDim::D2 => "fn fetch(p: vec3<i32>) -> vec4<f32> { return vec4<f32>(textureLoad(data, p.xy, 0)); }",
-            TexDim::D3 => "fn fetch(p: vec3<i32>) -> vec4<f32> { return vec4<f32>(textureLoad(data, p, 0)); }",
+            TexDim::D2 => "fn fetch(p: vec3<i32>) -> vec4<f32> { return vec4<f32>(textureLoad(data, p.xy, 0)); }\n".into(),
+            TexDim::D3 => {
+                let mut out = String::new();
+                for slot in 1..BRICK_SLOTS {
+                    out += &format!(
+                        "@group(0) @binding({}) var brick{slot}: texture_3d<{}>;\n",
+                        brick_binding(slot),
+                        kind.wgsl()
+                    );
+                }
+                out += "fn fetch(p: vec3<i32>) -> vec4<f32> {\n";
+                out += "    let b = min(p / params.bricks.size, params.bricks.count - vec3<i32>(1));\n";
+                out += "    let q = p - b * params.bricks.size;\n";
+                out += "    switch (b.x + 2 * b.y + 4 * b.z) {\n";
+                out += "        case 0: { return vec4<f32>(textureLoad(data, q, 0)); }\n";
+                for slot in 1..BRICK_SLOTS - 1 {
+                    out += &format!("        case {slot}: {{ return vec4<f32>(textureLoad(brick{slot}, q, 0)); }}\n");
+                }
+                out += &format!(
+                    "        default: {{ return vec4<f32>(textureLoad(brick{}, q, 0)); }}\n",
+                    BRICK_SLOTS - 1
+                );
+                out += "    }\n}\n";
+                out
+            }
+        }
+    }
+}
+
+/// Brick slots of 3-D textures in a bind group (2 x 2 x 2).
+pub(crate) const BRICK_SLOTS: usize = 8;
+
+/// The binding of brick slot `slot` (slot 0 is binding 1, the others follow the colormap).
+pub(crate) fn brick_binding(slot: usize) -> u32 {
+    if slot == 0 {
+        1
+    } else {
+        2 + slot as u32
+    }
+}
+
+/// The colormap's layout entry (binding 2).
+pub(crate) fn lut_entry() -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding: 2,
+        visibility: wgpu::ShaderStages::FRAGMENT,
+        ty: wgpu::BindingType::Texture {
+            sample_type: wgpu::TextureSampleType::Float { filterable: false },
+            view_dimension: wgpu::TextureViewDimension::D2,
+            multisampled: false,
+        },
+        count: None,
+    }
+}
+
+/// Layout entries of the data textures: one 2-D texture, or the 3-D brick slots.
+pub(crate) fn data_texture_entries(
+    kind: SampleKind,
+    dim: TexDim,
+    visibility: wgpu::ShaderStages,
+) -> Vec<wgpu::BindGroupLayoutEntry> {
+    let slots = match dim {
+        TexDim::D2 => 1,
+        TexDim::D3 => BRICK_SLOTS,
+    };
+    (0..slots)
+        .map(|slot| wgpu::BindGroupLayoutEntry {
+            binding: brick_binding(slot),
+            visibility,
+            ty: wgpu::BindingType::Texture {
+                sample_type: kind.texture_sample_type(),
+                view_dimension: dim.view_dimension(),
+                multisampled: false,
+            },
+            count: None,
+        })
+        .collect()
+}
+
+/// `Bricks` in the shaders: brick size and count per axis, `[x, y, z]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct BrickParams {
+    size: [i32; 3],
+    pad0: u32,
+    count: [i32; 3],
+    pad1: u32,
+}
+
+impl From<Bricking> for BrickParams {
+    fn from(b: Bricking) -> Self {
+        BrickParams {
+            size: b.size.map(|v| v as i32),
+            pad0: 0,
+            count: b.count.map(|v| v as i32),
+            pad1: 0,
         }
     }
 }
@@ -194,7 +296,7 @@ pub(crate) fn shader_source(body: &str, kind: SampleKind, dim: TexDim) -> String
     let body = body
         .replace("TEXTURE_DIM", texture)
         .replace("SAMPLE_T", kind.wgsl());
-    format!("{COMMON}\n{}\n{body}", dim.fetch_wgsl())
+    format!("{COMMON}\n{}\n{body}", dim.fetch_wgsl(kind))
 }
 
 /// Depth state of the opaque pass: test and write, later draws win ties (2-D scenes draw
@@ -234,36 +336,27 @@ impl ImagePipelines {
         kind: SampleKind,
         dim: TexDim,
     ) -> (wgpu::BindGroupLayout, wgpu::RenderPipeline) {
-        let texture_entry = |binding, sample_type, view_dimension| wgpu::BindGroupLayoutEntry {
-            binding,
-            visibility: wgpu::ShaderStages::FRAGMENT,
-            ty: wgpu::BindingType::Texture {
-                sample_type,
-                view_dimension,
-                multisampled: false,
+        let mut entries = vec![
+            wgpu::BindGroupLayoutEntry {
+                binding: 0,
+                visibility: wgpu::ShaderStages::VERTEX_FRAGMENT,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Uniform,
+                    has_dynamic_offset: false,
+                    min_binding_size: wgpu::BufferSize::new(size_of::<ImageParams>() as u64),
+                },
+                count: None,
             },
-            count: None,
-        };
+            lut_entry(),
+        ];
+        entries.extend(data_texture_entries(
+            kind,
+            dim,
+            wgpu::ShaderStages::FRAGMENT,
+        ));
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("sluice image"),
-            entries: &[
-                wgpu::BindGroupLayoutEntry {
-                    binding: 0,
-                    visibility: wgpu::ShaderStages::VERTEX_FRAGMENT,
-                    ty: wgpu::BindingType::Buffer {
-                        ty: wgpu::BufferBindingType::Uniform,
-                        has_dynamic_offset: false,
-                        min_binding_size: wgpu::BufferSize::new(size_of::<ImageParams>() as u64),
-                    },
-                    count: None,
-                },
-                texture_entry(1, kind.texture_sample_type(), dim.view_dimension()),
-                texture_entry(
-                    2,
-                    wgpu::TextureSampleType::Float { filterable: false },
-                    wgpu::TextureViewDimension::D2,
-                ),
-            ],
+            entries: &entries,
         });
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("sluice image shader"),

@@ -17,6 +17,10 @@ pub struct RendererOptions {
     /// Most bytes of source data uploaded per frame; `None` for no limit. A change larger than
     /// this is spread over several frames (each chunk still shows one whole version).
     pub upload_budget: Option<u64>,
+    /// Largest 3-D texture side to create, below the device's limit; `None` for the device's
+    /// limit. Volumes longer than this on some axis are split into bricks. Mostly for tests
+    /// (to exercise bricking with small data) and to keep single allocations small.
+    pub max_texture_dimension_3d: Option<u32>,
 }
 
 impl RendererOptions {

@@ -55,8 +55,12 @@ pub(crate) struct TextureProxy {
     layout: Layout,
     format: UploadFormat,
     sample_kind: SampleKind,
-    texture: wgpu::Texture,
-    view: wgpu::TextureView,
+    /// One brick (texture) for most sources; volumes over the device's 3-D limit are split
+    /// into up to [`MAX_BRICKS_PER_AXIS`]^3 bricks of equal size (the last on each axis may be
+    /// smaller).
+    bricks: Vec<Brick>,
+    bricking: Bricking,
+    limits: TextureLimits,
     /// Bumped whenever the texture is recreated, so bind groups know to follow.
     generation: u64,
     uploaded: Version,
@@ -67,20 +71,22 @@ pub(crate) struct TextureProxy {
 }
 
 impl TextureProxy {
-    /// Creates the texture for `source`; uploads nothing yet.
+    /// Creates the texture(s) for `source`; uploads nothing yet.
     pub fn new(
         device: &wgpu::Device,
         source: SharedSource,
         counters: &mut Counters,
         device_upload: Option<&dyn DeviceUpload>,
+        limits: TextureLimits,
     ) -> Result<Self, RenderError> {
         let layout = source.layout();
         check_residency(&source, &layout, device_upload)?;
-        let (texture, view, format, sample_kind) = create_texture(device, &source, &layout)?;
+        let (bricks, bricking, format, sample_kind) =
+            create_bricks(device, &source, &layout, limits)?;
         let consumer = ConsumerId::next();
         source.attach(consumer);
-        counters.textures_alive += 1;
-        counters.textures_created += 1;
+        counters.textures_alive += bricks.len() as u64;
+        counters.textures_created += bricks.len() as u64;
         counters.resident_bytes += texture_bytes(&layout, &format);
         Ok(TextureProxy {
             source,
@@ -88,8 +94,9 @@ impl TextureProxy {
             layout,
             format,
             sample_kind,
-            texture,
-            view,
+            bricks,
+            bricking,
+            limits,
             generation: 0,
             uploaded: Version::NEVER,
             pending: Vec::new(),
@@ -97,8 +104,22 @@ impl TextureProxy {
         })
     }
 
-    pub fn view(&self) -> &wgpu::TextureView {
-        &self.view
+    /// The view bound at brick slot `slot` (`x + 2 y + 4 z` for brick coordinates x, y, z);
+    /// slots without a brick get brick 0's view, which the shaders never read through them.
+    pub fn brick_view(&self, slot: usize) -> &wgpu::TextureView {
+        let [cx, cy, cz] = self.bricking.count.map(|c| c as usize);
+        let (x, y, z) = (slot & 1, (slot >> 1) & 1, slot >> 2);
+        let index = if x < cx && y < cy && z < cz {
+            x + cx * (y + cy * z)
+        } else {
+            0
+        };
+        &self.bricks[index].view
+    }
+
+    /// Brick size and count per axis, in samples, `[x, y, z]` order as the shaders take them.
+    pub fn bricking(&self) -> Bricking {
+        self.bricking
     }
 
     pub fn generation(&self) -> u64 {
@@ -115,10 +136,12 @@ impl TextureProxy {
 
     /// Releases the texture's share of the counters; the texture itself drops with `self`.
     pub fn retire(self, counters: &mut Counters) {
-        counters.textures_alive -= 1;
+        counters.textures_alive -= self.bricks.len() as u64;
         counters.resident_bytes -= texture_bytes(&self.layout, &self.format);
         self.source.detach(self.consumer);
-        self.texture.destroy();
+        for brick in &self.bricks {
+            brick.texture.destroy();
+        }
     }
 
     /// Brings the texture up to date with the source as far as the budget allows. Returns
@@ -235,13 +258,18 @@ impl TextureProxy {
         layout: Layout,
         counters: &mut Counters,
     ) -> Result<(), RenderError> {
-        let (texture, view, format, sample_kind) = create_texture(device, &self.source, &layout)?;
+        let (bricks, bricking, format, sample_kind) =
+            create_bricks(device, &self.source, &layout, self.limits)?;
         counters.resident_bytes -= texture_bytes(&self.layout, &self.format);
         counters.resident_bytes += texture_bytes(&layout, &format);
-        counters.textures_created += 1;
-        self.texture.destroy();
-        self.texture = texture;
-        self.view = view;
+        counters.textures_created += bricks.len() as u64;
+        counters.textures_alive -= self.bricks.len() as u64;
+        counters.textures_alive += bricks.len() as u64;
+        for brick in &self.bricks {
+            brick.texture.destroy();
+        }
+        self.bricks = bricks;
+        self.bricking = bricking;
         self.format = format;
         self.sample_kind = sample_kind;
         self.layout = layout;
@@ -256,11 +284,30 @@ impl TextureProxy {
         ctx: &mut UploadContext<'_>,
         region: Region,
     ) -> Result<bool, RenderError> {
+        for brick in 0..self.bricks.len() {
+            let Some(part) = region.intersection(&self.bricks[brick].region) else {
+                continue;
+            };
+            if !self.copy_brick_region(ctx, brick, part)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Copies `region`, which lies inside brick `brick`, into that brick.
+    fn copy_brick_region(
+        &mut self,
+        ctx: &mut UploadContext<'_>,
+        brick: usize,
+        region: Region,
+    ) -> Result<bool, RenderError> {
         let residency = self.source.residency();
         if !matches!(residency, Residency::Host) {
             let upload = ctx
                 .device_upload
                 .ok_or_else(|| no_device_upload(&self.source))?;
+            let origin = region.relative_to(&self.bricks[brick].region).origin;
             upload.copy_to_texture(DeviceCopy {
                 device: ctx.device,
                 queue: ctx.queue,
@@ -269,7 +316,8 @@ impl TextureProxy {
                 residency: &residency,
                 layout: &self.layout,
                 region,
-                texture: &self.texture,
+                texture: &self.bricks[brick].texture,
+                texture_origin: [origin[2] as u32, origin[1] as u32, origin[0] as u32],
             })?;
             ctx.counters.copies_issued += 1;
             return Ok(true);
@@ -308,7 +356,7 @@ impl TextureProxy {
             }
         }
         for piece in pieces {
-            if !self.copy_piece(ctx, piece, padded_row)? {
+            if !self.copy_piece(ctx, brick, piece, padded_row)? {
                 return Ok(false);
             }
         }
@@ -318,6 +366,7 @@ impl TextureProxy {
     fn copy_piece(
         &mut self,
         ctx: &mut UploadContext<'_>,
+        brick: usize,
         piece: Region,
         padded_row: u64,
     ) -> Result<bool, RenderError> {
@@ -375,12 +424,15 @@ impl TextureProxy {
                 },
             },
             wgpu::TexelCopyTextureInfo {
-                texture: &self.texture,
+                texture: &self.bricks[brick].texture,
                 mip_level: 0,
-                origin: wgpu::Origin3d {
-                    x: piece.origin[2] as u32,
-                    y: piece.origin[1] as u32,
-                    z: piece.origin[0] as u32,
+                origin: {
+                    let o = piece.relative_to(&self.bricks[brick].region).origin;
+                    wgpu::Origin3d {
+                        x: o[2] as u32,
+                        y: o[1] as u32,
+                        z: o[0] as u32,
+                    }
                 },
                 aspect: wgpu::TextureAspect::All,
             },
@@ -470,50 +522,132 @@ fn texture_bytes(layout: &Layout, format: &UploadFormat) -> u64 {
     (layout.shape().len() * format.sample_bytes()) as u64
 }
 
-fn create_texture(
+/// Most bricks per axis: the shaders bind up to 2 x 2 x 2 bricks.
+pub(crate) const MAX_BRICKS_PER_AXIS: usize = 2;
+
+/// The largest textures a proxy may create, per dimension (the device's limits, or lower
+/// ones chosen by the user).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TextureLimits {
+    pub d2: u32,
+    pub d3: u32,
+}
+
+/// One texture of a proxy and the part of the source it holds.
+struct Brick {
+    texture: wgpu::Texture,
+    view: wgpu::TextureView,
+    region: Region,
+}
+
+/// How a source is cut into bricks: brick size and brick count per axis, `[x, y, z]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Bricking {
+    pub size: [u32; 3],
+    pub count: [u32; 3],
+}
+
+/// The bricking rule: an axis longer than `limit` is cut into the fewest equal bricks that
+/// fit (`ceil(len / ceil(len / limit))` samples each). `None` if that takes more than
+/// [`MAX_BRICKS_PER_AXIS`] bricks on some axis.
+pub(crate) fn plan_bricks(shape: [usize; 3], limit: usize) -> Option<([usize; 3], [usize; 3])> {
+    let mut size = [0; 3];
+    let mut count = [0; 3];
+    for a in 0..3 {
+        count[a] = shape[a].div_ceil(limit.max(1));
+        if count[a] > MAX_BRICKS_PER_AXIS {
+            return None;
+        }
+        size[a] = shape[a].div_ceil(count[a]);
+    }
+    Some((size, count))
+}
+
+type Bricks = (Vec<Brick>, Bricking, UploadFormat, SampleKind);
+
+fn create_bricks(
     device: &wgpu::Device,
     source: &SharedSource,
     layout: &Layout,
-) -> Result<(wgpu::Texture, wgpu::TextureView, UploadFormat, SampleKind), RenderError> {
+    limits: TextureLimits,
+) -> Result<Bricks, RenderError> {
     let shape = layout.shape();
-    let limits = device.limits();
-    let (dimension, limit, kind) = if shape.ndim() == 3 {
-        (
-            wgpu::TextureDimension::D3,
-            limits.max_texture_dimension_3d,
-            "3-D",
-        )
-    } else {
-        (
-            wgpu::TextureDimension::D2,
-            limits.max_texture_dimension_2d,
-            "2-D",
-        )
+    let too_large = |kind, limit| RenderError::TextureTooLarge {
+        source_label: source.label(),
+        shape: shape.dims().to_vec(),
+        kind,
+        limit,
     };
-    if shape.padded().iter().any(|&d| d > limit as usize) {
-        return Err(RenderError::TextureTooLarge {
-            source_label: source.label(),
-            shape: shape.dims().to_vec(),
-            kind,
-            limit,
-        });
-    }
+    let (dimension, size, count) = if shape.ndim() == 3 {
+        let (size, count) = plan_bricks(shape.padded(), limits.d3 as usize)
+            .ok_or_else(|| too_large("3-D (after bricking, 2 bricks per axis)", limits.d3 * 2))?;
+        (wgpu::TextureDimension::D3, size, count)
+    } else {
+        if shape.padded().iter().any(|&d| d > limits.d2 as usize) {
+            return Err(too_large("2-D", limits.d2));
+        }
+        (wgpu::TextureDimension::D2, shape.padded(), [1; 3])
+    };
     let format = UploadFormat::for_layout(layout);
     let (texture_format, sample_kind) = texture_format(&format);
-    let texture = device.create_texture(&wgpu::TextureDescriptor {
-        label: Some("sluice source texture"),
-        size: wgpu::Extent3d {
-            width: shape.width() as u32,
-            height: shape.height() as u32,
-            depth_or_array_layers: shape.depth() as u32,
-        },
-        mip_level_count: 1,
-        sample_count: 1,
-        dimension,
-        format: texture_format,
-        usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
-        view_formats: &[],
-    });
-    let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
-    Ok((texture, view, format, sample_kind))
+    let whole = shape.full_region();
+    let mut bricks = Vec::new();
+    for z in 0..count[0] {
+        for y in 0..count[1] {
+            for x in 0..count[2] {
+                let cell = Region {
+                    origin: [z * size[0], y * size[1], x * size[2]],
+                    size,
+                };
+                let region = cell.intersection(&whole).expect("bricks cover the shape");
+                let texture = device.create_texture(&wgpu::TextureDescriptor {
+                    label: Some("sluice source texture"),
+                    size: wgpu::Extent3d {
+                        width: region.size[2] as u32,
+                        height: region.size[1] as u32,
+                        depth_or_array_layers: region.size[0] as u32,
+                    },
+                    mip_level_count: 1,
+                    sample_count: 1,
+                    dimension,
+                    format: texture_format,
+                    usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+                    view_formats: &[],
+                });
+                let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
+                bricks.push(Brick {
+                    texture,
+                    view,
+                    region,
+                });
+            }
+        }
+    }
+    let bricking = Bricking {
+        size: [size[2] as u32, size[1] as u32, size[0] as u32],
+        count: [count[2] as u32, count[1] as u32, count[0] as u32],
+    };
+    Ok((bricks, bricking, format, sample_kind))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bricks_split_long_axes_evenly() {
+        assert_eq!(
+            plan_bricks([100, 200, 300], 2048),
+            Some(([100, 200, 300], [1, 1, 1]))
+        );
+        assert_eq!(
+            plan_bricks([40, 40, 10], 24),
+            Some(([20, 20, 10], [2, 2, 1]))
+        );
+        assert_eq!(plan_bricks([3000, 10, 4097], 2048), None);
+        assert_eq!(
+            plan_bricks([4096, 1, 2049], 2048),
+            Some(([2048, 1, 1025], [2, 1, 2]))
+        );
+    }
 }

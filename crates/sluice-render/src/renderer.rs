@@ -13,9 +13,11 @@ use crate::counters::{Counters, FrameStats};
 use crate::device_upload::DeviceUpload;
 use crate::error::RenderError;
 use crate::format::SampleKind;
-use crate::image_pipeline::{slice_geometry, ImageParams, ImagePipelines, TexDim};
+use crate::image_pipeline::{
+    brick_binding, slice_geometry, ImageParams, ImagePipelines, TexDim, BRICK_SLOTS,
+};
 use crate::options::RendererOptions;
-use crate::proxy::{SourceKey, TextureProxy, UploadContext};
+use crate::proxy::{SourceKey, TextureLimits, TextureProxy, UploadContext};
 use crate::scene::Scene;
 use crate::staging::StagingRing;
 use crate::target::RenderTarget;
@@ -88,6 +90,7 @@ pub struct Renderer {
     redraw: Arc<RedrawFlag>,
     waker: Waker,
     device_upload: Option<Arc<dyn DeviceUpload>>,
+    texture_limits: TextureLimits,
 }
 
 impl Renderer {
@@ -117,22 +120,28 @@ impl Renderer {
             adapter: info.name.clone(),
             reason: e.to_string(),
         })?;
-        Ok(Renderer::from_device(
-            adapter,
-            device,
-            queue,
-            options.upload_budget,
-        ))
+        Ok(Renderer::from_device(adapter, device, queue, &options))
     }
 
-    /// A renderer on a device the caller opened (for example with extra extensions).
+    /// A renderer on a device the caller opened (for example with extra extensions);
+    /// `options.backends` and `options.adapter_name` are not used.
     pub fn from_device(
         adapter: wgpu::Adapter,
         device: wgpu::Device,
         queue: wgpu::Queue,
-        upload_budget: Option<u64>,
+        options: &RendererOptions,
     ) -> Self {
         let info = adapter.get_info();
+        let limits = device.limits();
+        let texture_limits = TextureLimits {
+            d2: limits.max_texture_dimension_2d,
+            d3: options
+                .max_texture_dimension_3d
+                .map_or(limits.max_texture_dimension_3d, |l| {
+                    l.clamp(1, limits.max_texture_dimension_3d)
+                }),
+        };
+        let upload_budget = options.upload_budget;
         let images = ImagePipelines::new();
         let volumes = VolumePipelines::new(&device);
         let max_buffer = device.limits().max_buffer_size.min(1 << 30);
@@ -155,6 +164,7 @@ impl Renderer {
             redraw,
             waker,
             device_upload: None,
+            texture_limits,
         };
         for colormap in Colormap::builtins() {
             renderer.colormap_gpu(&colormap);
@@ -413,6 +423,7 @@ impl Renderer {
                 source.clone(),
                 &mut self.counters,
                 self.device_upload.as_deref(),
+                self.texture_limits,
             )?;
             self.proxies.insert(key, proxy);
         }
@@ -570,7 +581,14 @@ impl Renderer {
         let geometry = slice_geometry(image.slice(), &shape)
             .or_else(|_| slice_geometry(None, &shape))
             .expect("the default slice fits every shape");
-        let params = ImageParams::new(image, proxy.layout(), &geometry, mvp, entries);
+        let params = ImageParams::new(
+            image,
+            proxy.layout(),
+            &geometry,
+            mvp,
+            entries,
+            proxy.bricking(),
+        );
         let dim = if shape.ndim() == 3 {
             TexDim::D3
         } else {
@@ -592,7 +610,14 @@ impl Renderer {
         let colormap_key = volume.colormap().key();
         let entries = self.colormaps[&colormap_key].entries;
         let proxy = &self.proxies[&self.visuals[&volume.token.id].source];
-        let params = VolumeParams::new(volume, proxy.layout(), mvp, viewport, entries);
+        let params = VolumeParams::new(
+            volume,
+            proxy.layout(),
+            mvp,
+            viewport,
+            entries,
+            proxy.bricking(),
+        );
         let key = PipelineKey::Volume(proxy.sample_kind());
         self.volumes.ensure(&self.device, proxy.sample_kind());
         self.write_params(volume.token.id, bytemuck::bytes_of(&params));
@@ -609,25 +634,28 @@ impl Renderer {
         if fresh {
             return;
         }
+        let slots = match key {
+            PipelineKey::Image(_, TexDim::D2) => 1,
+            _ => BRICK_SLOTS,
+        };
+        let mut entries = vec![
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: v.uniform.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 2,
+                resource: wgpu::BindingResource::TextureView(&self.colormaps[&colormap_key].view),
+            },
+        ];
+        entries.extend((0..slots).map(|slot| wgpu::BindGroupEntry {
+            binding: brick_binding(slot),
+            resource: wgpu::BindingResource::TextureView(proxy.brick_view(slot)),
+        }));
         let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("sluice visual"),
             layout: self.bind_group_layout(key),
-            entries: &[
-                wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: v.uniform.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 1,
-                    resource: wgpu::BindingResource::TextureView(proxy.view()),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 2,
-                    resource: wgpu::BindingResource::TextureView(
-                        &self.colormaps[&colormap_key].view,
-                    ),
-                },
-            ],
+            entries: &entries,
         });
         let generation = proxy.generation();
         self.visuals.get_mut(&id).expect("prepared").bind = Some(BindState {

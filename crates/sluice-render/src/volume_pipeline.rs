@@ -6,7 +6,10 @@ use glam::Mat4;
 use sluice_core::Layout;
 
 use crate::format::SampleKind;
-use crate::image_pipeline::{shader_source, DisplayParams, TexDim};
+use crate::image_pipeline::{
+    data_texture_entries, lut_entry, shader_source, BrickParams, DisplayParams, TexDim,
+};
+use crate::proxy::Bricking;
 use crate::target::TARGET_FORMAT;
 use crate::visual::{Interpolation, Volume, VolumeMode};
 
@@ -15,7 +18,7 @@ const SHADER: &str = include_str!("shaders/volume.wgsl");
 /// Upper bound of samples along one ray (a 4096-voxel diagonal at half-voxel steps).
 const MAX_STEPS: u32 = 16384;
 
-/// The uniform block of `shaders/volume.wgsl` (`Params`), 192 bytes.
+/// The uniform block of `shaders/volume.wgsl` (`Params`), 224 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct VolumeParams {
@@ -31,6 +34,7 @@ pub(crate) struct VolumeParams {
     threshold: f32,
     opacity: f32,
     max_steps: u32,
+    bricks: BrickParams,
 }
 
 impl VolumeParams {
@@ -40,6 +44,7 @@ impl VolumeParams {
         mvp: Mat4,
         viewport: [u32; 2],
         lut_size: usize,
+        bricking: Bricking,
     ) -> Self {
         let [d, h, w] = layout.shape().padded();
         let clim = volume.effective_clim();
@@ -65,6 +70,7 @@ impl VolumeParams {
             threshold,
             opacity: volume.opacity(),
             max_steps: MAX_STEPS,
+            bricks: bricking.into(),
         }
     }
 }
@@ -101,40 +107,27 @@ impl VolumePipelines {
         kind: SampleKind,
         depth_layout: &wgpu::BindGroupLayout,
     ) -> (wgpu::BindGroupLayout, wgpu::RenderPipeline) {
+        let mut entries = vec![
+            wgpu::BindGroupLayoutEntry {
+                binding: 0,
+                visibility: wgpu::ShaderStages::FRAGMENT,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Uniform,
+                    has_dynamic_offset: false,
+                    min_binding_size: wgpu::BufferSize::new(size_of::<VolumeParams>() as u64),
+                },
+                count: None,
+            },
+            lut_entry(),
+        ];
+        entries.extend(data_texture_entries(
+            kind,
+            TexDim::D3,
+            wgpu::ShaderStages::FRAGMENT,
+        ));
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("sluice volume"),
-            entries: &[
-                wgpu::BindGroupLayoutEntry {
-                    binding: 0,
-                    visibility: wgpu::ShaderStages::FRAGMENT,
-                    ty: wgpu::BindingType::Buffer {
-                        ty: wgpu::BufferBindingType::Uniform,
-                        has_dynamic_offset: false,
-                        min_binding_size: wgpu::BufferSize::new(size_of::<VolumeParams>() as u64),
-                    },
-                    count: None,
-                },
-                wgpu::BindGroupLayoutEntry {
-                    binding: 1,
-                    visibility: wgpu::ShaderStages::FRAGMENT,
-                    ty: wgpu::BindingType::Texture {
-                        sample_type: kind.texture_sample_type(),
-                        view_dimension: wgpu::TextureViewDimension::D3,
-                        multisampled: false,
-                    },
-                    count: None,
-                },
-                wgpu::BindGroupLayoutEntry {
-                    binding: 2,
-                    visibility: wgpu::ShaderStages::FRAGMENT,
-                    ty: wgpu::BindingType::Texture {
-                        sample_type: wgpu::TextureSampleType::Float { filterable: false },
-                        view_dimension: wgpu::TextureViewDimension::D2,
-                        multisampled: false,
-                    },
-                    count: None,
-                },
-            ],
+            entries: &entries,
         });
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("sluice volume shader"),

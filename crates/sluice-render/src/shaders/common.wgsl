@@ -2,6 +2,12 @@
 // texel fetches. The including shader declares `data` (a texture of SAMPLE_T, 2-D or 3-D,
 // read with textureLoad: interpolation is done here) and `lut` (the colormap, N x 1).
 
+// How 3-D data is split into bricks (size and count per axis); one brick for most data.
+struct Bricks {
+    size: vec3<i32>,
+    count: vec3<i32>,
+};
+
 struct Display {
     // Contrast limits (lo, hi) in data units.
     clim: vec2<f32>,

@@ -24,6 +24,7 @@ struct Params {
     clip: u32,
     _pad1: u32,
     _pad2: u32,
+    bricks: Bricks,
 };
 
 @group(0) @binding(0) var<uniform> params: Params;

@@ -23,6 +23,7 @@ struct Params {
     threshold: f32,
     opacity: f32,
     max_steps: u32,
+    bricks: Bricks,
 };
 
 @group(0) @binding(0) var<uniform> params: Params;
