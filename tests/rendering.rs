@@ -555,7 +555,10 @@ fn bad_visual_parameters_are_clear_errors() {
         ),
         (Image::new(source.clone()).with_gamma(0.0), "gamma 0"),
         (Image::new(source.clone()).with_opacity(2.0), "opacity 2"),
-        (Image::new(volume).with_slice(Slice::Z(5)), "Z(5) is outside shape (2, 4, 4): 0 to 1 allowed"),
+        (
+            Image::new(volume).with_slice(Slice::Z(5)),
+            "Z(5) is outside shape (2, 4, 4): 0 to 1 allowed",
+        ),
     ];
     for (image, needle) in cases {
         let mut scene = Scene::new();

@@ -5,24 +5,10 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{assert_pixel, expected_entry, render, renderer};
+use common::{assert_pixel, expected_entry, render, renderer, Front};
 use sluice::ndarray::Array3;
 use sluice::prelude::*;
 use sluice::{FlyCamera, OrbitCamera, Slice, Volume, VolumeMode};
-
-/// Looks along +z at the box [0, n]^3 from the front, orthographic, one voxel per pixel on an
-/// n x n target; rows go down the screen.
-struct Front {
-    n: f32,
-}
-
-impl Camera for Front {
-    fn view_projection(&self, _viewport: [u32; 2]) -> Mat4 {
-        let h = self.n / 2.0;
-        let view = Mat4::look_to_rh(Vec3::new(h, h, -10.0), Vec3::Z, Vec3::NEG_Y);
-        Mat4::orthographic_rh(-h, h, -h, h, 1.0, 10.0 + self.n + 10.0) * view
-    }
-}
 
 const BG: [u8; 4] = [0, 0, 0, 255];
 

@@ -74,3 +74,17 @@ pub fn assert_pixel(img: &image::RgbaImage, x: u32, y: u32, expected: [u8; 4], t
         "pixel ({x}, {y}) is {got:?}, expected {expected:?} within {tol}"
     );
 }
+
+/// Looks along +z at the box [0, n]^3 from the front, orthographic, one unit per pixel on an
+/// n x n target; rows (y) go down the screen, depth (z) grows away from the eye.
+pub struct Front {
+    pub n: f32,
+}
+
+impl Camera for Front {
+    fn view_projection(&self, _viewport: [u32; 2]) -> Mat4 {
+        let h = self.n / 2.0;
+        let view = Mat4::look_to_rh(Vec3::new(h, h, -10.0), Vec3::Z, Vec3::NEG_Y);
+        Mat4::orthographic_rh(-h, h, -h, h, 1.0, 10.0 + self.n + 10.0) * view
+    }
+}

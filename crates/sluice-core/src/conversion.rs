@@ -163,3 +163,179 @@ mod tests {
         }
     }
 }
+
+/// What a vertex attribute is stored as on the GPU (in storage buffers read by the vertex
+/// shader): 32-bit floats with 1 to 4 channels, packed RGBA8 colours, or 32-bit indices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BufferFormat {
+    /// `channels` f32 per element; integer and f16/f64 sources are converted (values cast).
+    F32 {
+        /// Channels per element, 1 to 4.
+        channels: usize,
+    },
+    /// One u32 per element holding RGBA8 (R in the low byte): u8 sources as they are (alpha
+    /// 255 when absent), float sources scaled by 255 and clamped.
+    Rgba8,
+    /// One u32 per element: an index. Unsigned and non-negative signed integers only.
+    U32,
+}
+
+impl BufferFormat {
+    /// Bytes per element on the GPU.
+    pub fn element_bytes(&self) -> usize {
+        match self {
+            BufferFormat::F32 { channels } => 4 * channels,
+            BufferFormat::Rgba8 | BufferFormat::U32 => 4,
+        }
+    }
+
+    /// Converts `samples` elements of `layout`'s type from `src` into `dst` in this format.
+    ///
+    /// Fails for an index that is negative or not an integer type.
+    pub fn convert_row(
+        &self,
+        layout: &Layout,
+        src: &[u8],
+        dst: &mut [u8],
+        samples: usize,
+    ) -> Result<(), String> {
+        let sc = layout.channels();
+        let element = layout.element();
+        let es = element.size();
+        let value = |s: &[u8], c: usize| -> f64 { read_element(element, &s[c * es..(c + 1) * es]) };
+        match *self {
+            BufferFormat::F32 { channels } => {
+                for (s, d) in src
+                    .chunks_exact(sc * es)
+                    .zip(dst.chunks_exact_mut(channels * 4))
+                    .take(samples)
+                {
+                    for c in 0..channels {
+                        let v = if c < sc { value(s, c) as f32 } else { 0.0 };
+                        d[c * 4..c * 4 + 4].copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+            }
+            BufferFormat::Rgba8 => {
+                for (s, d) in src
+                    .chunks_exact(sc * es)
+                    .zip(dst.chunks_exact_mut(4))
+                    .take(samples)
+                {
+                    for c in 0..4 {
+                        d[c] = if c < sc {
+                            match element {
+                                ElementType::U8 => s[c],
+                                e if e.is_float() => {
+                                    (value(s, c) * 255.0).round().clamp(0.0, 255.0) as u8
+                                }
+                                _ => value(s, c).clamp(0.0, 255.0) as u8,
+                            }
+                        } else {
+                            255
+                        };
+                    }
+                }
+            }
+            BufferFormat::U32 => {
+                if element.is_float() {
+                    return Err(format!("indices must be integers, not {element}"));
+                }
+                for (s, d) in src
+                    .chunks_exact(es)
+                    .zip(dst.chunks_exact_mut(4))
+                    .take(samples * sc)
+                {
+                    let v = read_element(element, s);
+                    if v < 0.0 {
+                        return Err(format!("index {v} is negative"));
+                    }
+                    d.copy_from_slice(&(v as u32).to_le_bytes());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One little-endian element as f64.
+pub fn read_element(element: ElementType, b: &[u8]) -> f64 {
+    match element {
+        ElementType::U8 => b[0] as f64,
+        ElementType::I8 => b[0] as i8 as f64,
+        ElementType::U16 => u16::from_le_bytes([b[0], b[1]]) as f64,
+        ElementType::I16 => i16::from_le_bytes([b[0], b[1]]) as f64,
+        ElementType::U32 => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+        ElementType::I32 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+        ElementType::F16 => half::f16::from_le_bytes([b[0], b[1]]).to_f64(),
+        ElementType::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+        ElementType::F64 => f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+    }
+}
+
+#[cfg(test)]
+mod buffer_tests {
+    use super::*;
+    use crate::region::Shape;
+
+    fn layout(element: ElementType, channels: usize, n: usize) -> Layout {
+        Layout::new(Shape::new(&[n]).unwrap(), element, channels).unwrap()
+    }
+
+    #[test]
+    fn attributes_become_f32_and_rgba8() {
+        let l = layout(ElementType::F64, 3, 1);
+        let src: Vec<u8> = [1.5f64, -2.0, 3.25]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let mut dst = [0u8; 12];
+        BufferFormat::F32 { channels: 3 }
+            .convert_row(&l, &src, &mut dst, 1)
+            .unwrap();
+        let out: Vec<f32> = dst
+            .chunks(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(out, vec![1.5, -2.0, 3.25]);
+
+        let rgb = layout(ElementType::U8, 3, 2);
+        let mut dst = [0u8; 8];
+        BufferFormat::Rgba8
+            .convert_row(&rgb, &[1, 2, 3, 4, 5, 6], &mut dst, 2)
+            .unwrap();
+        assert_eq!(dst, [1, 2, 3, 255, 4, 5, 6, 255]);
+        let rgbf = layout(ElementType::F32, 4, 1);
+        let src: Vec<u8> = [0.5f32, 1.5, -1.0, 1.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let mut dst = [0u8; 4];
+        BufferFormat::Rgba8
+            .convert_row(&rgbf, &src, &mut dst, 1)
+            .unwrap();
+        assert_eq!(dst, [128, 255, 0, 255]);
+    }
+
+    #[test]
+    fn indices_must_be_non_negative_integers() {
+        let i = layout(ElementType::I32, 1, 2);
+        let src: Vec<u8> = [3i32, -1].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut dst = [0u8; 8];
+        let e = BufferFormat::U32
+            .convert_row(&i, &src, &mut dst, 2)
+            .unwrap_err();
+        assert!(e.contains("-1"), "{e}");
+        let f = layout(ElementType::F32, 1, 1);
+        assert!(BufferFormat::U32
+            .convert_row(&f, &[0; 4], &mut dst, 1)
+            .is_err());
+        let u16s = layout(ElementType::U16, 3, 1);
+        let src: Vec<u8> = [7u16, 8, 9].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut dst = [0u8; 12];
+        BufferFormat::U32
+            .convert_row(&u16s, &src, &mut dst, 1)
+            .unwrap();
+        assert_eq!(dst[8], 9);
+    }
+}

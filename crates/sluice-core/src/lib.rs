@@ -32,7 +32,7 @@ mod source;
 
 pub use array::{ArraySource, HostCopyPolicy};
 pub use changes::{ChangeLog, Changes, Version};
-pub use conversion::UploadFormat;
+pub use conversion::{read_element, BufferFormat, UploadFormat};
 pub use crop::CropSource;
 pub use element::{Element, ElementType};
 pub use error::SourceError;

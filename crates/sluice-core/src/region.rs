@@ -100,8 +100,14 @@ impl fmt::Debug for Shape {
 
 impl fmt::Display for Shape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let dims: Vec<String> = self.dims().iter().map(|d| d.to_string()).collect();
-        write!(f, "({})", dims.join(", "))
+        // numpy's notation: a 1-tuple keeps its comma.
+        match self.dims() {
+            [n] => write!(f, "({n},)"),
+            dims => {
+                let dims: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+                write!(f, "({})", dims.join(", "))
+            }
+        }
     }
 }
 

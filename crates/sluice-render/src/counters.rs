@@ -8,10 +8,12 @@ pub struct Counters {
     pub bytes_uploaded: u64,
     /// GPU copy commands issued for source data.
     pub copies_issued: u64,
-    /// Bytes of GPU memory held by source textures now.
+    /// Bytes of GPU memory held by source textures and buffers now.
     pub resident_bytes: u64,
     /// Source textures alive now (one per source shown, however many visuals show it).
     pub textures_alive: u64,
+    /// Attribute and index buffers alive now (one per source and format).
+    pub buffers_alive: u64,
     /// Source textures created so far.
     pub textures_created: u64,
     /// Staging buffers created so far (a reused ring keeps this small).

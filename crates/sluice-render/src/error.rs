@@ -80,6 +80,14 @@ pub enum RenderError {
         /// What is accepted.
         expected: &'static str,
     },
+    /// Mesh data that cannot be drawn (indices out of range, lengths that disagree, ...).
+    #[error("mesh data {source_label}: {reason}")]
+    InvalidMeshData {
+        /// The source (or "mesh" for the mesh as a whole).
+        source_label: String,
+        /// What is wrong, with the numbers.
+        reason: String,
+    },
     /// A slice that does not fit the source.
     #[error("invalid slice on Image of {source_label}: {reason}")]
     InvalidSlice {

@@ -27,6 +27,7 @@
 
 #![forbid(unsafe_code)]
 
+mod buffer_proxy;
 mod camera;
 mod colormap;
 mod colormap_data;
@@ -35,6 +36,7 @@ mod device_upload;
 mod error;
 mod format;
 mod image_pipeline;
+mod mesh_pipeline;
 mod options;
 mod proxy;
 mod renderer;
@@ -53,7 +55,9 @@ pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV};
 pub use renderer::Renderer;
 pub use scene::{NodeId, Scene};
 pub use target::{RenderTarget, TARGET_FORMAT};
-pub use visual::{Image, Interpolation, IntoSource, Slice, Visual, Volume, VolumeMode};
+pub use visual::{
+    Image, Interpolation, IntoSource, Mesh, Shading, Slice, Visual, Volume, VolumeMode,
+};
 
 /// Re-exported so users name the same glam and wgpu versions sluice uses.
 pub use glam;

@@ -5,8 +5,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::{Wake, Waker};
 
-use sluice_core::SharedSource;
+use sluice_core::{BufferFormat, SharedSource, Version};
 
+use crate::buffer_proxy::{BufferKey, BufferProxy};
 use crate::camera::Camera;
 use crate::colormap::{Colormap, ColormapKey};
 use crate::counters::{Counters, FrameStats};
@@ -16,12 +17,16 @@ use crate::format::SampleKind;
 use crate::image_pipeline::{
     brick_binding, slice_geometry, ImageParams, ImagePipelines, TexDim, BRICK_SLOTS,
 };
+use crate::mesh_pipeline::{
+    vertex_normals, wireframe_edges, MeshParams, MeshPipelines, MeshTexture, HAS_COLORS,
+    HAS_NORMALS, HAS_SCALARS, HAS_TEXTURE,
+};
 use crate::options::RendererOptions;
 use crate::proxy::{SourceKey, TextureLimits, TextureProxy, UploadContext};
 use crate::scene::Scene;
 use crate::staging::StagingRing;
 use crate::target::RenderTarget;
-use crate::visual::{Image, Visual, VisualToken, Volume, VolumeMode};
+use crate::visual::{Image, Mesh, Shading, Visual, VisualToken, Volume, VolumeMode};
 use crate::volume_pipeline::{VolumeParams, VolumePipelines};
 
 /// Set by sources' wakers when data that was not ready becomes ready.
@@ -41,11 +46,36 @@ struct ColormapGpu {
     custom: Option<Arc<[[u8; 4]]>>,
 }
 
+/// Slots of a mesh's buffers in `VisualGpu::buffers`.
+const MESH_POSITIONS: usize = 0;
+const MESH_INDICES: usize = 1;
+const MESH_NORMALS: usize = 2;
+const MESH_COLORS: usize = 3;
+const MESH_SCALARS: usize = 4;
+const MESH_TEXCOORDS: usize = 5;
+
+/// GPU data a mesh visual derives from its sources, with the versions it was derived from.
+#[derive(Default)]
+struct MeshDerived {
+    normals: Option<(wgpu::Buffer, Version, Version)>,
+    edges: Option<(wgpu::Buffer, u32, Version, usize)>,
+}
+
+/// One visual to draw this frame.
+struct Draw<'a> {
+    visual: &'a Visual,
+    /// Local to world.
+    world: glam::Mat4,
+    /// Local to clip space.
+    mvp: glam::Mat4,
+}
+
 /// Which pipeline draws a visual.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum PipelineKey {
     Image(SampleKind, TexDim),
     Volume(SampleKind),
+    Mesh(SampleKind),
 }
 
 struct BindState {
@@ -58,7 +88,12 @@ struct BindState {
 /// GPU state of one visual: its uniforms and bind group, and which proxy it uses.
 struct VisualGpu {
     token: Weak<VisualToken>,
-    source: SourceKey,
+    /// The texture proxy the visual reads (images, volumes, textured meshes).
+    texture: Option<SourceKey>,
+    /// The buffer proxies it reads (meshes), indexed by the `MESH_*` slots.
+    buffers: Vec<Option<BufferKey>>,
+    /// Data derived from a mesh's sources (normals, wireframe edges).
+    derived: MeshDerived,
     uniform: wgpu::Buffer,
     /// The uniform bytes last written.
     params: Vec<u8>,
@@ -82,6 +117,11 @@ pub struct Renderer {
     volumes: VolumePipelines,
     colormaps: HashMap<ColormapKey, ColormapGpu>,
     proxies: HashMap<SourceKey, TextureProxy>,
+    buffers: HashMap<BufferKey, BufferProxy>,
+    meshes: MeshPipelines,
+    /// Bound in place of absent mesh attributes and textures.
+    dummy_storage: wgpu::Buffer,
+    dummy_textures: HashMap<SampleKind, wgpu::TextureView>,
     visuals: HashMap<u64, VisualGpu>,
     staging: StagingRing,
     counters: Counters,
@@ -147,6 +187,12 @@ impl Renderer {
         let max_buffer = device.limits().max_buffer_size.min(1 << 30);
         let redraw = Arc::new(RedrawFlag::default());
         let waker = Waker::from(redraw.clone());
+        let dummy_storage = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("sluice absent attribute"),
+            size: 16,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        });
         let mut renderer = Renderer {
             adapter,
             device,
@@ -156,6 +202,10 @@ impl Renderer {
             volumes,
             colormaps: HashMap::new(),
             proxies: HashMap::new(),
+            buffers: HashMap::new(),
+            meshes: MeshPipelines::new(),
+            dummy_storage,
+            dummy_textures: HashMap::new(),
             visuals: HashMap::new(),
             staging: StagingRing::new(max_buffer),
             counters: Counters::default(),
@@ -253,7 +303,7 @@ impl Renderer {
             .collect();
         for id in dead {
             if let Some(v) = self.visuals.remove(&id) {
-                self.release_proxy_user(v.source);
+                self.release_users(v.texture, &v.buffers);
             }
         }
         self.colormaps.retain(|_, c| {
@@ -261,6 +311,32 @@ impl Renderer {
                 .as_ref()
                 .is_none_or(|entries| Arc::strong_count(entries) > 1)
         });
+    }
+
+    fn release_users(&mut self, texture: Option<SourceKey>, buffers: &[Option<BufferKey>]) {
+        if let Some(key) = texture {
+            self.release_proxy_user(key);
+        }
+        for key in buffers.iter().flatten() {
+            let Some(proxy) = self.buffers.get_mut(key) else {
+                continue;
+            };
+            proxy.users -= 1;
+            if proxy.users == 0 {
+                if let Some(proxy) = self.buffers.remove(key) {
+                    proxy.retire(&mut self.counters);
+                }
+            }
+        }
+    }
+
+    fn add_users(&mut self, texture: Option<SourceKey>, buffers: &[Option<BufferKey>]) {
+        if let Some(key) = texture {
+            self.proxy_mut(key).users += 1;
+        }
+        for key in buffers.iter().flatten() {
+            self.buffers.get_mut(key).expect("created before use").users += 1;
+        }
     }
 
     fn release_proxy_user(&mut self, key: SourceKey) {
@@ -292,15 +368,19 @@ impl Renderer {
         let _ = self.device.poll(wgpu::PollType::Poll);
         self.collect_garbage();
         let view_projection = camera.view_projection(target.size());
-        let draws: Vec<(&Visual, glam::Mat4)> = scene
+        let draws: Vec<Draw<'_>> = scene
             .draw_list()
             .into_iter()
-            .map(|(visual, world)| (visual, view_projection * world))
+            .map(|(visual, world)| Draw {
+                visual,
+                world,
+                mvp: view_projection * world,
+            })
             .collect();
 
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        for (visual, _) in &draws {
-            self.prepare_visual(visual)?;
+        for draw in &draws {
+            self.prepare_visual(draw.visual)?;
         }
         let mut encoder = self
             .device
@@ -311,7 +391,7 @@ impl Renderer {
         let upload = self.upload_sources(&draws, &mut encoder);
         let drawn = match upload {
             Ok(_) => self.record_draws(scene, &draws, target, &mut encoder),
-            Err(_) => 0,
+            Err(_) => Ok(0),
         };
         // Copies already recorded are real: submit them even if the frame failed, so proxies
         // and the GPU agree on what was uploaded.
@@ -325,10 +405,11 @@ impl Renderer {
             return Err(RenderError::Gpu(error.to_string()));
         }
         let uploads_pending = upload?;
+        let visuals_drawn = drawn?;
         Ok(FrameStats {
             bytes_uploaded: self.counters.bytes_uploaded - before.bytes_uploaded,
             copies_issued: self.counters.copies_issued - before.copies_issued,
-            visuals_drawn: drawn,
+            visuals_drawn,
             uploads_pending,
         })
     }
@@ -351,7 +432,7 @@ impl Renderer {
                         reason,
                     }
                 })?;
-                self.bind_visual(&image.token, source, size_of::<ImageParams>())?;
+                self.bind_visual(&image.token, Some(source), &[], size_of::<ImageParams>())?;
                 self.colormap_gpu(image.colormap());
             }
             Visual::Volume(volume) => {
@@ -362,29 +443,68 @@ impl Renderer {
                     volume.opacity(),
                 )?;
                 check_volume(volume)?;
-                self.bind_visual(&volume.token, volume.source(), size_of::<VolumeParams>())?;
+                self.bind_visual(
+                    &volume.token,
+                    Some(volume.source()),
+                    &[],
+                    size_of::<VolumeParams>(),
+                )?;
                 self.colormap_gpu(volume.colormap());
+            }
+            Visual::Mesh(mesh) => {
+                check_display("Mesh", mesh.effective_clim(), 1.0, mesh.opacity())?;
+                let (buffers, vertices) = mesh_buffers(mesh)?;
+                let texture = mesh.texture().map(|(_, image)| image);
+                if let Some(image) = texture {
+                    if image.layout().shape().ndim() > 2 {
+                        return Err(RenderError::InvalidMeshData {
+                            source_label: image.label(),
+                            reason: format!(
+                                "a mesh texture is a 1-D or 2-D image; this source has shape {}",
+                                image.layout().shape()
+                            ),
+                        });
+                    }
+                }
+                self.bind_visual(&mesh.token, texture, &buffers, size_of::<MeshParams>())?;
+                let indices = self.visuals[&mesh.token.id].buffers[MESH_INDICES];
+                if let Some(key) = indices {
+                    let limit = u32::try_from(vertices).unwrap_or(u32::MAX);
+                    self.buffers
+                        .get_mut(&key)
+                        .expect("bound")
+                        .set_index_limit(limit);
+                }
+                self.colormap_gpu(mesh.colormap());
             }
         }
         Ok(())
     }
 
-    /// Makes sure the visual's GPU state exists and uses `source`'s proxy (creating the proxy
-    /// on first use, moving the visual from its old proxy after `set_source`).
+    /// Makes sure the visual's GPU state exists and uses the proxies of `texture` and
+    /// `buffers` (creating proxies on first use, moving the visual off the old ones after a
+    /// source changed).
     fn bind_visual(
         &mut self,
         token: &Arc<VisualToken>,
-        source: &SharedSource,
+        texture: Option<&SharedSource>,
+        buffers: &[Option<(&SharedSource, BufferFormat)>],
         uniform_size: usize,
     ) -> Result<(), RenderError> {
-        let key = self.ensure_proxy(source)?;
+        let texture = texture.map(|s| self.ensure_proxy(s)).transpose()?;
+        let buffers = buffers
+            .iter()
+            .map(|b| b.map(|(s, f)| self.ensure_buffer(s, f)).transpose())
+            .collect::<Result<Vec<_>, _>>()?;
         match self.visuals.get_mut(&token.id) {
-            Some(v) if v.source == key => {}
+            Some(v) if v.texture == texture && v.buffers == buffers => {}
             Some(v) => {
-                let old = std::mem::replace(&mut v.source, key);
+                let old_texture = std::mem::replace(&mut v.texture, texture);
+                let old_buffers = std::mem::replace(&mut v.buffers, buffers.clone());
                 v.bind = None;
-                self.proxy_mut(key).users += 1;
-                self.release_proxy_user(old);
+                v.derived = MeshDerived::default();
+                self.add_users(texture, &buffers);
+                self.release_users(old_texture, &old_buffers);
             }
             None => {
                 let uniform = self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -397,16 +517,34 @@ impl Renderer {
                     token.id,
                     VisualGpu {
                         token: Arc::downgrade(token),
-                        source: key,
+                        texture,
+                        buffers: buffers.clone(),
+                        derived: MeshDerived::default(),
                         uniform,
                         params: Vec::new(),
                         bind: None,
                     },
                 );
-                self.proxy_mut(key).users += 1;
+                self.add_users(texture, &buffers);
             }
         }
         Ok(())
+    }
+
+    fn ensure_buffer(
+        &mut self,
+        source: &SharedSource,
+        format: BufferFormat,
+    ) -> Result<BufferKey, RenderError> {
+        let key = BufferKey {
+            source: SourceKey::of(source),
+            format,
+        };
+        if !self.buffers.contains_key(&key) {
+            let proxy = BufferProxy::new(&self.device, source.clone(), format, &mut self.counters)?;
+            self.buffers.insert(key, proxy);
+        }
+        Ok(key)
     }
 
     fn proxy_mut(&mut self, key: SourceKey) -> &mut TextureProxy {
@@ -434,14 +572,39 @@ impl Renderer {
     /// uploads remain for later frames.
     fn upload_sources(
         &mut self,
-        draws: &[(&Visual, glam::Mat4)],
+        draws: &[Draw<'_>],
         encoder: &mut wgpu::CommandEncoder,
     ) -> Result<bool, RenderError> {
         let mut seen = Vec::new();
+        let mut seen_buffers = Vec::new();
         let mut pending = false;
         let frame_start_bytes = self.counters.bytes_uploaded;
-        for (visual, _) in draws {
-            let key = self.visuals[&visual_id(visual)].source;
+        for draw in draws {
+            let v = &self.visuals[&visual_id(draw.visual)];
+            for key in v.buffers.iter().flatten() {
+                if seen_buffers.contains(key) {
+                    continue;
+                }
+                seen_buffers.push(*key);
+                let proxy = self.buffers.get_mut(key).expect("prepared");
+                let mut ctx = UploadContext {
+                    device: &self.device,
+                    queue: &self.queue,
+                    device_upload: self.device_upload.as_deref(),
+                    encoder,
+                    staging: &mut self.staging,
+                    counters: &mut self.counters,
+                    budget: self.upload_budget,
+                    frame_start_bytes,
+                    waker: &self.waker,
+                    scratch: &mut self.scratch,
+                };
+                pending |= proxy.upload(&mut ctx)?;
+            }
+            let v = &self.visuals[&visual_id(draw.visual)];
+            let Some(key) = v.texture else {
+                continue;
+            };
             if seen.contains(&key) {
                 continue;
             }
@@ -469,16 +632,20 @@ impl Renderer {
     fn record_draws(
         &mut self,
         scene: &Scene,
-        draws: &[(&Visual, glam::Mat4)],
+        draws: &[Draw<'_>],
         target: &RenderTarget,
         encoder: &mut wgpu::CommandEncoder,
-    ) -> u32 {
-        for (visual, mvp) in draws {
-            let key = match visual {
-                Visual::Image(image) => self.update_image_gpu(image, *mvp),
-                Visual::Volume(volume) => self.update_volume_gpu(volume, *mvp, target.size()),
+    ) -> Result<u32, RenderError> {
+        for draw in draws {
+            let key = match draw.visual {
+                Visual::Image(image) => self.update_image_gpu(image, draw.mvp),
+                Visual::Volume(volume) => self.update_volume_gpu(volume, draw.mvp, target.size()),
+                Visual::Mesh(mesh) => {
+                    self.update_mesh_gpu(mesh, draw.world, draw.mvp)?;
+                    continue;
+                }
             };
-            self.update_bind_group(visual_id(visual), key);
+            self.update_bind_group(visual_id(draw.visual), key);
         }
         let [r, g, b, a] = scene.background().map(f64::from);
         let mut drawn = 0;
@@ -506,17 +673,24 @@ impl Renderer {
                 occlusion_query_set: None,
                 multiview_mask: None,
             });
-            for (visual, _) in draws {
-                if let Visual::Image(image) = visual {
-                    let bind = self.visuals[&image.token.id].bind.as_ref().expect("bound");
-                    pass.set_pipeline(self.pipeline(bind.key));
-                    pass.set_bind_group(0, &bind.group, &[]);
-                    pass.draw(0..6, 0..1);
-                    drawn += 1;
+            for draw in draws {
+                match draw.visual {
+                    Visual::Image(image) => {
+                        let bind = self.visuals[&image.token.id].bind.as_ref().expect("bound");
+                        pass.set_pipeline(self.pipeline(bind.key));
+                        pass.set_bind_group(0, &bind.group, &[]);
+                        pass.draw(0..6, 0..1);
+                        drawn += 1;
+                    }
+                    Visual::Mesh(mesh) => {
+                        self.draw_mesh(&mut pass, mesh);
+                        drawn += 1;
+                    }
+                    Visual::Volume(_) => {}
                 }
             }
         }
-        if draws.iter().any(|(v, _)| matches!(v, Visual::Volume(_))) {
+        if draws.iter().any(|d| matches!(d.visual, Visual::Volume(_))) {
             let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
                 label: Some("sluice volumes"),
                 color_attachments: &[Some(wgpu::RenderPassColorAttachment {
@@ -534,8 +708,8 @@ impl Renderer {
                 multiview_mask: None,
             });
             pass.set_bind_group(1, &target.depth_group, &[]);
-            for (visual, _) in draws {
-                if let Visual::Volume(volume) = visual {
+            for draw in draws {
+                if let Visual::Volume(volume) = draw.visual {
                     let bind = self.visuals[&volume.token.id].bind.as_ref().expect("bound");
                     pass.set_pipeline(self.pipeline(bind.key));
                     pass.set_bind_group(0, &bind.group, &[]);
@@ -544,13 +718,40 @@ impl Renderer {
                 }
             }
         }
-        drawn
+        Ok(drawn)
+    }
+
+    fn draw_mesh(&self, pass: &mut wgpu::RenderPass<'_>, mesh: &Mesh) {
+        let v = &self.visuals[&mesh.token.id];
+        let bind = v.bind.as_ref().expect("bound");
+        let PipelineKey::Mesh(kind) = bind.key else {
+            return;
+        };
+        pass.set_pipeline(self.meshes.pipeline(kind, false));
+        pass.set_bind_group(0, &bind.group, &[]);
+        match v.buffers[MESH_INDICES] {
+            Some(key) => {
+                let indices = &self.buffers[&key];
+                pass.set_index_buffer(indices.buffer().slice(..), wgpu::IndexFormat::Uint32);
+                pass.draw_indexed(0..indices.len() as u32, 0, 0..1);
+            }
+            None => {
+                let vertices = self.buffers[&v.buffers[MESH_POSITIONS].expect("positions")].len();
+                pass.draw(0..vertices as u32, 0..1);
+            }
+        }
+        if let (Some(_), Some((edges, count, _, _))) = (mesh.wireframe(), &v.derived.edges) {
+            pass.set_pipeline(self.meshes.pipeline(kind, true));
+            pass.set_index_buffer(edges.slice(..), wgpu::IndexFormat::Uint32);
+            pass.draw_indexed(0..*count, 0, 0..1);
+        }
     }
 
     fn pipeline(&self, key: PipelineKey) -> &wgpu::RenderPipeline {
         match key {
             PipelineKey::Image(kind, dim) => self.images.pipeline(kind, dim),
             PipelineKey::Volume(kind) => self.volumes.pipeline(kind),
+            PipelineKey::Mesh(kind) => self.meshes.pipeline(kind, false),
         }
     }
 
@@ -558,6 +759,7 @@ impl Renderer {
         match key {
             PipelineKey::Image(kind, dim) => self.images.layout(kind, dim),
             PipelineKey::Volume(kind) => self.volumes.layout(kind),
+            PipelineKey::Mesh(kind) => self.meshes.layout(kind),
         }
     }
 
@@ -574,7 +776,7 @@ impl Renderer {
     fn update_image_gpu(&mut self, image: &Image, mvp: glam::Mat4) -> (PipelineKey, ColormapKey) {
         let colormap_key = image.colormap().key();
         let entries = self.colormaps[&colormap_key].entries;
-        let proxy = &self.proxies[&self.visuals[&image.token.id].source];
+        let proxy = &self.proxies[&self.texture_of(image.token.id)];
         let shape = proxy.layout().shape();
         // Checked in prepare_visual against the source's layout; a layout change since (a
         // replaced source) may make the slice invalid: fall back to the default plane.
@@ -609,7 +811,7 @@ impl Renderer {
     ) -> (PipelineKey, ColormapKey) {
         let colormap_key = volume.colormap().key();
         let entries = self.colormaps[&colormap_key].entries;
-        let proxy = &self.proxies[&self.visuals[&volume.token.id].source];
+        let proxy = &self.proxies[&self.texture_of(volume.token.id)];
         let params = VolumeParams::new(
             volume,
             proxy.layout(),
@@ -624,10 +826,17 @@ impl Renderer {
         (key, colormap_key)
     }
 
-    /// (Re)builds a visual's bind group when its texture, colormap or pipeline changed.
+    fn texture_of(&self, id: u64) -> SourceKey {
+        self.visuals[&id]
+            .texture
+            .expect("images and volumes have a texture")
+    }
+
+    /// (Re)builds an image's or volume's bind group when its texture, colormap or pipeline
+    /// changed.
     fn update_bind_group(&mut self, id: u64, (key, colormap_key): (PipelineKey, ColormapKey)) {
         let v = &self.visuals[&id];
-        let proxy = &self.proxies[&v.source];
+        let proxy = &self.proxies[&self.texture_of(id)];
         let fresh = v.bind.as_ref().is_some_and(|b| {
             b.generation == proxy.generation() && b.colormap == colormap_key && b.key == key
         });
@@ -664,6 +873,288 @@ impl Renderer {
             generation,
             colormap: colormap_key,
         });
+    }
+
+    /// A 1 x 1 texture of `kind`, bound where a mesh has no texture.
+    fn dummy_texture(&mut self, kind: SampleKind) -> &wgpu::TextureView {
+        self.dummy_textures.entry(kind).or_insert_with(|| {
+            let format = match kind {
+                SampleKind::Float => wgpu::TextureFormat::R32Float,
+                SampleKind::Uint => wgpu::TextureFormat::R32Uint,
+                SampleKind::Sint => wgpu::TextureFormat::R32Sint,
+            };
+            self.device
+                .create_texture(&wgpu::TextureDescriptor {
+                    label: Some("sluice absent texture"),
+                    size: wgpu::Extent3d {
+                        width: 1,
+                        height: 1,
+                        depth_or_array_layers: 1,
+                    },
+                    mip_level_count: 1,
+                    sample_count: 1,
+                    dimension: wgpu::TextureDimension::D2,
+                    format,
+                    usage: wgpu::TextureUsages::TEXTURE_BINDING,
+                    view_formats: &[],
+                })
+                .create_view(&wgpu::TextureViewDescriptor::default())
+        })
+    }
+
+    /// Host data of a whole source in `format` (for data derived on the CPU); `None` if the
+    /// source is not ready or not in host memory.
+    fn read_converted(
+        &self,
+        source: &SharedSource,
+        format: BufferFormat,
+    ) -> Result<Option<Vec<u8>>, RenderError> {
+        if !matches!(source.residency(), sluice_core::Residency::Host) {
+            return Ok(None);
+        }
+        let layout = source.layout();
+        let region = layout.shape().full_region();
+        let mut packed = vec![0u8; layout.region_bytes(&region)];
+        let err = |error| RenderError::Source {
+            source_label: source.label(),
+            error,
+        };
+        let request = sluice_core::ReadRequest::new(region, &self.waker);
+        if source.read(&request, &mut packed).map_err(err)? == sluice_core::ReadStatus::Pending {
+            return Ok(None);
+        }
+        let elements = match format {
+            BufferFormat::U32 => layout.shape().len() * layout.channels(),
+            _ => layout.shape().len(),
+        };
+        let mut out = vec![0u8; elements * format.element_bytes()];
+        format
+            .convert_row(&layout, &packed, &mut out, layout.shape().len())
+            .map_err(|reason| RenderError::InvalidMeshData {
+                source_label: source.label(),
+                reason,
+            })?;
+        Ok(Some(out))
+    }
+
+    /// Mesh uniforms, derived data (normals when smooth shading has none, wireframe edges)
+    /// and bind group for this frame.
+    fn update_mesh_gpu(
+        &mut self,
+        mesh: &Mesh,
+        world: glam::Mat4,
+        mvp: glam::Mat4,
+    ) -> Result<(), RenderError> {
+        let id = mesh.token.id;
+        let colormap_key = mesh.colormap().key();
+        let entries = self.colormaps[&colormap_key].entries;
+        let keys = self.visuals[&id].buffers.clone();
+        let positions = &self.buffers[&keys[MESH_POSITIONS].expect("positions")];
+        let vertex_count = positions.len();
+        let positions_source = positions.source().clone();
+        let indices_source = keys[MESH_INDICES].map(|k| self.buffers[&k].source().clone());
+
+        // Smooth shading without normals: derive them on the CPU from host positions.
+        let mut flags = 0;
+        if keys[MESH_NORMALS].is_some() {
+            flags |= HAS_NORMALS;
+        } else if mesh.shading() == Shading::Smooth {
+            let versions = (
+                positions_source.version(),
+                indices_source
+                    .as_ref()
+                    .map_or(Version::NEVER, |s| s.version()),
+            );
+            let stale = self.visuals[&id]
+                .derived
+                .normals
+                .as_ref()
+                .is_none_or(|(_, p, i)| (*p, *i) != versions);
+            if stale {
+                let pos =
+                    self.read_converted(&positions_source, BufferFormat::F32 { channels: 3 })?;
+                let idx = match &indices_source {
+                    Some(s) => self.read_converted(s, BufferFormat::U32)?,
+                    None => Some(Vec::new()),
+                };
+                if let (Some(pos), Some(idx)) = (pos, idx) {
+                    let idx: Vec<u32> = bytemuck::pod_collect_to_vec(&idx);
+                    let pos: Vec<f32> = bytemuck::pod_collect_to_vec(&pos);
+                    let normals =
+                        vertex_normals(&pos, indices_source.as_ref().map(|_| idx.as_slice()));
+                    let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("sluice derived normals"),
+                        size: (normals.len() * 4).max(16) as u64,
+                        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                        mapped_at_creation: false,
+                    });
+                    self.queue
+                        .write_buffer(&buffer, 0, bytemuck::cast_slice(&normals));
+                    self.counters.bytes_uploaded += normals.len() as u64 * 4;
+                    self.counters.copies_issued += 1;
+                    let v = self.visuals.get_mut(&id).expect("prepared");
+                    v.derived.normals = Some((buffer, versions.0, versions.1));
+                    v.bind = None;
+                }
+            }
+            if self.visuals[&id].derived.normals.is_some() {
+                flags |= HAS_NORMALS;
+            }
+        }
+        if keys[MESH_COLORS].is_some() {
+            flags |= HAS_COLORS;
+        }
+        if keys[MESH_SCALARS].is_some() {
+            flags |= HAS_SCALARS;
+        }
+        let texture = match self.visuals[&id].texture {
+            Some(key) => {
+                flags |= HAS_TEXTURE;
+                let layout = self.proxies[&key].layout();
+                let [_, h, w] = layout.shape().padded();
+                Some(MeshTexture {
+                    size: [h, w],
+                    channels: layout.channels(),
+                    element: layout.element(),
+                })
+            }
+            None => None,
+        };
+
+        // Wireframe edges, derived from the indices when they change.
+        if mesh.wireframe().is_some() {
+            let version = indices_source
+                .as_ref()
+                .map_or(Version::NEVER, |s| s.version());
+            let stale = self.visuals[&id]
+                .derived
+                .edges
+                .as_ref()
+                .is_none_or(|(_, _, v, n)| *v != version || *n != vertex_count);
+            if stale {
+                let idx = match &indices_source {
+                    Some(s) => self.read_converted(s, BufferFormat::U32)?,
+                    None => Some(Vec::new()),
+                };
+                if let Some(idx) = idx {
+                    let idx: Vec<u32> = bytemuck::pod_collect_to_vec(&idx);
+                    let edges = wireframe_edges(
+                        indices_source.as_ref().map(|_| idx.as_slice()),
+                        vertex_count,
+                    );
+                    let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("sluice wireframe edges"),
+                        size: (edges.len() * 4).max(16) as u64,
+                        usage: wgpu::BufferUsages::INDEX | wgpu::BufferUsages::COPY_DST,
+                        mapped_at_creation: false,
+                    });
+                    self.queue
+                        .write_buffer(&buffer, 0, bytemuck::cast_slice(&edges));
+                    self.visuals.get_mut(&id).expect("prepared").derived.edges =
+                        Some((buffer, edges.len() as u32, version, vertex_count));
+                }
+            }
+        }
+
+        let params = MeshParams::new(
+            mesh,
+            world,
+            mvp,
+            flags,
+            vertex_count,
+            entries,
+            texture.as_ref(),
+        );
+        self.write_params(id, bytemuck::bytes_of(&params));
+        let kind = self.visuals[&id]
+            .texture
+            .map_or(SampleKind::Float, |k| self.proxies[&k].sample_kind());
+        self.meshes.ensure(&self.device, kind);
+        let key = PipelineKey::Mesh(kind);
+
+        // The bind group follows every buffer's and the texture's generation.
+        let generation = keys
+            .iter()
+            .flatten()
+            .map(|k| self.buffers[k].generation())
+            .chain(
+                self.visuals[&id]
+                    .texture
+                    .map(|k| self.proxies[&k].generation()),
+            )
+            .fold(0u64, |acc, g| acc.wrapping_mul(31).wrapping_add(g + 1));
+        let fresh = self.visuals[&id].bind.as_ref().is_some_and(|b| {
+            b.generation == generation && b.colormap == colormap_key && b.key == key
+        });
+        if fresh {
+            return Ok(());
+        }
+        if self.visuals[&id].texture.is_none() {
+            self.dummy_texture(kind);
+        }
+        let v = &self.visuals[&id];
+        let texture_view = match v.texture {
+            Some(k) => self.proxies[&k].brick_view(0),
+            None => &self.dummy_textures[&kind],
+        };
+        let buffer_at = |slot: usize| -> &wgpu::Buffer {
+            match keys[slot] {
+                Some(k) => self.buffers[&k].buffer(),
+                None if slot == MESH_NORMALS => v
+                    .derived
+                    .normals
+                    .as_ref()
+                    .map_or(&self.dummy_storage, |(b, _, _)| b),
+                None => &self.dummy_storage,
+            }
+        };
+        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("sluice mesh"),
+            layout: self.meshes.layout(kind),
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: v.uniform.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: wgpu::BindingResource::TextureView(texture_view),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 2,
+                    resource: wgpu::BindingResource::TextureView(
+                        &self.colormaps[&colormap_key].view,
+                    ),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 3,
+                    resource: buffer_at(MESH_POSITIONS).as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 4,
+                    resource: buffer_at(MESH_NORMALS).as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 5,
+                    resource: buffer_at(MESH_COLORS).as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 6,
+                    resource: buffer_at(MESH_SCALARS).as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 7,
+                    resource: buffer_at(MESH_TEXCOORDS).as_entire_binding(),
+                },
+            ],
+        });
+        self.visuals.get_mut(&id).expect("prepared").bind = Some(BindState {
+            group,
+            key,
+            generation,
+            colormap: colormap_key,
+        });
+        Ok(())
     }
 
     /// The GPU table of a colormap, uploaded on first use.
@@ -709,7 +1200,97 @@ fn visual_id(visual: &Visual) -> u64 {
     match visual {
         Visual::Image(image) => image.token.id,
         Visual::Volume(volume) => volume.token.id,
+        Visual::Mesh(mesh) => mesh.token.id,
     }
+}
+
+/// A mesh's buffer sources in `MESH_*` slot order with their GPU formats, and its vertex
+/// count; refuses meshes that cannot be drawn, naming the numbers.
+#[allow(clippy::type_complexity)]
+fn mesh_buffers(
+    mesh: &Mesh,
+) -> Result<(Vec<Option<(&SharedSource, BufferFormat)>>, usize), RenderError> {
+    let invalid = |source: &SharedSource, reason: String| RenderError::InvalidMeshData {
+        source_label: source.label(),
+        reason,
+    };
+    let positions = mesh.positions();
+    let layout = positions.layout();
+    let vertices = layout.shape().len();
+    if layout.shape().ndim() != 1 || !(2..=3).contains(&layout.channels()) {
+        return Err(invalid(
+            positions,
+            format!(
+                "positions are 1-D with 2 or 3 channels (x, y[, z]); this source has shape {} with {} channel(s)",
+                layout.shape(),
+                layout.channels()
+            ),
+        ));
+    }
+    let attribute = |source: Option<&SharedSource>,
+                     name: &str,
+                     channels: &[usize]|
+     -> Result<(), RenderError> {
+        let Some(source) = source else {
+            return Ok(());
+        };
+        let l = source.layout();
+        if l.shape().ndim() != 1 || l.shape().len() != vertices {
+            return Err(invalid(
+                source,
+                format!("{name} have shape {} but positions have {vertices} vertices: attribute lengths must agree", l.shape()),
+            ));
+        }
+        if !channels.contains(&l.channels()) {
+            return Err(invalid(
+                source,
+                format!(
+                    "{name} have {} channel(s); {channels:?} allowed",
+                    l.channels()
+                ),
+            ));
+        }
+        Ok(())
+    };
+    attribute(mesh.normals(), "normals", &[3])?;
+    attribute(mesh.vertex_colors(), "colours", &[3, 4])?;
+    attribute(mesh.scalars(), "scalars", &[1])?;
+    attribute(
+        mesh.texture().map(|(uv, _)| uv),
+        "texture coordinates",
+        &[2],
+    )?;
+    match mesh.indices() {
+        Some(indices) => {
+            let l = indices.layout();
+            let count = l.shape().len() * l.channels();
+            if count % 3 != 0 {
+                return Err(invalid(
+                    indices,
+                    format!("{count} indices is not a whole number of triangles (a multiple of 3)"),
+                ));
+            }
+        }
+        None if vertices < 3 || !vertices.is_multiple_of(3) => {
+            return Err(invalid(
+                positions,
+                format!("{vertices} vertices without indices: consecutive vertices make triangles, so the count must be a non-zero multiple of 3"),
+            ));
+        }
+        None => {}
+    }
+    let f32s = |channels| BufferFormat::F32 { channels };
+    Ok((
+        vec![
+            Some((positions, f32s(3))),
+            mesh.indices().map(|s| (s, BufferFormat::U32)),
+            mesh.normals().map(|s| (s, f32s(3))),
+            mesh.vertex_colors().map(|s| (s, BufferFormat::Rgba8)),
+            mesh.scalars().map(|s| (s, f32s(1))),
+            mesh.texture().map(|(uv, _)| (uv, f32s(2))),
+        ],
+        vertices,
+    ))
 }
 
 fn check_display(

@@ -2,12 +2,14 @@
 //! (contrast limits, colormap, interpolation); GPU resources belong to the renderer.
 
 mod image;
+mod mesh;
 mod volume;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use image::{Image, Interpolation, Slice};
+pub use mesh::{Mesh, Shading};
 pub use volume::{Volume, VolumeMode};
 
 /// A visual in a scene.
@@ -18,6 +20,14 @@ pub enum Visual {
     Image(Image),
     /// A ray-marched 3-D source.
     Volume(Volume),
+    /// A triangle mesh.
+    Mesh(Mesh),
+}
+
+impl From<Mesh> for Visual {
+    fn from(mesh: Mesh) -> Self {
+        Visual::Mesh(mesh)
+    }
 }
 
 impl From<Volume> for Visual {

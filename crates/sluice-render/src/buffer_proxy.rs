@@ -1,0 +1,299 @@
+//! `BufferProxy`: one GPU buffer per (source, renderer, format), for vertex attributes and
+//! indices, kept up to date with the source like a texture proxy: only changed chunks are
+//! uploaded, merged into few copies, through the staging ring, converted on the way.
+
+use sluice_core::{
+    plan_chunked, plan_exact, BufferFormat, Changes, ConsumerId, Layout, LendOutcome, ReadRequest,
+    ReadStatus, Readable, Region, Residency, SharedSource, Version,
+};
+
+use crate::error::RenderError;
+use crate::proxy::{SourceKey, UploadContext};
+
+/// Above this fraction of dirty chunks, everything dirty is uploaded in one copy.
+const FULL_UPLOAD_FRACTION: f64 = 0.5;
+
+/// Identity of a buffer proxy: the source, and the format it is held in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct BufferKey {
+    pub source: SourceKey,
+    pub format: BufferFormat,
+}
+
+pub(crate) struct BufferProxy {
+    source: SharedSource,
+    consumer: ConsumerId,
+    layout: Layout,
+    format: BufferFormat,
+    buffer: wgpu::Buffer,
+    generation: u64,
+    uploaded: Version,
+    pending: Vec<Region>,
+    /// Indices must be below this (the vertex count they were checked against).
+    index_limit: Option<u32>,
+    pub users: usize,
+}
+
+impl BufferProxy {
+    pub fn new(
+        device: &wgpu::Device,
+        source: SharedSource,
+        format: BufferFormat,
+        counters: &mut crate::counters::Counters,
+    ) -> Result<Self, RenderError> {
+        let layout = source.layout();
+        check_attribute_layout(&source, &layout, format)?;
+        let buffer = create_buffer(device, &layout, format);
+        counters.resident_bytes += buffer.size();
+        counters.buffers_alive += 1;
+        let consumer = ConsumerId::next();
+        source.attach(consumer);
+        Ok(BufferProxy {
+            source,
+            consumer,
+            layout,
+            format,
+            buffer,
+            generation: 0,
+            uploaded: Version::NEVER,
+            pending: Vec::new(),
+            index_limit: None,
+            users: 0,
+        })
+    }
+
+    pub fn buffer(&self) -> &wgpu::Buffer {
+        &self.buffer
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub fn source(&self) -> &SharedSource {
+        &self.source
+    }
+
+    /// Elements of the format held: vertices for attributes, single indices for indices.
+    pub fn len(&self) -> usize {
+        match self.format {
+            BufferFormat::U32 => self.layout.shape().len() * self.layout.channels(),
+            _ => self.layout.shape().len(),
+        }
+    }
+
+    /// Sets the vertex count indices must stay below; a new limit re-checks (and re-uploads)
+    /// every index.
+    pub fn set_index_limit(&mut self, limit: u32) {
+        if self.index_limit != Some(limit) {
+            self.index_limit = Some(limit);
+            self.uploaded = Version::NEVER;
+            self.pending.clear();
+        }
+    }
+
+    pub fn retire(self, counters: &mut crate::counters::Counters) {
+        counters.resident_bytes -= self.buffer.size();
+        counters.buffers_alive -= 1;
+        self.source.detach(self.consumer);
+        self.buffer.destroy();
+    }
+
+    /// Brings the buffer up to date. Returns whether uploads remain for a later frame.
+    pub fn upload(&mut self, ctx: &mut UploadContext<'_>) -> Result<bool, RenderError> {
+        let current = self.source.version();
+        if current == self.uploaded && self.pending.is_empty() {
+            return Ok(false);
+        }
+        match self.source.changes_since(self.uploaded) {
+            Changes::None => {}
+            Changes::Regions(regions) => self.pending.extend(regions),
+            Changes::All => {
+                let layout = self.source.layout();
+                if layout != self.layout {
+                    check_attribute_layout(&self.source, &layout, self.format)?;
+                    ctx.counters.resident_bytes -= self.buffer.size();
+                    self.buffer.destroy();
+                    self.buffer = create_buffer(ctx.device, &layout, self.format);
+                    ctx.counters.resident_bytes += self.buffer.size();
+                    self.layout = layout;
+                    self.generation += 1;
+                }
+                self.pending.clear();
+                self.pending.push(self.layout.shape().full_region());
+            }
+        }
+        self.uploaded = current;
+        let plan = match self.source.readable() {
+            Readable::Everywhere => plan_chunked(
+                &self.layout.shape(),
+                &self.layout.chunks(),
+                &self.pending,
+                FULL_UPLOAD_FRACTION,
+            ),
+            Readable::ChangedRegionsOnly => plan_exact(&self.pending),
+        };
+        self.pending.clear();
+        let mut copies = plan.copies.into_iter();
+        while let Some(region) = copies.next() {
+            match self.copy_region(ctx, region) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.pending.push(region);
+                    self.pending.extend(copies);
+                    break;
+                }
+                Err(e) => {
+                    self.uploaded = Version::NEVER;
+                    self.pending.clear();
+                    return Err(e);
+                }
+            }
+        }
+        if self.pending.is_empty() {
+            self.source.uploaded(self.consumer, current);
+        }
+        Ok(!self.pending.is_empty())
+    }
+
+    fn copy_region(
+        &mut self,
+        ctx: &mut UploadContext<'_>,
+        region: Region,
+    ) -> Result<bool, RenderError> {
+        if !matches!(self.source.residency(), Residency::Host) {
+            return Err(RenderError::UnsupportedSource {
+                visual: "Mesh",
+                source_label: self.source.label(),
+                reason: "device-resident vertex attributes need the sluice-interop buffer path, which is not available yet".into(),
+            });
+        }
+        let samples = region.size[2];
+        let per_sample = match self.format {
+            BufferFormat::U32 => self.layout.channels() * 4,
+            f => f.element_bytes(),
+        };
+        let size = (samples * per_sample) as u64;
+        let request = ReadRequest::new(region, ctx.waker);
+        let sample_bytes = self.layout.sample_bytes();
+        // Convert into scratch (validating indices), then stage.
+        let mut converted = std::mem::take(ctx.scratch);
+        converted.resize(size as usize, 0);
+        let mut convert_result = Ok(());
+        let layout = &self.layout;
+        let format = self.format;
+        let source = &self.source;
+        let source_err = |error| RenderError::Source {
+            source_label: source.label(),
+            error,
+        };
+        let lent = source
+            .lend(&request, &mut |host| {
+                convert_result =
+                    format.convert_row(layout, host.row(0, 0), &mut converted, samples);
+            })
+            .map_err(source_err)?;
+        if lent == LendOutcome::NotLendable {
+            let mut packed = vec![0u8; samples * sample_bytes];
+            if source.read(&request, &mut packed).map_err(source_err)? == ReadStatus::Pending {
+                *ctx.scratch = converted;
+                return Ok(false);
+            }
+            convert_result = format.convert_row(layout, &packed, &mut converted, samples);
+        }
+        let checked = convert_result
+            .map_err(|reason| RenderError::InvalidMeshData {
+                source_label: source.label(),
+                reason,
+            })
+            .and_then(|()| self.check_indices(&converted, region));
+        if let Err(e) = checked {
+            *ctx.scratch = converted;
+            return Err(e);
+        }
+        let staged = ctx.staging.stage(ctx.device, size, |view| {
+            view.slice(..size as usize)
+                .copy_from_slice(&converted[..size as usize]);
+        });
+        ctx.encoder.copy_buffer_to_buffer(
+            &staged.buffer,
+            staged.offset,
+            &self.buffer,
+            (region.origin[2] * per_sample) as u64,
+            size,
+        );
+        *ctx.scratch = converted;
+        ctx.counters.bytes_uploaded += size;
+        ctx.counters.copies_issued += 1;
+        Ok(true)
+    }
+
+    /// Every index of a converted region must be below the vertex count.
+    fn check_indices(&self, converted: &[u8], region: Region) -> Result<(), RenderError> {
+        let Some(limit) = self.index_limit else {
+            return Ok(());
+        };
+        let channels = self.layout.channels();
+        for (i, b) in converted.chunks_exact(4).enumerate() {
+            let index = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            if index >= limit {
+                return Err(RenderError::InvalidMeshData {
+                    source_label: self.source.label(),
+                    reason: format!(
+                        "index {index} at position {} is out of range for {limit} vertices",
+                        region.origin[2] * channels + i
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn create_buffer(device: &wgpu::Device, layout: &Layout, format: BufferFormat) -> wgpu::Buffer {
+    let elements = match format {
+        BufferFormat::U32 => layout.shape().len() * layout.channels(),
+        _ => layout.shape().len(),
+    };
+    device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("sluice attribute buffer"),
+        size: (elements * format.element_bytes()).max(4) as u64,
+        usage: wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::INDEX
+            | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    })
+}
+
+/// Attributes are 1-D; indices are integers with 1 or 3 channels.
+fn check_attribute_layout(
+    source: &SharedSource,
+    layout: &Layout,
+    format: BufferFormat,
+) -> Result<(), RenderError> {
+    let shape = layout.shape();
+    let invalid = |reason: String| RenderError::InvalidMeshData {
+        source_label: source.label(),
+        reason,
+    };
+    if shape.ndim() != 1 {
+        return Err(invalid(format!(
+            "a mesh attribute is 1-D (elements, with channels); this source has shape {shape}"
+        )));
+    }
+    if format == BufferFormat::U32 {
+        if layout.element().is_float() {
+            return Err(invalid(format!(
+                "indices must be integers, not {}",
+                layout.element()
+            )));
+        }
+        if layout.channels() != 1 && layout.channels() != 3 {
+            return Err(invalid(format!(
+                "indices have 1 channel (3 per triangle) or 3 (one triangle each), not {}",
+                layout.channels()
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,314 @@
+//! The GPU side of [`crate::Mesh`]: uniform block, pipelines, and the data sluice derives
+//! from a mesh (vertex normals, wireframe edges).
+
+use std::collections::HashMap;
+
+use glam::{Mat4, Vec3};
+
+use crate::format::SampleKind;
+use crate::image_pipeline::{
+    alpha_scale, lut_entry, opaque_depth, shader_source, DisplayParams, TexDim,
+};
+use crate::target::TARGET_FORMAT;
+use crate::visual::{Mesh, Shading};
+
+const SHADER: &str = include_str!("shaders/mesh.wgsl");
+
+/// Flag bits of `Params.flags` in `shaders/mesh.wgsl`.
+pub(crate) const HAS_NORMALS: u32 = 1;
+pub(crate) const HAS_COLORS: u32 = 2;
+pub(crate) const HAS_SCALARS: u32 = 4;
+pub(crate) const HAS_TEXTURE: u32 = 8;
+pub(crate) const FLAT: u32 = 16;
+pub(crate) const UNLIT: u32 = 32;
+
+/// The uniform block of `shaders/mesh.wgsl` (`Params`), 304 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct MeshParams {
+    mvp: [[f32; 4]; 4],
+    model: [[f32; 4]; 4],
+    normal_matrix: [[f32; 4]; 4],
+    base_color: [f32; 4],
+    wire_color: [f32; 4],
+    light_dir: [f32; 4],
+    display: DisplayParams,
+    flags: u32,
+    vertex_count: u32,
+    ambient: f32,
+    opacity: f32,
+    texture_size: [i32; 3],
+    texture_mode: u32,
+    texture_alpha_scale: f32,
+    pad: [u32; 3],
+}
+
+/// What the texture of a textured mesh looks like.
+pub(crate) struct MeshTexture {
+    pub size: [usize; 2],
+    pub channels: usize,
+    pub element: sluice_core::ElementType,
+}
+
+impl MeshParams {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        mesh: &Mesh,
+        model: Mat4,
+        mvp: Mat4,
+        flags: u32,
+        vertex_count: usize,
+        lut_size: usize,
+        texture: Option<&MeshTexture>,
+    ) -> Self {
+        let clim = mesh.effective_clim();
+        let [lx, ly, lz] = mesh.light_direction();
+        let (texture_size, texture_mode, texture_alpha_scale) = match texture {
+            Some(t) => (
+                [t.size[1] as i32, t.size[0] as i32, 1],
+                match t.channels {
+                    1 => 0,
+                    2 => 1,
+                    3 => 2,
+                    _ => 3,
+                },
+                alpha_scale(t.element),
+            ),
+            None => ([1, 1, 1], 0, 1.0),
+        };
+        let flags = match mesh.shading() {
+            Shading::Flat => flags | FLAT,
+            Shading::Smooth => flags,
+            Shading::Unlit => flags | UNLIT,
+        };
+        MeshParams {
+            mvp: mvp.to_cols_array_2d(),
+            model: model.to_cols_array_2d(),
+            normal_matrix: model.inverse().transpose().to_cols_array_2d(),
+            base_color: mesh.color().unwrap_or([1.0; 4]),
+            wire_color: mesh.wireframe().unwrap_or([0.0; 4]),
+            light_dir: [lx, ly, lz, 0.0],
+            display: DisplayParams {
+                clim: [clim[0] as f32, clim[1] as f32],
+                gamma: 1.0,
+                lut_size: lut_size as u32,
+            },
+            flags,
+            vertex_count: vertex_count as u32,
+            ambient: if mesh.shading() == Shading::Unlit {
+                1.0
+            } else {
+                mesh.ambient()
+            },
+            opacity: mesh.opacity(),
+            texture_size,
+            texture_mode,
+            texture_alpha_scale,
+            pad: [0; 3],
+        }
+    }
+}
+
+pub(crate) struct MeshPipelines {
+    layouts: HashMap<SampleKind, wgpu::BindGroupLayout>,
+    pipelines: HashMap<(SampleKind, bool), wgpu::RenderPipeline>,
+}
+
+impl MeshPipelines {
+    pub fn new() -> Self {
+        MeshPipelines {
+            layouts: HashMap::new(),
+            pipelines: HashMap::new(),
+        }
+    }
+
+    /// Builds the triangle and wireframe pipelines for textures of `kind` if needed.
+    pub fn ensure(&mut self, device: &wgpu::Device, kind: SampleKind) {
+        if self.layouts.contains_key(&kind) {
+            return;
+        }
+        let storage = |binding| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::VERTEX,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only: true },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        };
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("sluice mesh"),
+            entries: &[
+                wgpu::BindGroupLayoutEntry {
+                    binding: 0,
+                    visibility: wgpu::ShaderStages::VERTEX_FRAGMENT,
+                    ty: wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Uniform,
+                        has_dynamic_offset: false,
+                        min_binding_size: wgpu::BufferSize::new(size_of::<MeshParams>() as u64),
+                    },
+                    count: None,
+                },
+                wgpu::BindGroupLayoutEntry {
+                    binding: 1,
+                    visibility: wgpu::ShaderStages::FRAGMENT,
+                    ty: wgpu::BindingType::Texture {
+                        sample_type: kind.texture_sample_type(),
+                        view_dimension: wgpu::TextureViewDimension::D2,
+                        multisampled: false,
+                    },
+                    count: None,
+                },
+                lut_entry(),
+                storage(3),
+                storage(4),
+                storage(5),
+                storage(6),
+                storage(7),
+            ],
+        });
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("sluice mesh shader"),
+            source: wgpu::ShaderSource::Wgsl(shader_source(SHADER, kind, TexDim::D2).into()),
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("sluice mesh"),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        for wire in [false, true] {
+            let mut depth = opaque_depth();
+            if !wire {
+                // Push triangles back a little so their own wireframe wins the depth test.
+                depth.bias = wgpu::DepthBiasState {
+                    constant: 2,
+                    slope_scale: 1.0,
+                    clamp: 0.0,
+                };
+            }
+            let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+                label: Some(if wire {
+                    "sluice mesh wireframe"
+                } else {
+                    "sluice mesh"
+                }),
+                layout: Some(&pipeline_layout),
+                vertex: wgpu::VertexState {
+                    module: &module,
+                    entry_point: Some("vs_main"),
+                    compilation_options: Default::default(),
+                    buffers: &[],
+                },
+                primitive: wgpu::PrimitiveState {
+                    topology: if wire {
+                        wgpu::PrimitiveTopology::LineList
+                    } else {
+                        wgpu::PrimitiveTopology::TriangleList
+                    },
+                    ..Default::default()
+                },
+                depth_stencil: Some(depth),
+                multisample: wgpu::MultisampleState::default(),
+                fragment: Some(wgpu::FragmentState {
+                    module: &module,
+                    entry_point: Some(if wire { "fs_wire" } else { "fs_main" }),
+                    compilation_options: Default::default(),
+                    targets: &[Some(wgpu::ColorTargetState {
+                        format: TARGET_FORMAT,
+                        blend: Some(wgpu::BlendState::ALPHA_BLENDING),
+                        write_mask: wgpu::ColorWrites::ALL,
+                    })],
+                }),
+                multiview_mask: None,
+                cache: None,
+            });
+            self.pipelines.insert((kind, wire), pipeline);
+        }
+        self.layouts.insert(kind, layout);
+    }
+
+    pub fn layout(&self, kind: SampleKind) -> &wgpu::BindGroupLayout {
+        &self.layouts[&kind]
+    }
+
+    pub fn pipeline(&self, kind: SampleKind, wire: bool) -> &wgpu::RenderPipeline {
+        &self.pipelines[&(kind, wire)]
+    }
+}
+
+/// Area-weighted vertex normals of a triangle list (`indices`, or consecutive vertices when
+/// `None`). Vertices of no triangle, or of degenerate ones only, get a zero normal.
+pub(crate) fn vertex_normals(positions: &[f32], indices: Option<&[u32]>) -> Vec<f32> {
+    let n = positions.len() / 3;
+    let p = |i: usize| Vec3::new(positions[3 * i], positions[3 * i + 1], positions[3 * i + 2]);
+    let mut acc = vec![Vec3::ZERO; n];
+    let mut add = |a: usize, b: usize, c: usize| {
+        let (pa, pb, pc) = (p(a), p(b), p(c));
+        // Twice the area times the unit normal; NaN triangles contribute nothing.
+        let face = (pb - pa).cross(pc - pa);
+        if face.is_finite() {
+            acc[a] += face;
+            acc[b] += face;
+            acc[c] += face;
+        }
+    };
+    match indices {
+        Some(idx) => {
+            for t in idx.chunks_exact(3) {
+                add(t[0] as usize, t[1] as usize, t[2] as usize);
+            }
+        }
+        None => {
+            for t in 0..n / 3 {
+                add(3 * t, 3 * t + 1, 3 * t + 2);
+            }
+        }
+    }
+    acc.iter()
+        .flat_map(|v| v.normalize_or_zero().to_array())
+        .collect()
+}
+
+/// Line-list indices of every triangle edge (each shared edge once).
+pub(crate) fn wireframe_edges(indices: Option<&[u32]>, vertices: usize) -> Vec<u32> {
+    let implicit: Vec<u32>;
+    let tris = match indices {
+        Some(i) => i,
+        None => {
+            implicit = (0..(vertices / 3 * 3) as u32).collect();
+            &implicit
+        }
+    };
+    let mut edges: Vec<(u32, u32)> = tris
+        .chunks_exact(3)
+        .flat_map(|t| [(t[0], t[1]), (t[1], t[2]), (t[2], t[0])])
+        .map(|(a, b)| (a.min(b), a.max(b)))
+        .collect();
+    edges.sort_unstable();
+    edges.dedup();
+    edges.into_iter().flat_map(|(a, b)| [a, b]).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normals_of_a_square_point_up() {
+        let pos = [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0];
+        let n = vertex_normals(&pos, Some(&[0, 1, 2, 0, 2, 3]));
+        for v in n.chunks(3) {
+            assert_eq!(v, [0.0, 0.0, 1.0]);
+        }
+        let tri = [0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0];
+        assert_eq!(&vertex_normals(&tri, None)[..3], &[0.0, 0.0, -1.0]);
+    }
+
+    #[test]
+    fn shared_edges_are_drawn_once() {
+        let e = wireframe_edges(Some(&[0, 1, 2, 0, 2, 3]), 4);
+        assert_eq!(e.len(), 2 * 5);
+        assert_eq!(wireframe_edges(None, 3), vec![0, 1, 0, 2, 1, 2]);
+    }
+}

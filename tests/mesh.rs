@@ -1,0 +1,283 @@
+//! Meshes on a real GPU: covered pixels and shaded colours against CPU geometry and lighting,
+//! buffer sharing and partial updates measured by the counters.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{assert_pixel, render, renderer, Front};
+use sluice::ndarray::Array3;
+use sluice::prelude::*;
+use sluice::{Mesh, Shading};
+
+const BG: [u8; 4] = [0, 0, 0, 255];
+
+fn vertices(points: &[[f32; 3]]) -> Arc<ArraySource> {
+    let flat: Vec<f32> = points.iter().flatten().copied().collect();
+    Arc::new(
+        ArraySource::with_channels(Array2::from_shape_vec((points.len(), 3), flat).unwrap())
+            .unwrap(),
+    )
+}
+
+/// Pixel centres strictly inside the triangle (4, 4), (28, 4), (4, 28) by more than a pixel,
+/// or outside by more than a pixel.
+fn inside(x: u32, y: u32) -> Option<bool> {
+    let (px, py) = (x as f32 + 0.5, y as f32 + 0.5);
+    let d = [px - 4.0, py - 4.0, (32.0 - px - py) / 2f32.sqrt()];
+    let min = d.iter().copied().fold(f32::INFINITY, f32::min);
+    if min > 1.0 {
+        Some(true)
+    } else if min < -1.0 {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+#[test]
+fn a_triangle_covers_the_expected_pixels_with_the_expected_shade() {
+    let tri = vertices(&[[4.0, 4.0, 5.0], [28.0, 4.0, 5.0], [4.0, 28.0, 5.0]]);
+    let base = [0.2f32, 0.6, 1.0, 1.0];
+    // Light travelling along (0, 0.6, 0.8): the surface faces the eye (normal (0, 0, -1)),
+    // so the diffuse term is 0.8 and the shade 0.25 + 0.75 * 0.8 = 0.85.
+    let shade = 0.25 + 0.75 * 0.8;
+    let want =
+        [base[0] * shade, base[1] * shade, base[2] * shade].map(|c| (c * 255.0).round() as u8);
+    let mut r = renderer();
+    for shading in [Shading::Flat, Shading::Smooth] {
+        let mut scene = Scene::new();
+        scene.add(
+            Mesh::new(tri.clone())
+                .with_color(base)
+                .with_shading(shading)
+                .with_light_direction([0.0, 0.6, 0.8]),
+        );
+        let img = render(&mut r, &scene, &Front { n: 32.0 }, 32, 32);
+        for y in 0..32 {
+            for x in 0..32 {
+                match inside(x, y) {
+                    Some(true) => assert_pixel(&img, x, y, [want[0], want[1], want[2], 255], 1),
+                    Some(false) => assert_pixel(&img, x, y, BG, 0),
+                    None => {}
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn scalars_colours_and_textures() {
+    let tri = vertices(&[[4.0, 4.0, 5.0], [28.0, 4.0, 5.0], [4.0, 28.0, 5.0]]);
+    let mut r = renderer();
+    let cam = Front { n: 32.0 };
+    // Scalars through clim and colormap, unlit: the colormap entry exactly.
+    let scalars = Arc::new(ArraySource::new(Array1::from_vec(vec![5.0f32, 5.0, 5.0])).unwrap());
+    let mut scene = Scene::new();
+    scene.add(
+        Mesh::new(tri.clone())
+            .with_scalars(scalars)
+            .with_clim(0.0, 10.0)
+            .with_colormap(Colormap::Viridis)
+            .with_shading(Shading::Unlit),
+    );
+    let img = render(&mut r, &scene, &cam, 32, 32);
+    assert_pixel(&img, 10, 10, Colormap::Viridis.entries()[128], 0);
+    // Per-vertex colours: u8 RGB.
+    let red = Arc::new(
+        ArraySource::with_channels(
+            Array2::from_shape_vec((3, 3), vec![255u8, 0, 0, 255, 0, 0, 255, 0, 0]).unwrap(),
+        )
+        .unwrap(),
+    );
+    let mut scene = Scene::new();
+    scene.add(
+        Mesh::new(tri.clone())
+            .with_vertex_colors(red)
+            .with_shading(Shading::Unlit),
+    );
+    let img = render(&mut r, &scene, &cam, 32, 32);
+    assert_pixel(&img, 10, 10, [255, 0, 0, 255], 0);
+    // A textured quad: a 2 x 2 RGB image, each quarter of the quad one texel (checked where
+    // bilinear sampling clamps to one texel).
+    let colors = [[255u8, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 0]];
+    let image = Arc::new(
+        ArraySource::with_channels(Array3::from_shape_fn((2, 2, 3), |(y, x, c)| {
+            colors[y * 2 + x][c]
+        }))
+        .unwrap(),
+    );
+    let quad = vertices(&[
+        [0.0, 0.0, 5.0],
+        [32.0, 0.0, 5.0],
+        [32.0, 32.0, 5.0],
+        [0.0, 32.0, 5.0],
+    ]);
+    let uv = Arc::new(
+        ArraySource::with_channels(
+            Array2::from_shape_vec((4, 2), vec![0.0f32, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0])
+                .unwrap(),
+        )
+        .unwrap(),
+    );
+    let indices = Arc::new(ArraySource::new(Array1::from_vec(vec![0u32, 1, 2, 0, 2, 3])).unwrap());
+    let mut scene = Scene::new();
+    scene.add(
+        Mesh::new(quad)
+            .with_indices(indices)
+            .with_texture(uv, image.clone())
+            .with_shading(Shading::Unlit),
+    );
+    // The same image as an Image elsewhere: one texture for both.
+    let img_id = scene.add(Image::new(image));
+    scene.set_transform(img_id, Mat4::from_translation(Vec3::new(100.0, 100.0, 0.0)));
+    let img = render(&mut r, &scene, &cam, 32, 32);
+    for (i, (x, y)) in [(7u32, 7u32), (24, 7), (7, 24), (24, 24)]
+        .into_iter()
+        .enumerate()
+    {
+        let c = colors[i];
+        assert_pixel(&img, x, y, [c[0], c[1], c[2], 255], 1);
+    }
+    let counters = r.counters();
+    assert_eq!(
+        counters.textures_alive, 1,
+        "mesh texture and image share one texture"
+    );
+}
+
+#[test]
+fn shared_positions_are_one_buffer_and_small_changes_upload_little() {
+    // 409,599 vertices (4.9 MB of f32 positions, 136,533 triangles), 100 chunks of 4096.
+    let n = 409_599usize;
+    let positions = Arc::new(
+        ArraySource::with_channels(Array2::from_shape_fn((n, 3), |(i, c)| {
+            let t = (i / 3) as f32;
+            [
+                4.0 + (i % 3) as f32 * 10.0,
+                4.0 + (t % 20.0),
+                5.0 + (i % 7) as f32,
+            ][c]
+        }))
+        .unwrap(),
+    );
+    let mut scene = Scene::new();
+    scene.add(Mesh::new(positions.clone()).with_shading(Shading::Flat));
+    scene.add(
+        Mesh::new(positions.clone())
+            .with_shading(Shading::Unlit)
+            .with_color([1.0, 0.0, 0.0, 1.0]),
+    );
+    let mut r = renderer();
+    let cam = Front { n: 32.0 };
+    render(&mut r, &scene, &cam, 32, 32);
+    let c = r.counters();
+    assert_eq!(c.buffers_alive, 1, "two meshes, one positions buffer");
+    assert_eq!(c.bytes_uploaded, (n * 12) as u64);
+    // Change 1% of the vertices (one chunk): about 1% of the bytes go up.
+    let before = r.counters();
+    positions
+        .update::<f32>(Region::d1(8192, 4096), |mut v| v.mapv_inplace(|p| p + 0.5))
+        .unwrap();
+    render(&mut r, &scene, &cam, 32, 32);
+    let d = r.counters().since(&before);
+    assert_eq!(
+        d.bytes_uploaded,
+        4096 * 12,
+        "1% of the vertices -> {} of {} bytes",
+        d.bytes_uploaded,
+        n * 12
+    );
+}
+
+#[test]
+fn wireframe_draws_the_edges() {
+    let tri = vertices(&[[4.0, 4.5, 5.0], [28.0, 4.5, 5.0], [4.0, 28.0, 5.0]]);
+    let mut scene = Scene::new();
+    scene.add(
+        Mesh::new(tri)
+            .with_color([0.0, 0.0, 1.0, 1.0])
+            .with_shading(Shading::Unlit)
+            .with_wireframe([1.0, 1.0, 1.0, 1.0]),
+    );
+    let img = render(&mut renderer(), &scene, &Front { n: 32.0 }, 32, 32);
+    assert_pixel(&img, 14, 4, [255, 255, 255, 255], 0);
+    assert_pixel(&img, 10, 12, [0, 0, 255, 255], 0);
+}
+
+#[test]
+fn triangles_with_a_nan_vertex_are_not_drawn() {
+    let pts = vertices(&[
+        [4.0, 4.0, 5.0],
+        [12.0, 4.0, 5.0],
+        [4.0, 12.0, 5.0],
+        [20.0, 20.0, 5.0],
+        [f32::NAN, 28.0, 5.0],
+        [20.0, 28.0, 5.0],
+    ]);
+    let mut scene = Scene::new();
+    scene.add(
+        Mesh::new(pts)
+            .with_color([1.0, 1.0, 1.0, 1.0])
+            .with_shading(Shading::Unlit),
+    );
+    let img = render(&mut renderer(), &scene, &Front { n: 32.0 }, 32, 32);
+    assert_pixel(&img, 5, 5, [255, 255, 255, 255], 0);
+    let lit = img.pixels().filter(|p| p.0 != BG).count();
+    assert!(
+        lit < 40,
+        "only the valid triangle (32 pixels) is drawn, found {lit}"
+    );
+}
+
+#[test]
+fn bad_mesh_input_is_a_clear_error_before_upload() {
+    let tri = vertices(&[[0.0, 0.0, 1.0], [1.0, 0.0, 1.0], [0.0, 1.0, 1.0]]);
+    let idx = |v: Vec<u32>| Arc::new(ArraySource::new(Array1::from_vec(v)).unwrap());
+    let two = vertices(&[[0.0, 0.0, 1.0], [1.0, 0.0, 1.0]]);
+    let short_scalars = Arc::new(ArraySource::new(Array1::from_vec(vec![1.0f32, 2.0])).unwrap());
+    let cases: Vec<(Mesh, &str)> = vec![
+        (
+            Mesh::new(tri.clone()).with_indices(idx(vec![0, 1, 3])),
+            "index 3 at position 2 is out of range for 3 vertices",
+        ),
+        (
+            Mesh::new(tri.clone()).with_indices(idx(vec![0, 1, 2, 0])),
+            "4 indices is not a whole number of triangles",
+        ),
+        (
+            Mesh::new(tri.clone()).with_scalars(short_scalars),
+            "scalars have shape (2,) but positions have 3 vertices",
+        ),
+        (Mesh::new(two), "2 vertices without indices"),
+        (
+            Mesh::new(Arc::new(
+                ArraySource::new(Array2::<f32>::zeros((3, 3))).unwrap(),
+            )),
+            "positions are 1-D with 2 or 3 channels",
+        ),
+    ];
+    let mut r = renderer();
+    let target = r.create_target(8, 8).unwrap();
+    for (mesh, needle) in cases {
+        let mut scene = Scene::new();
+        scene.add(mesh);
+        let before = r.counters();
+        let e = r
+            .render(&scene, &Front { n: 8.0 }, &target)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(needle), "{e:?} should mention {needle:?}");
+        if needle.starts_with("index") {
+            // The bad indices never reached the GPU.
+            assert!(
+                r.counters().since(&before).bytes_uploaded <= 36,
+                "indices were uploaded"
+            );
+        }
+    }
+    let e = Colormap::custom("empty", Vec::new())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("0 entries"), "{e}");
+}
