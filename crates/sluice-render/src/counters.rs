@@ -6,6 +6,9 @@
 pub struct Counters {
     /// Bytes of source data copied to the GPU (after format conversion, without row padding).
     pub bytes_uploaded: u64,
+    /// Bytes of data derived from sources on the CPU (mesh normals computed for smooth
+    /// shading, wireframe edges) and uploaded.
+    pub derived_bytes_uploaded: u64,
     /// GPU copy commands issued for source data.
     pub copies_issued: u64,
     /// Bytes of GPU memory held by source textures and buffers now.
@@ -28,6 +31,7 @@ impl Counters {
     pub fn since(&self, earlier: &Counters) -> Counters {
         Counters {
             bytes_uploaded: self.bytes_uploaded - earlier.bytes_uploaded,
+            derived_bytes_uploaded: self.derived_bytes_uploaded - earlier.derived_bytes_uploaded,
             copies_issued: self.copies_issued - earlier.copies_issued,
             textures_created: self.textures_created - earlier.textures_created,
             staging_buffers_created: self.staging_buffers_created - earlier.staging_buffers_created,

@@ -990,8 +990,7 @@ impl Renderer {
                     });
                     self.queue
                         .write_buffer(&buffer, 0, bytemuck::cast_slice(&normals));
-                    self.counters.bytes_uploaded += normals.len() as u64 * 4;
-                    self.counters.copies_issued += 1;
+                    self.counters.derived_bytes_uploaded += normals.len() as u64 * 4;
                     let v = self.visuals.get_mut(&id).expect("prepared");
                     v.derived.normals = Some((buffer, versions.0, versions.1));
                     v.bind = None;
@@ -1050,6 +1049,7 @@ impl Renderer {
                     });
                     self.queue
                         .write_buffer(&buffer, 0, bytemuck::cast_slice(&edges));
+                    self.counters.derived_bytes_uploaded += edges.len() as u64 * 4;
                     self.visuals.get_mut(&id).expect("prepared").derived.edges =
                         Some((buffer, edges.len() as u32, version, vertex_count));
                 }

@@ -2,7 +2,7 @@
 
 use glam::Mat4;
 
-use crate::visual::{Image, Visual};
+use crate::visual::{Image, Mesh, Visual, Volume};
 
 /// A node of a [`Scene`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -142,6 +142,22 @@ impl Scene {
     pub fn image_mut(&mut self, id: NodeId) -> Option<&mut Image> {
         match self.visual_mut(id) {
             Some(Visual::Image(image)) => Some(image),
+            _ => None,
+        }
+    }
+
+    /// The volume at a node, to change it.
+    pub fn volume_mut(&mut self, id: NodeId) -> Option<&mut Volume> {
+        match self.visual_mut(id) {
+            Some(Visual::Volume(volume)) => Some(volume),
+            _ => None,
+        }
+    }
+
+    /// The mesh at a node, to change it.
+    pub fn mesh_mut(&mut self, id: NodeId) -> Option<&mut Mesh> {
+        match self.visual_mut(id) {
+            Some(Visual::Mesh(mesh)) => Some(mesh),
             _ => None,
         }
     }
