@@ -5,7 +5,9 @@
 //! - an RGB ndarray image;
 //! - a plane of a `.npy` volume this example writes first, memory-mapped (only the plane shown
 //!   is read);
-//! - a custom source (the Mandelbrot set, computed when the renderer asks for it).
+//! - a custom source (the Mandelbrot set, computed when the renderer asks for it);
+//! - in a second picture, a 3-D scene: the volume ray-marched (translucent), one of its
+//!   planes as an image from the same 3-D texture, and a mesh, composited by depth.
 //!
 //! Run with `cargo run --release --example tour`; it prints where the PNG went.
 
@@ -15,7 +17,9 @@ use std::sync::Arc;
 
 use sluice::ndarray::Array3;
 use sluice::prelude::*;
-use sluice::{npy_header, Changes, ReadRequest, ReadStatus};
+use sluice::{
+    npy_header, Changes, Mesh, OrbitCamera, ReadRequest, ReadStatus, Slice, Volume, VolumeMode,
+};
 
 const PANEL: usize = 256;
 const GAP: f32 = 8.0;
@@ -113,8 +117,43 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         edit.bytes_uploaded, edit.copies_issued
     );
     println!("counters: {c:?}");
+
+    // The 3-D scene: the mapped volume, a plane of it, and a mesh ring around it.
+    let mut scene3d = Scene::new();
+    scene3d.add(
+        Volume::new(volume.clone())
+            .with_mode(VolumeMode::Translucent { attenuation: 0.15 })
+            .with_clim(0.0, 4000.0)
+            .with_colormap(Colormap::Inferno),
+    );
+    let slice = scene3d.add(
+        Image::new(volume.clone())
+            .with_slice(Slice::Z(8))
+            .with_clim(0.0, 4000.0)
+            .with_colormap(Colormap::Gray),
+    );
+    // Image plane z = 8 sits at depth 8.5 inside the volume's 32 planes.
+    scene3d.set_transform(slice, Mat4::from_translation(Vec3::new(0.0, 0.0, 8.5)));
+    scene3d.add(ring_mesh()?);
+    let target3d = renderer.create_target(640, 480)?;
+    let camera3d = OrbitCamera::fit(
+        Vec3::new(-40.0, 0.0, -40.0),
+        Vec3::new(296.0, 256.0, 72.0),
+        35.0,
+        25.0,
+    );
+    renderer.render(&scene3d, &camera3d, &target3d)?;
+    let path3d = out_dir.join("tour-3d.png");
+    renderer.read_image(&target3d)?.save(&path3d)?;
+    let c3 = renderer.counters().since(&c);
+    println!(
+        "3-D scene: the {} byte volume uploaded once for the ray-marched view and its plane; mesh {} bytes",
+        volume.layout().total_bytes(),
+        c3.bytes_uploaded - volume.layout().total_bytes() as u64
+    );
     println!("wrote {}", std::fs::canonicalize(&path)?.display());
     println!("wrote {}", std::fs::canonicalize(&edited)?.display());
+    println!("wrote {}", std::fs::canonicalize(&path3d)?.display());
     Ok(())
 }
 
@@ -138,6 +177,34 @@ fn write_volume(path: &std::path::Path, planes: usize) -> std::io::Result<()> {
         }
     }
     f.flush()
+}
+
+/// A ring of quads around the volume, coloured by angle through a colormap.
+fn ring_mesh() -> Result<Mesh, SourceError> {
+    let segments = 64;
+    let (cx, cy, r) = (128.0f32, 128.0f32, 170.0f32);
+    let mut points = Vec::new();
+    let mut angle = Vec::new();
+    for i in 0..=segments {
+        let a = i as f32 / segments as f32 * std::f32::consts::TAU;
+        for z in [-30.0f32, 60.0] {
+            points.extend_from_slice(&[cx + r * a.cos(), cy + r * a.sin(), z]);
+            angle.push(i as f32 / segments as f32);
+        }
+    }
+    let mut indices = Vec::new();
+    for i in 0..segments as u32 {
+        let k = 2 * i;
+        indices.extend_from_slice(&[k, k + 1, k + 2, k + 1, k + 3, k + 2]);
+    }
+    let n = points.len() / 3;
+    Ok(Mesh::new(Arc::new(ArraySource::with_channels(
+        Array2::from_shape_vec((n, 3), points).expect("3 per vertex"),
+    )?))
+    .with_indices(Arc::new(ArraySource::new(Array1::from_vec(indices))?))
+    .with_scalars(Arc::new(ArraySource::new(Array1::from_vec(angle))?))
+    .with_colormap(Colormap::Viridis)
+    .with_clim(0.0, 1.0))
 }
 
 /// A custom source: escape counts of the Mandelbrot set, computed on request.
