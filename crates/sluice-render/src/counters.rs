@@ -13,11 +13,12 @@ pub struct Counters {
     pub copies_issued: u64,
     /// Bytes of GPU memory held by source textures and buffers now.
     pub resident_bytes: u64,
-    /// Source textures alive now (one per source shown, however many visuals show it).
+    /// Source textures alive now: one per source shown, however many visuals show it (a
+    /// volume split into bricks counts one per brick).
     pub textures_alive: u64,
     /// Attribute and index buffers alive now (one per source and format).
     pub buffers_alive: u64,
-    /// Source textures created so far.
+    /// Source textures created so far (bricks counted one by one).
     pub textures_created: u64,
     /// Staging buffers created so far (a reused ring keeps this small).
     pub staging_buffers_created: u64,

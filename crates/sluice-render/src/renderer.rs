@@ -29,6 +29,12 @@ use crate::target::RenderTarget;
 use crate::visual::{Image, Mesh, Shading, Visual, VisualToken, Volume, VolumeMode};
 use crate::volume_pipeline::{VolumeParams, VolumePipelines};
 
+// A renderer may move to another thread (sources are written from any thread anyway).
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<Renderer>();
+};
+
 /// Set by sources' wakers when data that was not ready becomes ready.
 #[derive(Default)]
 struct RedrawFlag(AtomicBool);
