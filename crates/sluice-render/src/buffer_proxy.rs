@@ -7,6 +7,7 @@ use sluice_core::{
     ReadStatus, Readable, Region, Residency, SharedSource, Version,
 };
 
+use crate::device_upload::DeviceBufferCopy;
 use crate::error::RenderError;
 use crate::proxy::{SourceKey, UploadContext};
 
@@ -161,12 +162,9 @@ impl BufferProxy {
         ctx: &mut UploadContext<'_>,
         region: Region,
     ) -> Result<bool, RenderError> {
-        if !matches!(self.source.residency(), Residency::Host) {
-            return Err(RenderError::UnsupportedSource {
-                visual: "Mesh",
-                source_label: self.source.label(),
-                reason: "device-resident vertex attributes need the sluice-interop buffer path, which is not available yet".into(),
-            });
+        let residency = self.source.residency();
+        if !matches!(residency, Residency::Host) {
+            return self.copy_device_region(ctx, &residency, region);
         }
         let samples = region.size[2];
         let per_sample = match self.format {
@@ -224,6 +222,54 @@ impl BufferProxy {
         );
         *ctx.scratch = converted;
         ctx.counters.bytes_uploaded += size;
+        ctx.counters.copies_issued += 1;
+        Ok(true)
+    }
+
+    /// A device-resident attribute: one GPU-side copy by the renderer's device upload path,
+    /// for layouts the GPU holds as they are. Indices cannot be checked on the CPU here.
+    fn copy_device_region(
+        &mut self,
+        ctx: &mut UploadContext<'_>,
+        residency: &Residency,
+        region: Region,
+    ) -> Result<bool, RenderError> {
+        let unconverted = matches!(
+            (self.format, self.layout.element(), self.layout.channels()),
+            (BufferFormat::F32 { channels }, sluice_core::ElementType::F32, c) if c == channels
+        ) || matches!(
+            (self.format, self.layout.element()),
+            (BufferFormat::U32, sluice_core::ElementType::U32)
+        ) || matches!(
+            (self.format, self.layout.element(), self.layout.channels()),
+            (BufferFormat::Rgba8, sluice_core::ElementType::U8, 4)
+        );
+        let unsupported = |reason: String| RenderError::UnsupportedSource {
+            visual: "Mesh",
+            source_label: self.source.label(),
+            reason,
+        };
+        if !unconverted {
+            return Err(unsupported(format!(
+                "device-resident {} data with {} channel(s) would need conversion to {:?}",
+                self.layout.element(),
+                self.layout.channels(),
+                self.format
+            )));
+        }
+        let upload = ctx.device_upload.ok_or_else(|| {
+            unsupported("its data is in device memory and this renderer has no device upload path (create it through sluice-interop)".into())
+        })?;
+        upload.copy_to_buffer(DeviceBufferCopy {
+            device: ctx.device,
+            queue: ctx.queue,
+            encoder: ctx.encoder,
+            source: self.source.as_ref(),
+            residency,
+            layout: &self.layout,
+            range: region.origin[2]..region.origin[2] + region.size[2],
+            buffer: &self.buffer,
+        })?;
         ctx.counters.copies_issued += 1;
         Ok(true)
     }

@@ -20,6 +20,18 @@ pub trait DeviceUpload: Send + Sync {
     /// signals for the next submit through `copy.queue`.
     fn copy_to_texture(&self, copy: DeviceCopy<'_>) -> Result<(), RenderError>;
 
+    /// Records commands copying elements `copy.range` of a 1-D source (a mesh attribute) into
+    /// `copy.buffer` at byte offset `copy.range.start * element bytes`, the layout unconverted
+    /// (f32 positions, u32 indices, u8 RGBA colours). Implementations that only handle
+    /// textures keep the default, which refuses with a clear error.
+    fn copy_to_buffer(&self, copy: DeviceBufferCopy<'_>) -> Result<(), RenderError> {
+        Err(RenderError::UnsupportedSource {
+            visual: "Mesh",
+            source_label: copy.source.label(),
+            reason: "this device upload path does not copy into vertex buffers".into(),
+        })
+    }
+
     /// Called after the frame's commands were submitted (to signal producers, for example).
     fn frame_submitted(&self, queue: &wgpu::Queue) {
         let _ = queue;
@@ -47,4 +59,24 @@ pub struct DeviceCopy<'a> {
     pub texture: &'a wgpu::Texture,
     /// Where `region`'s first sample goes in `texture`, `[x, y, z]` (zero unless bricked).
     pub texture_origin: [u32; 3],
+}
+
+/// One GPU-side copy into a mesh attribute buffer, asked of a [`DeviceUpload`].
+pub struct DeviceBufferCopy<'a> {
+    /// The renderer's device.
+    pub device: &'a wgpu::Device,
+    /// The renderer's queue.
+    pub queue: &'a wgpu::Queue,
+    /// The frame's command encoder.
+    pub encoder: &'a mut wgpu::CommandEncoder,
+    /// The source (1-D).
+    pub source: &'a dyn DataSource,
+    /// Where its bytes are.
+    pub residency: &'a Residency,
+    /// Its layout.
+    pub layout: &'a Layout,
+    /// The elements to copy.
+    pub range: std::ops::Range<usize>,
+    /// The destination buffer, `COPY_DST | STORAGE | INDEX`.
+    pub buffer: &'a wgpu::Buffer,
 }

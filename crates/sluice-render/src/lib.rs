@@ -49,7 +49,7 @@ mod volume_pipeline;
 pub use camera::{Camera, FlyCamera, OrbitCamera, PanZoomCamera, Projection};
 pub use colormap::{Colormap, CustomColormap, MAX_COLORMAP_ENTRIES};
 pub use counters::{Counters, FrameStats};
-pub use device_upload::{DeviceCopy, DeviceUpload};
+pub use device_upload::{DeviceBufferCopy, DeviceCopy, DeviceUpload};
 pub use error::RenderError;
 pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV};
 pub use renderer::Renderer;
