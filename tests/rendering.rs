@@ -569,3 +569,29 @@ fn bad_visual_parameters_are_clear_errors() {
     let e = r.create_target(0, 10).unwrap_err().to_string();
     assert!(e.contains("0x10"), "{e}");
 }
+
+#[test]
+fn a_user_lookup_table_maps_values_to_its_entries() {
+    let mut r = renderer();
+    // Four entries: t in [0, .25) red, [.25, .5) green, [.5, .75) blue, [.75, 1] white.
+    let lut = Colormap::custom(
+        "four",
+        vec![
+            [255, 0, 0, 255],
+            [0, 255, 0, 255],
+            [0, 0, 255, 255],
+            [255, 255, 255, 255],
+        ],
+    )
+    .unwrap();
+    let source = Arc::new(
+        ArraySource::new(Array2::from_shape_vec((1, 5), vec![0.0f32, 0.3, 0.6, 0.9, 1.0]).unwrap())
+            .unwrap(),
+    );
+    let mut scene = Scene::new();
+    scene.add(Image::new(source).with_colormap(lut.clone()));
+    let img = render_pixels(&mut r, &scene, 5, 1);
+    for (x, entry) in [0usize, 1, 2, 3, 3].into_iter().enumerate() {
+        assert_pixel(&img, x as u32, 0, lut.entries()[entry], 0);
+    }
+}
