@@ -3,16 +3,14 @@
 //! uploaded, merged into few copies, through the staging ring, converted on the way.
 
 use sluice_core::{
-    plan_chunked, plan_exact, BufferFormat, Changes, ConsumerId, Layout, LendOutcome, ReadRequest,
-    ReadStatus, Readable, Region, Residency, SharedSource, Version,
+    BufferFormat, ConsumerId, Layout, LendOutcome, ReadRequest, ReadStatus, Region, Residency,
+    SharedSource,
 };
 
 use crate::device_upload::DeviceBufferCopy;
 use crate::error::RenderError;
 use crate::proxy::{SourceKey, UploadContext};
-
-/// Above this fraction of dirty chunks, everything dirty is uploaded in one copy.
-const FULL_UPLOAD_FRACTION: f64 = 0.5;
+use crate::upload_state::UploadState;
 
 /// Identity of a buffer proxy: the source, and the format it is held in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -28,8 +26,7 @@ pub(crate) struct BufferProxy {
     format: BufferFormat,
     buffer: wgpu::Buffer,
     generation: u64,
-    uploaded: Version,
-    pending: Vec<Region>,
+    state: UploadState,
     /// Indices must be below this (the vertex count they were checked against).
     index_limit: Option<u32>,
     pub users: usize,
@@ -56,8 +53,7 @@ impl BufferProxy {
             format,
             buffer,
             generation: 0,
-            uploaded: Version::NEVER,
-            pending: Vec::new(),
+            state: UploadState::new(),
             index_limit: None,
             users: 0,
         })
@@ -88,8 +84,7 @@ impl BufferProxy {
     pub fn set_index_limit(&mut self, limit: u32) {
         if self.index_limit != Some(limit) {
             self.index_limit = Some(limit);
-            self.uploaded = Version::NEVER;
-            self.pending.clear();
+            self.state.reset();
         }
     }
 
@@ -102,59 +97,38 @@ impl BufferProxy {
 
     /// Brings the buffer up to date. Returns whether uploads remain for a later frame.
     pub fn upload(&mut self, ctx: &mut UploadContext<'_>) -> Result<bool, RenderError> {
-        let current = self.source.version();
-        if current == self.uploaded && self.pending.is_empty() {
+        let Some(begun) = self.state.begin(self.source.as_ref(), &self.layout) else {
             return Ok(false);
-        }
-        match self.source.changes_since(self.uploaded) {
-            Changes::None => {}
-            Changes::Regions(regions) => self.pending.extend(regions),
-            Changes::All => {
-                let layout = self.source.layout();
-                if layout != self.layout {
-                    check_attribute_layout(&self.source, &layout, self.format)?;
-                    ctx.counters.resident_bytes -= self.buffer.size();
-                    self.buffer.destroy();
-                    self.buffer = create_buffer(ctx.device, &layout, self.format);
-                    ctx.counters.resident_bytes += self.buffer.size();
-                    self.layout = layout;
-                    self.generation += 1;
-                }
-                self.pending.clear();
-                self.pending.push(self.layout.shape().full_region());
-            }
-        }
-        self.uploaded = current;
-        let plan = match self.source.readable() {
-            Readable::Everywhere => plan_chunked(
-                &self.layout.shape(),
-                &self.layout.chunks(),
-                &self.pending,
-                FULL_UPLOAD_FRACTION,
-            ),
-            Readable::ChangedRegionsOnly => plan_exact(&self.pending),
         };
-        self.pending.clear();
-        let mut copies = plan.copies.into_iter();
+        if let Some(layout) = begun.new_layout {
+            check_attribute_layout(&self.source, &layout, self.format)?;
+            ctx.counters.resident_bytes -= self.buffer.size();
+            self.buffer.destroy();
+            self.buffer = create_buffer(ctx.device, &layout, self.format);
+            ctx.counters.resident_bytes += self.buffer.size();
+            self.layout = layout;
+            self.generation += 1;
+        }
+        let mut copies = self
+            .state
+            .plan(self.source.readable(), &self.layout)
+            .into_iter();
         while let Some(region) = copies.next() {
             match self.copy_region(ctx, region) {
                 Ok(true) => {}
                 Ok(false) => {
-                    self.pending.push(region);
-                    self.pending.extend(copies);
+                    self.state.defer(std::iter::once(region).chain(copies));
                     break;
                 }
                 Err(e) => {
-                    self.uploaded = Version::NEVER;
-                    self.pending.clear();
+                    self.state.reset();
                     return Err(e);
                 }
             }
         }
-        if self.pending.is_empty() {
-            self.source.uploaded(self.consumer, current);
-        }
-        Ok(!self.pending.is_empty())
+        Ok(self
+            .state
+            .finish(self.source.as_ref(), self.consumer, begun.version))
     }
 
     fn copy_region(

@@ -7,8 +7,8 @@
 //! large change over several frames.
 
 use sluice_core::{
-    plan_chunked, plan_exact, Changes, ConsumerId, HostView, Layout, LendOutcome, ReadRequest,
-    ReadStatus, Readable, Region, Residency, SharedSource, UploadFormat, Version,
+    ConsumerId, HostView, Layout, LendOutcome, ReadRequest, ReadStatus, Region, Residency,
+    SharedSource, UploadFormat,
 };
 
 use crate::counters::Counters;
@@ -16,9 +16,7 @@ use crate::device_upload::{DeviceCopy, DeviceUpload};
 use crate::error::RenderError;
 use crate::format::{texture_format, SampleKind};
 use crate::staging::{StagingRing, STAGING_ALIGNMENT};
-
-/// Above this fraction of dirty chunks, the whole texture is uploaded in one copy.
-const FULL_UPLOAD_FRACTION: f64 = 0.5;
+use crate::upload_state::UploadState;
 
 /// Identity of a shared source: the address of its `Arc` allocation. The proxy holds a clone
 /// of the `Arc`, so the address cannot be reused while the key is in use.
@@ -63,9 +61,7 @@ pub(crate) struct TextureProxy {
     limits: TextureLimits,
     /// Bumped whenever the texture is recreated, so bind groups know to follow.
     generation: u64,
-    uploaded: Version,
-    /// Changes not uploaded yet (over budget, or not ready).
-    pending: Vec<Region>,
+    state: UploadState,
     /// Visuals using this proxy.
     pub users: usize,
 }
@@ -98,8 +94,7 @@ impl TextureProxy {
             bricking,
             limits,
             generation: 0,
-            uploaded: Version::NEVER,
-            pending: Vec::new(),
+            state: UploadState::new(),
             users: 0,
         })
     }
@@ -147,34 +142,14 @@ impl TextureProxy {
     /// Brings the texture up to date with the source as far as the budget allows. Returns
     /// whether uploads remain for a later frame.
     pub fn upload(&mut self, ctx: &mut UploadContext<'_>) -> Result<bool, RenderError> {
-        let current = self.source.version();
-        if current == self.uploaded && self.pending.is_empty() {
+        let Some(begun) = self.state.begin(self.source.as_ref(), &self.layout) else {
             return Ok(false);
-        }
-        match self.source.changes_since(self.uploaded) {
-            Changes::None => {}
-            Changes::Regions(regions) => self.pending.extend(regions),
-            Changes::All => {
-                let layout = self.source.layout();
-                if layout != self.layout {
-                    self.recreate(ctx.device, layout, ctx.counters)?;
-                }
-                self.pending.clear();
-                self.pending.push(self.layout.shape().full_region());
-            }
-        }
-        self.uploaded = current;
-        let plan = match self.source.readable() {
-            Readable::Everywhere => plan_chunked(
-                &self.layout.shape(),
-                &self.layout.chunks(),
-                &self.pending,
-                FULL_UPLOAD_FRACTION,
-            ),
-            Readable::ChangedRegionsOnly => plan_exact(&self.pending),
         };
-        self.pending.clear();
-        let mut copies = plan.copies.into_iter();
+        if let Some(layout) = begun.new_layout {
+            self.recreate(ctx.device, layout, ctx.counters)?;
+        }
+        let copies = self.state.plan(self.source.readable(), &self.layout);
+        let mut copies = copies.into_iter();
         while let Some(region) = copies.next() {
             let done = ctx.counters.bytes_uploaded - ctx.frame_start_bytes;
             let (head, tail) = match ctx.budget {
@@ -184,34 +159,28 @@ impl TextureProxy {
                 None => (Some(region), None),
             };
             let Some(head) = head else {
-                self.pending.push(region);
-                self.pending.extend(copies);
+                self.state.defer(std::iter::once(region).chain(copies));
                 break;
             };
             let copied = match self.copy_region(ctx, head) {
                 Ok(copied) => copied,
                 Err(e) => {
-                    // Start over from a full upload next time rather than guess what is left.
-                    self.uploaded = Version::NEVER;
-                    self.pending.clear();
+                    self.state.reset();
                     return Err(e);
                 }
             };
             if !copied {
-                self.pending.push(region);
-                self.pending.extend(copies);
+                self.state.defer(std::iter::once(region).chain(copies));
                 break;
             }
             if let Some(tail) = tail {
-                self.pending.push(tail);
-                self.pending.extend(copies);
+                self.state.defer(std::iter::once(tail).chain(copies));
                 break;
             }
         }
-        if self.pending.is_empty() {
-            self.source.uploaded(self.consumer, current);
-        }
-        Ok(!self.pending.is_empty())
+        Ok(self
+            .state
+            .finish(self.source.as_ref(), self.consumer, begun.version))
     }
 
     /// Cuts `region` so that its first part fits in `allowed` bytes, along its slowest axis and

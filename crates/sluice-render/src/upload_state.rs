@@ -1,0 +1,107 @@
+//! What a proxy has uploaded of its source and what is left: the change tracking shared by
+//! texture and buffer proxies.
+
+use sluice_core::{
+    plan_chunked, plan_exact, Changes, ConsumerId, DataSource, Layout, Readable, Region, Version,
+};
+
+/// Above this fraction of dirty chunks, everything dirty is uploaded in one copy.
+const FULL_UPLOAD_FRACTION: f64 = 0.5;
+
+/// The version a proxy's GPU copy holds, and changes not uploaded yet (over budget, not ready,
+/// or not planned yet).
+pub(crate) struct UploadState {
+    uploaded: Version,
+    pending: Vec<Region>,
+}
+
+/// What changed since the last upload.
+pub(crate) struct Begun {
+    /// The version the upload brings the GPU copy to.
+    pub version: Version,
+    /// The source's new layout, when everything changed and the layout with it: the proxy
+    /// recreates its GPU resource before copying.
+    pub new_layout: Option<Layout>,
+}
+
+impl UploadState {
+    pub fn new() -> Self {
+        UploadState {
+            uploaded: Version::NEVER,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Gathers the changes since the last upload. `None` when the GPU copy is current.
+    ///
+    /// Reads the version before the changes, and the caller reads data after: a write in
+    /// between is uploaded now or reported again next time, never lost.
+    pub fn begin(&mut self, source: &dyn DataSource, layout: &Layout) -> Option<Begun> {
+        let version = source.version();
+        if version == self.uploaded && self.pending.is_empty() {
+            return None;
+        }
+        let mut new_layout = None;
+        match source.changes_since(self.uploaded) {
+            Changes::None => {}
+            Changes::Regions(regions) => self.pending.extend(regions),
+            Changes::All => {
+                let current = source.layout();
+                self.pending.clear();
+                self.pending.push(current.shape().full_region());
+                if &current != layout {
+                    new_layout = Some(current);
+                }
+            }
+        }
+        self.uploaded = version;
+        Some(Begun {
+            version,
+            new_layout,
+        })
+    }
+
+    /// The copies for everything pending, by chunk (or exactly the changed regions for sources
+    /// that can serve nothing else); pending is empty afterwards.
+    pub fn plan(&mut self, readable: Readable, layout: &Layout) -> Vec<Region> {
+        let pending = std::mem::take(&mut self.pending);
+        match readable {
+            Readable::Everywhere => {
+                plan_chunked(
+                    &layout.shape(),
+                    &layout.chunks(),
+                    &pending,
+                    FULL_UPLOAD_FRACTION,
+                )
+                .copies
+            }
+            Readable::ChangedRegionsOnly => plan_exact(&pending).copies,
+        }
+    }
+
+    /// Leaves regions for a later frame.
+    pub fn defer(&mut self, regions: impl IntoIterator<Item = Region>) {
+        self.pending.extend(regions);
+    }
+
+    /// Forgets what was uploaded: the next upload is a full one. For failed uploads (rather
+    /// than guess what is left) and for data that must be checked again.
+    pub fn reset(&mut self) {
+        self.uploaded = Version::NEVER;
+        self.pending.clear();
+    }
+
+    /// Ends an upload of `version`: tells the source once nothing is left. Returns whether
+    /// uploads remain for a later frame.
+    pub fn finish(
+        &mut self,
+        source: &dyn DataSource,
+        consumer: ConsumerId,
+        version: Version,
+    ) -> bool {
+        if self.pending.is_empty() {
+            source.uploaded(consumer, version);
+        }
+        !self.pending.is_empty()
+    }
+}
