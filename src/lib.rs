@@ -29,6 +29,11 @@
 pub use sluice_core::*;
 pub use sluice_render::*;
 
+// Compiles the README's Rust examples as doc-tests (`cargo test --doc -p sluice`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// The names most programs need.
 pub mod prelude {
     pub use sluice_core::ndarray::{Array1, Array2, Array3};
