@@ -43,6 +43,7 @@ pub mod prelude {
     };
     pub use sluice_render::glam::{Mat4, Vec2, Vec3};
     pub use sluice_render::{
-        Camera, Colormap, Image, Interpolation, PanZoomCamera, RenderError, Renderer, Scene,
+        Camera, Colormap, FlyCamera, Image, Interpolation, Mesh, OrbitCamera, PanZoomCamera,
+        RenderError, RenderTarget, Renderer, Scene, Shading, Slice, Volume, VolumeMode,
     };
 }

@@ -429,3 +429,78 @@ fn device_resident_sources_are_never_copied_through_the_host_silently() {
         "{e}"
     );
 }
+
+#[test]
+fn a_write_split_over_several_copies_is_never_torn() {
+    // Chunks of 64 x 64. Writer A rewrites a 128 x 128 block (2 x 2 chunks) with one value;
+    // writer B rewrites the chunk to the right of its top row. When both are dirty the plan
+    // copies row 0 (three chunks) and row 1 (two chunks) separately: the 128 x 128 block spans
+    // two copies, and must still show one write.
+    let source = Arc::new(ArraySource::new(Array2::<u8>::zeros((256, 256))).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = |origin: [usize; 2], size: usize| {
+        let source = source.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut v = 1u8;
+            while !stop.load(Ordering::Relaxed) {
+                source
+                    .write(&origin, Array2::from_elem((size, size), v).view())
+                    .unwrap();
+                v = v % 250 + 1;
+            }
+        })
+    };
+    let a = writer([0, 0], 128);
+    let b = writer([0, 128], 64);
+    let mut r = renderer();
+    let mut scene = Scene::new();
+    scene.add(Image::new(source.clone()));
+    for frame in 0..60 {
+        let img = render_pixels(&mut r, &scene, 256, 256);
+        let first = img.get_pixel(0, 0).0;
+        for (x, y) in [(127u32, 0u32), (0, 127), (127, 127), (70, 70), (5, 100)] {
+            assert_eq!(
+                img.get_pixel(x, y).0,
+                first,
+                "frame {frame}: block torn at ({x}, {y})"
+            );
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    a.join().unwrap();
+    b.join().unwrap();
+}
+
+#[test]
+fn a_dropped_renderer_no_longer_holds_released_memory() {
+    // Two chunk rows, so that a one-byte budget leaves the first renderer half done and both
+    // renderers are attached before the host copy is released.
+    let source = Arc::new(
+        ArraySource::new(Array2::<u8>::zeros((128, 64)))
+            .unwrap()
+            .with_policy(HostCopyPolicy::ReleaseAfterUpload),
+    );
+    let mut scene = Scene::new();
+    scene.add(Image::new(source.clone()));
+    let mut options = sluice::RendererOptions::from_env().unwrap();
+    options.upload_budget = Some(1);
+    let mut first = Renderer::with_options(options).unwrap();
+    let mut second = renderer();
+    render_pixels(&mut first, &scene, 8, 8);
+    render_pixels(&mut second, &scene, 8, 8);
+    assert!(!source.is_released(), "the first renderer has half of it");
+    render_pixels(&mut first, &scene, 8, 8);
+    assert!(source.is_released());
+    source
+        .write(&[0, 0], Array2::from_elem((8, 8), 7u8).view())
+        .unwrap();
+    render_pixels(&mut first, &scene, 8, 8);
+    assert_eq!(
+        source.host_bytes(),
+        64,
+        "the second renderer has not uploaded the write yet"
+    );
+    drop(second);
+    assert_eq!(source.host_bytes(), 0, "nobody else needs the write");
+}

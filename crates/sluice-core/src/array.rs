@@ -60,6 +60,8 @@ struct State {
     pending: Vec<PendingWrite>,
     log: ChangeLog,
     consumers: HashMap<ConsumerId, Version>,
+    /// The version at which the host copy was released.
+    released_at: Option<Version>,
 }
 
 /// A source over an ndarray array in host memory.
@@ -123,6 +125,7 @@ impl ArraySource {
                 pending: Vec::new(),
                 log: ChangeLog::new(CHANGE_LOG_CAPACITY),
                 consumers: HashMap::new(),
+                released_at: None,
             }),
         })
     }
@@ -258,6 +261,7 @@ impl ArraySource {
         s.layout = layout.with_chunks(chunks);
         s.data = Some(data);
         s.pending.clear();
+        s.released_at = None;
         Ok(s.log.record_all())
     }
 
@@ -336,8 +340,9 @@ impl ArraySource {
             .copied()
             .min()
             .unwrap_or(Version::NEVER);
-        if oldest >= s.log.version() {
+        if oldest >= s.log.version() && s.data.is_some() {
             s.data = None;
+            s.released_at = Some(s.log.version());
         }
         if s.data.is_none() {
             s.pending.retain(|p| p.version > oldest);
@@ -372,6 +377,45 @@ fn split_channels(dims: &[usize], channel_axis: bool) -> Result<(&[usize], usize
     }
 }
 
+/// Lends a region of the state: from the array, or after a release, from the pending write of
+/// exactly that region.
+fn lend_locked(
+    s: &State,
+    request: &ReadRequest<'_>,
+    visit: &mut dyn FnMut(HostView<'_>),
+) -> Result<LendOutcome, SourceError> {
+    let region = request.region;
+    let sample_bytes = s.layout.sample_bytes();
+    // `check_read` only looks at the length; lending has no destination buffer.
+    check_read(&s.layout, request, region.len() * sample_bytes)?;
+    if let Some(data) = s.data.as_ref() {
+        let (start, row_pitch, plane_pitch) =
+            region_start_and_pitches(&s.layout.shape(), &region, sample_bytes);
+        let span = region_span(&region, row_pitch, plane_pitch, sample_bytes);
+        visit(HostView {
+            bytes: &data.bytes()[start..start + span],
+            region,
+            sample_bytes,
+            row_pitch,
+            plane_pitch,
+        });
+        return Ok(LendOutcome::Lent);
+    }
+    let pending = s.pending.iter().rev().find(|p| p.region == region);
+    let Some(pending) = pending else {
+        return Err(SourceError::HostReleased { region });
+    };
+    let row_pitch = region.size[2] * sample_bytes;
+    visit(HostView {
+        bytes: &pending.bytes,
+        region,
+        sample_bytes,
+        row_pitch,
+        plane_pitch: row_pitch * region.size[1],
+    });
+    Ok(LendOutcome::Lent)
+}
+
 impl DataSource for ArraySource {
     fn layout(&self) -> Layout {
         self.state.read().layout.clone()
@@ -382,7 +426,25 @@ impl DataSource for ArraySource {
     }
 
     fn changes_since(&self, since: Version) -> Changes {
-        self.state.read().log.since(since)
+        let s = self.state.read();
+        match (&s.data, s.released_at) {
+            // Released: the writes kept since the release are the whole story, however many
+            // (the bounded log could overflow into "everything", which cannot be served).
+            (None, Some(released)) if since >= released => {
+                if since >= s.log.version() {
+                    Changes::None
+                } else {
+                    Changes::Regions(
+                        s.pending
+                            .iter()
+                            .filter(|p| p.version > since)
+                            .map(|p| p.region)
+                            .collect(),
+                    )
+                }
+            }
+            _ => s.log.since(since),
+        }
     }
 
     fn read(&self, request: &ReadRequest<'_>, dst: &mut [u8]) -> Result<ReadStatus, SourceError> {
@@ -396,37 +458,19 @@ impl DataSource for ArraySource {
         request: &ReadRequest<'_>,
         visit: &mut dyn FnMut(HostView<'_>),
     ) -> Result<LendOutcome, SourceError> {
+        lend_locked(&self.state.read(), request, visit)
+    }
+
+    fn lend_many(
+        &self,
+        requests: &[ReadRequest<'_>],
+        visit: &mut dyn FnMut(usize, HostView<'_>),
+    ) -> Result<LendOutcome, SourceError> {
+        // One read lock for all: no write lands between the regions.
         let s = self.state.read();
-        let region = request.region;
-        let sample_bytes = s.layout.sample_bytes();
-        let len = region.len() * sample_bytes;
-        // `check_read` only looks at the length; lending has no destination buffer.
-        check_read(&s.layout, request, len)?;
-        if let Some(data) = s.data.as_ref() {
-            let (start, row_pitch, plane_pitch) =
-                region_start_and_pitches(&s.layout.shape(), &region, sample_bytes);
-            let span = region_span(&region, row_pitch, plane_pitch, sample_bytes);
-            visit(HostView {
-                bytes: &data.bytes()[start..start + span],
-                region,
-                sample_bytes,
-                row_pitch,
-                plane_pitch,
-            });
-            return Ok(LendOutcome::Lent);
+        for (i, request) in requests.iter().enumerate() {
+            let _lent = lend_locked(&s, request, &mut |view| visit(i, view))?;
         }
-        let pending = s.pending.iter().rev().find(|p| p.region == region);
-        let Some(pending) = pending else {
-            return Err(SourceError::HostReleased { region });
-        };
-        let row_pitch = region.size[2] * sample_bytes;
-        visit(HostView {
-            bytes: &pending.bytes,
-            region,
-            sample_bytes,
-            row_pitch,
-            plane_pitch: row_pitch * region.size[1],
-        });
         Ok(LendOutcome::Lent)
     }
 
@@ -560,6 +604,26 @@ mod tests {
         let a = arr2(&[[1u8, 2, 3], [4, 5, 6]]).reversed_axes();
         let src = ArraySource::new(a).unwrap();
         assert_eq!(read_all(&src), vec![1, 4, 2, 5, 3, 6]);
+    }
+
+    #[test]
+    fn released_sources_report_every_write_however_many() {
+        let src = ArraySource::new(Array2::<u8>::zeros((8, 8)))
+            .unwrap()
+            .with_policy(HostCopyPolicy::ReleaseAfterUpload);
+        let c = ConsumerId::next();
+        src.attach(c);
+        src.uploaded(c, src.version());
+        assert!(src.is_released());
+        let v = src.version();
+        for i in 0..(CHANGE_LOG_CAPACITY + 10) {
+            src.write(&[i % 8, 0], Array2::from_elem((1, 1), 1u8).view())
+                .unwrap();
+        }
+        match src.changes_since(v) {
+            Changes::Regions(r) => assert_eq!(r.len(), CHANGE_LOG_CAPACITY + 10),
+            other => panic!("expected regions, got {other:?}"),
+        }
     }
 
     #[test]

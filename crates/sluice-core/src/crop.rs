@@ -133,6 +133,31 @@ impl DataSource for CropSource {
         )
     }
 
+    fn lend_many(
+        &self,
+        requests: &[ReadRequest<'_>],
+        visit: &mut dyn FnMut(usize, HostView<'_>),
+    ) -> Result<LendOutcome, SourceError> {
+        let inner: Vec<ReadRequest<'_>> = requests
+            .iter()
+            .map(|r| {
+                Ok(ReadRequest {
+                    region: self.to_inner(r)?,
+                    ..r.clone()
+                })
+            })
+            .collect::<Result<_, SourceError>>()?;
+        self.inner.lend_many(&inner, &mut |i, view| {
+            visit(
+                i,
+                HostView {
+                    region: requests[i].region,
+                    ..view
+                },
+            )
+        })
+    }
+
     fn readable(&self) -> Readable {
         self.inner.readable()
     }

@@ -1,7 +1,7 @@
 //! `MmapSource`: a read-only memory map of a `.npy` or raw file.
 //!
-//! This module holds one of sluice-core's two `unsafe` blocks: mapping a file (see the
-//! `SAFETY` note in [`MmapSource::map`]).
+//! This module holds sluice-core's one `unsafe` block: mapping a file (see the `SAFETY` note
+//! in `MmapSource::map`).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

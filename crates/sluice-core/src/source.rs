@@ -70,6 +70,25 @@ pub trait DataSource: Send + Sync + 'static {
         Ok(LendOutcome::NotLendable)
     }
 
+    /// Lends several regions from one consistent version of the data: `visit(i, view)` for
+    /// each request `i` in order, with no write landing between them. A consumer uses it to
+    /// upload one frame's copies so that a write spanning several copies is never seen half
+    /// done. Sources that hold a lock implement it by taking the lock once; the default lends
+    /// one region at a time (consistent per region only). Returns
+    /// [`LendOutcome::NotLendable`] without calling `visit` if the source cannot lend.
+    fn lend_many(
+        &self,
+        requests: &[ReadRequest<'_>],
+        visit: &mut dyn FnMut(usize, HostView<'_>),
+    ) -> Result<LendOutcome, SourceError> {
+        for (i, request) in requests.iter().enumerate() {
+            if self.lend(request, &mut |view| visit(i, view))? == LendOutcome::NotLendable {
+                return Ok(LendOutcome::NotLendable);
+            }
+        }
+        Ok(LendOutcome::Lent)
+    }
+
     /// Which regions can be read now. Sources that released their host copy can only give the
     /// regions written since; consumers then upload exactly those.
     fn readable(&self) -> Readable {

@@ -121,7 +121,8 @@ impl BufferProxy {
                     break;
                 }
                 Err(e) => {
-                    self.state.reset();
+                    // Retry from here next frame; the error is reported now.
+                    self.state.defer(std::iter::once(region).chain(copies));
                     return Err(e);
                 }
             }
@@ -244,6 +245,7 @@ impl BufferProxy {
             range: region.origin[2]..region.origin[2] + region.size[2],
             buffer: &self.buffer,
         })?;
+        ctx.counters.device_bytes_copied += (region.size[2] * self.format.element_bytes()) as u64;
         ctx.counters.copies_issued += 1;
         Ok(true)
     }

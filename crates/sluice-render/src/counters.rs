@@ -9,6 +9,9 @@ pub struct Counters {
     /// Bytes of data derived from sources on the CPU (mesh normals computed for smooth
     /// shading, wireframe edges) and uploaded.
     pub derived_bytes_uploaded: u64,
+    /// Bytes copied GPU-side from device-resident sources (CUDA or Vulkan memory), never
+    /// through the host.
+    pub device_bytes_copied: u64,
     /// GPU copy commands issued for source data.
     pub copies_issued: u64,
     /// Bytes of GPU memory held by source textures and buffers now.
@@ -33,6 +36,7 @@ impl Counters {
         Counters {
             bytes_uploaded: self.bytes_uploaded - earlier.bytes_uploaded,
             derived_bytes_uploaded: self.derived_bytes_uploaded - earlier.derived_bytes_uploaded,
+            device_bytes_copied: self.device_bytes_copied - earlier.device_bytes_copied,
             copies_issued: self.copies_issued - earlier.copies_issued,
             textures_created: self.textures_created - earlier.textures_created,
             staging_buffers_created: self.staging_buffers_created - earlier.staging_buffers_created,
@@ -43,7 +47,6 @@ impl Counters {
 
 /// What one frame did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[must_use]
 pub struct FrameStats {
     /// Bytes of source data uploaded for this frame.
     pub bytes_uploaded: u64,

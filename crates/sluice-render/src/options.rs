@@ -10,7 +10,7 @@ pub const ADAPTER_ENV: &str = "SLUICE_ADAPTER";
 /// How a [`crate::Renderer`] is set up.
 #[derive(Clone, Debug, Default)]
 pub struct RendererOptions {
-    /// Backends to search; `None` for all native ones.
+    /// Backends to search; `None` for all (native ones first, GL only if they have no adapter).
     pub backends: Option<wgpu::Backends>,
     /// Only adapters whose name contains this text (case-insensitive).
     pub adapter_name: Option<String>,

@@ -1,8 +1,8 @@
 //! `TextureProxy`: one GPU texture per (source, renderer), kept up to date with the source.
 //!
 //! The proxy is the one place that decides uploads. Each frame it asks its source what changed
-//! since the version it holds, plans copies by chunk (few, merged; the whole texture when most
-//! of it changed), stages the bytes through the renderer's staging ring (converting formats on
+//! since the version it holds, plans copies by chunk (few, merged; one copy of the dirty
+//! chunks' bounding box when most of them changed), stages the bytes through the renderer's staging ring (converting formats on
 //! the way) and records `copy_buffer_to_texture` commands. A per-frame byte budget spreads a
 //! large change over several frames.
 
@@ -141,6 +141,9 @@ impl TextureProxy {
 
     /// Brings the texture up to date with the source as far as the budget allows. Returns
     /// whether uploads remain for a later frame.
+    ///
+    /// Host data for all of the frame's copies is lent in one `lend_many` call, so the frame
+    /// shows one version of the source even when a write spans several copies.
     pub fn upload(&mut self, ctx: &mut UploadContext<'_>) -> Result<bool, RenderError> {
         let Some(begun) = self.state.begin(self.source.as_ref(), &self.layout) else {
             return Ok(false);
@@ -148,13 +151,19 @@ impl TextureProxy {
         if let Some(layout) = begun.new_layout {
             self.recreate(ctx.device, layout, ctx.counters)?;
         }
-        let copies = self.state.plan(self.source.readable(), &self.layout);
-        let mut copies = copies.into_iter();
+        // Take planned copies while the budget allows (bytes other proxies uploaded this frame
+        // count too).
+        let sample = self.format.sample_bytes() as u64;
+        let mut planned = ctx.counters.bytes_uploaded - ctx.frame_start_bytes;
+        let mut batch = Vec::new();
+        let mut copies = self
+            .state
+            .plan(self.source.readable(), &self.layout)
+            .into_iter();
         while let Some(region) = copies.next() {
-            let done = ctx.counters.bytes_uploaded - ctx.frame_start_bytes;
             let (head, tail) = match ctx.budget {
                 Some(budget) => {
-                    self.split_for_budget(region, budget.saturating_sub(done), done == 0)
+                    self.split_for_budget(region, budget.saturating_sub(planned), planned == 0)
                 }
                 None => (Some(region), None),
             };
@@ -162,20 +171,25 @@ impl TextureProxy {
                 self.state.defer(std::iter::once(region).chain(copies));
                 break;
             };
-            let copied = match self.copy_region(ctx, head) {
-                Ok(copied) => copied,
-                Err(e) => {
-                    self.state.reset();
-                    return Err(e);
-                }
-            };
-            if !copied {
-                self.state.defer(std::iter::once(region).chain(copies));
-                break;
-            }
+            planned += head.len() as u64 * sample;
+            batch.push(head);
             if let Some(tail) = tail {
                 self.state.defer(std::iter::once(tail).chain(copies));
                 break;
+            }
+        }
+        let copied = if matches!(self.source.residency(), Residency::Host) {
+            self.copy_host(ctx, &batch)
+        } else {
+            self.copy_device(ctx, &batch).map(|()| true)
+        };
+        match copied {
+            Ok(true) => {}
+            // Not ready, or failed: retry these copies later (a failure is reported now).
+            Ok(false) => self.state.defer(batch),
+            Err(e) => {
+                self.state.defer(batch);
+                return Err(e);
             }
         }
         Ok(self
@@ -246,175 +260,216 @@ impl TextureProxy {
         Ok(())
     }
 
-    /// Stages and copies one region, split into pieces that fit a staging buffer. Returns false
-    /// if the source had the data not ready (nothing of the region was copied then).
-    fn copy_region(
-        &mut self,
-        ctx: &mut UploadContext<'_>,
-        region: Region,
-    ) -> Result<bool, RenderError> {
-        for brick in 0..self.bricks.len() {
-            let Some(part) = region.intersection(&self.bricks[brick].region) else {
-                continue;
-            };
-            if !self.copy_brick_region(ctx, brick, part)? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
-    /// Copies `region`, which lies inside brick `brick`, into that brick.
-    fn copy_brick_region(
-        &mut self,
-        ctx: &mut UploadContext<'_>,
-        brick: usize,
-        region: Region,
-    ) -> Result<bool, RenderError> {
-        let residency = self.source.residency();
-        if !matches!(residency, Residency::Host) {
-            let upload = ctx
-                .device_upload
-                .ok_or_else(|| no_device_upload(&self.source))?;
-            let origin = region.relative_to(&self.bricks[brick].region).origin;
-            upload.copy_to_texture(DeviceCopy {
-                device: ctx.device,
-                queue: ctx.queue,
-                encoder: ctx.encoder,
-                source: self.source.as_ref(),
-                residency: &residency,
-                layout: &self.layout,
-                region,
-                texture: &self.bricks[brick].texture,
-                texture_origin: [origin[2] as u32, origin[1] as u32, origin[0] as u32],
-            })?;
-            ctx.counters.copies_issued += 1;
-            return Ok(true);
-        }
+    /// The regions of `regions` that lie in each brick, cut into pieces that fit one staging
+    /// buffer: whole planes when a plane fits, else row bands of one plane.
+    fn pieces(&self, regions: &[Region], max_stage: u64) -> Vec<Piece> {
         let texel = self.format.sample_bytes();
-        let row_bytes = region.size[2] * texel;
-        let padded_row = (row_bytes as u64).next_multiple_of(STAGING_ALIGNMENT);
-        let rows = region.size[1];
-        let plane_bytes = padded_row * rows as u64;
-        let max = ctx.staging.max_stage();
-        // Pieces: whole planes when a plane fits, else row bands of one plane.
         let mut pieces = Vec::new();
-        if plane_bytes <= max {
-            let planes_per_piece = ((max / plane_bytes) as usize).max(1);
-            let mut p = 0;
-            while p < region.size[0] {
-                let n = planes_per_piece.min(region.size[0] - p);
-                pieces.push(Region {
-                    origin: [region.origin[0] + p, region.origin[1], region.origin[2]],
-                    size: [n, rows, region.size[2]],
-                });
-                p += n;
-            }
-        } else {
-            let rows_per_piece = ((max / padded_row) as usize).max(1);
-            for p in 0..region.size[0] {
-                let mut r = 0;
-                while r < rows {
-                    let n = rows_per_piece.min(rows - r);
-                    pieces.push(Region {
-                        origin: [region.origin[0] + p, region.origin[1] + r, region.origin[2]],
-                        size: [1, n, region.size[2]],
-                    });
-                    r += n;
+        for region in regions {
+            for (brick, b) in self.bricks.iter().enumerate() {
+                let Some(part) = region.intersection(&b.region) else {
+                    continue;
+                };
+                let padded_row =
+                    ((part.size[2] * texel) as u64).next_multiple_of(STAGING_ALIGNMENT);
+                let rows = part.size[1];
+                let plane_bytes = padded_row * rows as u64;
+                let mut push = |region| {
+                    pieces.push(Piece {
+                        brick,
+                        region,
+                        padded_row,
+                    })
+                };
+                if plane_bytes <= max_stage {
+                    let planes_per_piece = ((max_stage / plane_bytes) as usize).max(1);
+                    let mut p = 0;
+                    while p < part.size[0] {
+                        let n = planes_per_piece.min(part.size[0] - p);
+                        push(Region {
+                            origin: [part.origin[0] + p, part.origin[1], part.origin[2]],
+                            size: [n, rows, part.size[2]],
+                        });
+                        p += n;
+                    }
+                } else {
+                    let rows_per_piece = ((max_stage / padded_row) as usize).max(1);
+                    for p in 0..part.size[0] {
+                        let mut r = 0;
+                        while r < rows {
+                            let n = rows_per_piece.min(rows - r);
+                            push(Region {
+                                origin: [part.origin[0] + p, part.origin[1] + r, part.origin[2]],
+                                size: [1, n, part.size[2]],
+                            });
+                            r += n;
+                        }
+                    }
                 }
             }
         }
-        for piece in pieces {
-            if !self.copy_piece(ctx, brick, piece, padded_row)? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        pieces
     }
 
-    fn copy_piece(
+    /// Stages host data for `regions` and records the copies. The source lends every piece in
+    /// one call (one version for all); sources that cannot lend are read piece by piece.
+    /// Returns false, recording nothing, if the source had data not ready.
+    fn copy_host(
         &mut self,
         ctx: &mut UploadContext<'_>,
-        brick: usize,
-        piece: Region,
-        padded_row: u64,
+        regions: &[Region],
     ) -> Result<bool, RenderError> {
-        let request = ReadRequest::new(piece, ctx.waker);
+        let pieces = self.pieces(regions, ctx.staging.max_stage());
+        if pieces.is_empty() {
+            return Ok(true);
+        }
         let format = self.format;
-        let rows_total = piece.size[0] * piece.size[1];
-        let out_row = piece.size[2] * format.sample_bytes();
-        let size = padded_row * rows_total as u64;
         let source = &self.source;
         let source_err = |error| RenderError::Source {
             source_label: source.label(),
             error,
         };
-
-        // Lend straight into staging: one copy from the source's memory to the GPU's.
-        let mut row_scratch = std::mem::take(ctx.scratch);
-        let mut lent = Ok(LendOutcome::NotLendable);
-        let staged = ctx.staging.stage(ctx.device, size, |view| {
-            lent = source.lend(&request, &mut |host| {
-                write_rows(view, &host, &format, padded_row as usize, &mut row_scratch)
-            });
+        let requests: Vec<ReadRequest<'_>> = pieces
+            .iter()
+            .map(|p| ReadRequest::new(p.region, ctx.waker))
+            .collect();
+        let mut scratch = std::mem::take(ctx.scratch);
+        let mut staged = Vec::with_capacity(pieces.len());
+        let (staging, device) = (&mut *ctx.staging, ctx.device);
+        let outcome = source.lend_many(&requests, &mut |i, host| {
+            let piece = &pieces[i];
+            let size = piece.padded_row * (piece.region.size[0] * piece.region.size[1]) as u64;
+            staged.push(staging.stage(device, size, |view| {
+                write_rows(
+                    view,
+                    &host,
+                    &format,
+                    piece.padded_row as usize,
+                    &mut scratch,
+                )
+            }));
         });
-        let staged = match lent.map_err(source_err)? {
-            LendOutcome::Lent => staged,
-            LendOutcome::NotLendable => {
-                // Read packed, then stage; the reservation made for lending is given back.
-                ctx.staging.rewind(&staged, size);
-                let sample_bytes = self.layout.sample_bytes();
-                let mut packed = vec![0u8; piece.len() * sample_bytes];
-                if source.read(&request, &mut packed).map_err(source_err)? == ReadStatus::Pending {
-                    *ctx.scratch = row_scratch;
-                    return Ok(false);
-                }
-                let row_pitch = piece.size[2] * sample_bytes;
-                let host = HostView {
-                    bytes: &packed,
-                    region: piece,
-                    sample_bytes,
-                    row_pitch,
-                    plane_pitch: row_pitch * piece.size[1],
-                };
-                ctx.staging.stage(ctx.device, size, |view| {
-                    write_rows(view, &host, &format, padded_row as usize, &mut row_scratch)
-                })
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                *ctx.scratch = scratch;
+                return Err(source_err(e));
             }
         };
-        *ctx.scratch = row_scratch;
-        ctx.encoder.copy_buffer_to_texture(
-            wgpu::TexelCopyBufferInfo {
-                buffer: &staged.buffer,
-                layout: wgpu::TexelCopyBufferLayout {
-                    offset: staged.offset,
-                    bytes_per_row: Some(padded_row as u32),
-                    rows_per_image: Some(piece.size[1] as u32),
+        if outcome == LendOutcome::NotLendable {
+            // Read each piece packed, then stage it.
+            let sample_bytes = self.layout.sample_bytes();
+            for (piece, request) in pieces.iter().zip(&requests) {
+                let mut packed = vec![0u8; piece.region.len() * sample_bytes];
+                let status = source.read(request, &mut packed);
+                match status {
+                    Ok(ReadStatus::Ready) => {}
+                    Ok(ReadStatus::Pending) => {
+                        *ctx.scratch = scratch;
+                        return Ok(false);
+                    }
+                    Err(e) => {
+                        *ctx.scratch = scratch;
+                        return Err(source_err(e));
+                    }
+                }
+                let row_pitch = piece.region.size[2] * sample_bytes;
+                let host = HostView {
+                    bytes: &packed,
+                    region: piece.region,
+                    sample_bytes,
+                    row_pitch,
+                    plane_pitch: row_pitch * piece.region.size[1],
+                };
+                let size = piece.padded_row * (piece.region.size[0] * piece.region.size[1]) as u64;
+                staged.push(ctx.staging.stage(ctx.device, size, |view| {
+                    write_rows(
+                        view,
+                        &host,
+                        &format,
+                        piece.padded_row as usize,
+                        &mut scratch,
+                    )
+                }));
+            }
+        }
+        *ctx.scratch = scratch;
+        for (piece, staged) in pieces.iter().zip(staged) {
+            let brick = &self.bricks[piece.brick];
+            let o = piece.region.relative_to(&brick.region).origin;
+            ctx.encoder.copy_buffer_to_texture(
+                wgpu::TexelCopyBufferInfo {
+                    buffer: &staged.buffer,
+                    layout: wgpu::TexelCopyBufferLayout {
+                        offset: staged.offset,
+                        bytes_per_row: Some(piece.padded_row as u32),
+                        rows_per_image: Some(piece.region.size[1] as u32),
+                    },
                 },
-            },
-            wgpu::TexelCopyTextureInfo {
-                texture: &self.bricks[brick].texture,
-                mip_level: 0,
-                origin: {
-                    let o = piece.relative_to(&self.bricks[brick].region).origin;
-                    wgpu::Origin3d {
+                wgpu::TexelCopyTextureInfo {
+                    texture: &brick.texture,
+                    mip_level: 0,
+                    origin: wgpu::Origin3d {
                         x: o[2] as u32,
                         y: o[1] as u32,
                         z: o[0] as u32,
-                    }
+                    },
+                    aspect: wgpu::TextureAspect::All,
                 },
-                aspect: wgpu::TextureAspect::All,
-            },
-            wgpu::Extent3d {
-                width: piece.size[2] as u32,
-                height: piece.size[1] as u32,
-                depth_or_array_layers: piece.size[0] as u32,
-            },
-        );
-        ctx.counters.bytes_uploaded += (rows_total * out_row) as u64;
-        ctx.counters.copies_issued += 1;
+                wgpu::Extent3d {
+                    width: piece.region.size[2] as u32,
+                    height: piece.region.size[1] as u32,
+                    depth_or_array_layers: piece.region.size[0] as u32,
+                },
+            );
+            ctx.counters.bytes_uploaded += (piece.region.len() * format.sample_bytes()) as u64;
+            ctx.counters.copies_issued += 1;
+        }
         Ok(true)
     }
+
+    /// Device-resident data: one GPU-side copy per region and brick, by the renderer's device
+    /// upload path.
+    fn copy_device(
+        &mut self,
+        ctx: &mut UploadContext<'_>,
+        regions: &[Region],
+    ) -> Result<(), RenderError> {
+        let residency = self.source.residency();
+        let upload = ctx
+            .device_upload
+            .ok_or_else(|| no_device_upload(&self.source))?;
+        for region in regions {
+            for brick in &self.bricks {
+                let Some(part) = region.intersection(&brick.region) else {
+                    continue;
+                };
+                let o = part.relative_to(&brick.region).origin;
+                upload.copy_to_texture(DeviceCopy {
+                    device: ctx.device,
+                    queue: ctx.queue,
+                    encoder: ctx.encoder,
+                    source: self.source.as_ref(),
+                    residency: &residency,
+                    layout: &self.layout,
+                    region: part,
+                    texture: &brick.texture,
+                    texture_origin: [o[2] as u32, o[1] as u32, o[0] as u32],
+                })?;
+                ctx.counters.device_bytes_copied +=
+                    (part.len() * self.format.sample_bytes()) as u64;
+                ctx.counters.copies_issued += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One staged copy: a region inside one brick, rows `padded_row` bytes apart in staging.
+struct Piece {
+    brick: usize,
+    region: Region,
+    padded_row: u64,
 }
 
 /// Writes the rows of `host` into a staging view, `padded_row` bytes apart, converting the

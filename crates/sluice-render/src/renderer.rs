@@ -1202,6 +1202,20 @@ impl Renderer {
     }
 }
 
+/// A renderer going away lets go of its sources: each learns that this consumer is gone (so a
+/// release-after-upload policy no longer waits for it).
+impl Drop for Renderer {
+    fn drop(&mut self) {
+        let mut counters = self.counters;
+        for (_, proxy) in self.proxies.drain() {
+            proxy.retire(&mut counters);
+        }
+        for (_, proxy) in self.buffers.drain() {
+            proxy.retire(&mut counters);
+        }
+    }
+}
+
 fn visual_id(visual: &Visual) -> u64 {
     match visual {
         Visual::Image(image) => image.token.id,

@@ -11,9 +11,11 @@ use std::sync::mpsc;
 /// texel size and `MAP_ALIGNMENT`.
 pub(crate) const STAGING_ALIGNMENT: u64 = wgpu::COPY_BYTES_PER_ROW_ALIGNMENT as u64;
 
-/// Default chunk size. Larger uploads get a chunk of their own (rounded up to a power of two),
-/// which is reused like the others.
-const DEFAULT_CHUNK_BYTES: u64 = 32 << 20;
+/// Default chunk size: small uploads share 4 MiB chunks; larger ones get a chunk of their own
+/// (rounded up to a power of two), which is reused like the others. A chunk is reused once the
+/// GPU has finished the frame that read it, so a steady stream of small edits holds two or
+/// three chunks.
+const DEFAULT_CHUNK_BYTES: u64 = 4 << 20;
 
 /// Free chunks kept beyond this many bytes are dropped.
 const MAX_FREE_BYTES: u64 = 512 << 20;
@@ -149,16 +151,6 @@ impl StagingRing {
                 mapped_at_creation: true,
             }),
             cursor: 0,
-        }
-    }
-
-    /// Gives back the last reservation, `staged` of `size` bytes, when nothing was written to
-    /// it after all.
-    pub fn rewind(&mut self, staged: &Staged, size: u64) {
-        if let Some(chunk) = self.active.iter_mut().find(|c| c.buffer == staged.buffer) {
-            if chunk.cursor == staged.offset + size {
-                chunk.cursor = staged.offset;
-            }
         }
     }
 
