@@ -156,12 +156,16 @@ impl TextureProxy {
         let sample = self.format.sample_bytes() as u64;
         let mut planned = ctx.counters.bytes_uploaded - ctx.frame_start_bytes;
         let mut batch = Vec::new();
+        // GPU-side copies of device-resident data are cheap and must not be split over frames:
+        // a later frame could copy the rest from newer data, showing a torn version.
+        let host = matches!(self.source.residency(), Residency::Host);
+        let budget = if host { ctx.budget } else { None };
         let mut copies = self
             .state
             .plan(self.source.readable(), &self.layout)
             .into_iter();
         while let Some(region) = copies.next() {
-            let (head, tail) = match ctx.budget {
+            let (head, tail) = match budget {
                 Some(budget) => {
                     self.split_for_budget(region, budget.saturating_sub(planned), planned == 0)
                 }
@@ -178,7 +182,7 @@ impl TextureProxy {
                 break;
             }
         }
-        let copied = if matches!(self.source.residency(), Residency::Host) {
+        let copied = if host {
             self.copy_host(ctx, &batch)
         } else {
             self.copy_device(ctx, &batch).map(|()| true)
