@@ -595,3 +595,29 @@ fn a_user_lookup_table_maps_values_to_its_entries() {
         assert_pixel(&img, x as u32, 0, lut.entries()[entry], 0);
     }
 }
+
+#[test]
+fn translucent_images_show_what_is_behind_them() {
+    let mut r = renderer();
+    let solid = |rgb: [u8; 3]| {
+        Arc::new(
+            ArraySource::with_channels(Array3::from_shape_fn((4, 4, 3), |(_, _, c)| rgb[c]))
+                .unwrap(),
+        )
+    };
+    // 2-D: a half-transparent red overlay listed before an opaque gray image still lies on
+    // top of it (translucent visuals are drawn after opaque ones).
+    let mut scene = Scene::new();
+    scene.add(Image::new(solid([255, 0, 0])).with_opacity(0.5));
+    scene.add(Image::new(solid([100, 100, 100])));
+    let img = render_pixels(&mut r, &scene, 4, 4);
+    assert_pixel(&img, 1, 1, [178, 50, 50, 255], 1);
+    // 3-D: a half-transparent red plane in front of an opaque blue one.
+    let mut scene = Scene::new();
+    let front = scene.add(Image::new(solid([255, 0, 0])).with_opacity(0.5));
+    scene.set_transform(front, Mat4::from_translation(Vec3::new(0.0, 0.0, 1.0)));
+    let back = scene.add(Image::new(solid([0, 0, 255])));
+    scene.set_transform(back, Mat4::from_translation(Vec3::new(0.0, 0.0, 3.0)));
+    let img = render(&mut r, &scene, &common::Front { n: 4.0 }, 4, 4);
+    assert_pixel(&img, 1, 1, [128, 0, 128, 255], 1);
+}

@@ -311,8 +311,16 @@ pub(crate) fn opaque_depth() -> wgpu::DepthStencilState {
     }
 }
 
+/// An image pipeline pair: one writes depth (opaque images), one only tests it (images with
+/// opacity below 1, so that what is behind them stays visible).
+struct ImagePipeline {
+    layout: wgpu::BindGroupLayout,
+    opaque: wgpu::RenderPipeline,
+    translucent: wgpu::RenderPipeline,
+}
+
 pub(crate) struct ImagePipelines {
-    by_kind: HashMap<(SampleKind, TexDim), (wgpu::BindGroupLayout, wgpu::RenderPipeline)>,
+    by_kind: HashMap<(SampleKind, TexDim), ImagePipeline>,
 }
 
 impl ImagePipelines {
@@ -331,11 +339,7 @@ impl ImagePipelines {
             .or_insert_with(|| Self::build(device, kind, dim));
     }
 
-    fn build(
-        device: &wgpu::Device,
-        kind: SampleKind,
-        dim: TexDim,
-    ) -> (wgpu::BindGroupLayout, wgpu::RenderPipeline) {
+    fn build(device: &wgpu::Device, kind: SampleKind, dim: TexDim) -> ImagePipeline {
         let mut entries = vec![
             wgpu::BindGroupLayoutEntry {
                 binding: 0,
@@ -367,39 +371,53 @@ impl ImagePipelines {
             bind_group_layouts: &[Some(&layout)],
             immediate_size: 0,
         });
-        let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-            label: Some("sluice image"),
-            layout: Some(&pipeline_layout),
-            vertex: wgpu::VertexState {
-                module: &module,
-                entry_point: Some("vs_main"),
-                compilation_options: Default::default(),
-                buffers: &[],
-            },
-            primitive: wgpu::PrimitiveState::default(),
-            depth_stencil: Some(opaque_depth()),
-            multisample: wgpu::MultisampleState::default(),
-            fragment: Some(wgpu::FragmentState {
-                module: &module,
-                entry_point: Some("fs_main"),
-                compilation_options: Default::default(),
-                targets: &[Some(wgpu::ColorTargetState {
-                    format: TARGET_FORMAT,
-                    blend: Some(wgpu::BlendState::ALPHA_BLENDING),
-                    write_mask: wgpu::ColorWrites::ALL,
-                })],
-            }),
-            multiview_mask: None,
-            cache: None,
-        });
-        (layout, pipeline)
+        let build = |depth_write: bool| {
+            let mut depth = opaque_depth();
+            depth.depth_write_enabled = Some(depth_write);
+            device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+                label: Some("sluice image"),
+                layout: Some(&pipeline_layout),
+                vertex: wgpu::VertexState {
+                    module: &module,
+                    entry_point: Some("vs_main"),
+                    compilation_options: Default::default(),
+                    buffers: &[],
+                },
+                primitive: wgpu::PrimitiveState::default(),
+                depth_stencil: Some(depth),
+                multisample: wgpu::MultisampleState::default(),
+                fragment: Some(wgpu::FragmentState {
+                    module: &module,
+                    entry_point: Some("fs_main"),
+                    compilation_options: Default::default(),
+                    targets: &[Some(wgpu::ColorTargetState {
+                        format: TARGET_FORMAT,
+                        blend: Some(wgpu::BlendState::ALPHA_BLENDING),
+                        write_mask: wgpu::ColorWrites::ALL,
+                    })],
+                }),
+                multiview_mask: None,
+                cache: None,
+            })
+        };
+        ImagePipeline {
+            opaque: build(true),
+            translucent: build(false),
+            layout,
+        }
     }
 
     pub fn layout(&self, kind: SampleKind, dim: TexDim) -> &wgpu::BindGroupLayout {
-        &self.by_kind[&(kind, dim)].0
+        &self.by_kind[&(kind, dim)].layout
     }
 
-    pub fn pipeline(&self, kind: SampleKind, dim: TexDim) -> &wgpu::RenderPipeline {
-        &self.by_kind[&(kind, dim)].1
+    /// The pipeline for an image of `opacity`.
+    pub fn pipeline(&self, kind: SampleKind, dim: TexDim, opacity: f32) -> &wgpu::RenderPipeline {
+        let p = &self.by_kind[&(kind, dim)];
+        if opacity < 1.0 {
+            &p.translucent
+        } else {
+            &p.opaque
+        }
     }
 }

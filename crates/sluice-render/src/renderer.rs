@@ -679,11 +679,25 @@ impl Renderer {
                 occlusion_query_set: None,
                 multiview_mask: None,
             });
-            for draw in draws {
+            // Opaque visuals first, then those with opacity below 1 (which test depth but do
+            // not write it), each group in scene order.
+            let translucent = |v: &Visual| match v {
+                Visual::Image(image) => image.opacity() < 1.0,
+                Visual::Mesh(mesh) => mesh.opacity() < 1.0,
+                Visual::Volume(_) => false,
+            };
+            let ordered = draws
+                .iter()
+                .filter(|d| !translucent(d.visual))
+                .chain(draws.iter().filter(|d| translucent(d.visual)));
+            for draw in ordered {
                 match draw.visual {
                     Visual::Image(image) => {
                         let bind = self.visuals[&image.token.id].bind.as_ref().expect("bound");
-                        pass.set_pipeline(self.pipeline(bind.key));
+                        let PipelineKey::Image(kind, dim) = bind.key else {
+                            continue;
+                        };
+                        pass.set_pipeline(self.images.pipeline(kind, dim, image.opacity()));
                         pass.set_bind_group(0, &bind.group, &[]);
                         pass.draw(0..6, 0..1);
                         drawn += 1;
@@ -755,7 +769,7 @@ impl Renderer {
 
     fn pipeline(&self, key: PipelineKey) -> &wgpu::RenderPipeline {
         match key {
-            PipelineKey::Image(kind, dim) => self.images.pipeline(kind, dim),
+            PipelineKey::Image(kind, dim) => self.images.pipeline(kind, dim, 1.0),
             PipelineKey::Volume(kind) => self.volumes.pipeline(kind),
             PipelineKey::Mesh(kind) => self.meshes.pipeline(kind, false),
         }
