@@ -8,9 +8,10 @@ demo:
 test:
     cargo test --workspace
 
-# Upload and render benchmarks; every figure is a ratio against a ceiling measured in the same run.
+# Upload and render benchmarks (images; volumes and meshes); every figure is a ratio against a
+# ceiling measured in the same run.
 bench:
-    cargo bench --bench upload
+    cargo bench --bench upload && cargo bench --bench visuals
 
 # Formatting and lints, as required before a commit.
 lint:

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Runs sluice's upload bench (and the release test binaries) on the NVIDIA H200 device
-# machine, repeatably. Two halves:
+# Runs sluice's benches (upload, visuals) and the release test binaries on the NVIDIA H200
+# device machine, repeatably. Two halves:
 #
 #   scripts/device-run.sh prepare [--head]
 #                                      HERE, in the repo: downloads the Vulkan/EGL loader .debs
 #                                      into .gl/, builds the release bench and test binaries
 #                                      (from the working tree, or with --head from a clean
 #                                      export of HEAD, which other people's unfinished edits
-#                                      cannot break), runs the bench once here as a smoke test
+#                                      cannot break), runs the benches once here as a smoke test
 #                                      and only then puts them into .device/ (bin/, tests.tsv,
 #                                      manifest.txt, run.sh). Needs network access to Debian's
 #                                      package registry.
@@ -16,9 +16,10 @@
 #                                      THERE, in the repo root copy on the device machine:
 #                                      unpacks .gl/*.deb into / (only where no Vulkan/EGL loader
 #                                      is installed), points Vulkan/EGL at the NVIDIA driver when
-#                                      its files exist, prints nvidia-smi -L, runs the bench
-#                                      (`upload-bench --bench`, as cargo runs it) teeing to
-#                                      $OUT/bench.log, then (all, the default) every test
+#                                      its files exist, prints nvidia-smi -L, runs the benches
+#                                      (`upload-bench --bench` and `visuals-bench --bench`, as
+#                                      cargo runs them) teeing to $OUT/bench.log and
+#                                      $OUT/visuals.log, then (all, the default) every test
 #                                      binary teeing to $OUT/tests.log. Exits non-zero if
 #                                      any of them failed.
 #
@@ -28,13 +29,15 @@
 #   run(kind="nvidia-h200", carry=[".gl", ".device"], timeout_s=600,
 #       command="bash scripts/device-run.sh remote")
 #
-# What comes back: $OUT/bench.log, $OUT/tests.log, $OUT/env.log.
+# What comes back: $OUT/bench.log, $OUT/visuals.log, $OUT/tests.log, $OUT/env.log.
 #
 # Environment (remote): SLUICE_BENCH_ITERS (bench iterations, default 15), SLUICE_BENCH_STRICT=1
 # (a missed bench target fails the run), SLUICE_DEVICE_UNPACK=auto|always|never (loader .debs,
 # default auto), SLUICE_DEVICE_BENCH_TIMEOUT / SLUICE_DEVICE_TESTS_TIMEOUT (seconds, defaults
-# 300 / 240, inside the tool's 600 s). Without $OUT (a local try) logs go to
-# ${TMPDIR:-/tmp}/sluice-device-out, never under .device/ (which travels).
+# 300 for both benches together / 240, inside the tool's 600 s); the visuals bench also reads
+# SLUICE_BENCH_MAX_VOLUME, SLUICE_BENCH_RAYMARCH_SIZE and SLUICE_BENCH_RAYMARCH_ITERS. Without
+# $OUT (a local try) logs go to ${TMPDIR:-/tmp}/sluice-device-out, never under .device/ (which
+# travels).
 #
 # Locally, `remote` runs on whatever Vulkan driver is here (lavapipe), e.g.
 #   SLUICE_BENCH_ITERS=3 bash scripts/device-run.sh remote
@@ -107,13 +110,17 @@ prepare() {
   stage="$(mktemp -d /tmp/sluice-device.XXXXXX)"
   msgs="$(mktemp)"
   mkdir -p "$stage/bin"
-  (cd "$src" && cargo bench --bench upload --no-run --message-format=json-render-diagnostics) >"$msgs"
-  local bench
-  bench="$(jq -r 'select(.reason == "compiler-artifact" and .target.name == "upload"
-                         and (.target.kind | index("bench")) and .executable != null)
-                  | .executable' "$msgs" | tail -n1)"
-  [ -n "$bench" ] && [ -x "$bench" ] || die "bench executable not found in cargo's messages"
-  cp "$bench" "$stage/bin/upload-bench"
+  (cd "$src" && cargo bench --bench upload --bench visuals --no-run \
+    --message-format=json-render-diagnostics) >"$msgs"
+  local bench name
+  for name in upload visuals; do
+    bench="$(jq -r --arg name "$name" \
+      'select(.reason == "compiler-artifact" and .target.name == $name
+              and (.target.kind | index("bench")) and .executable != null)
+       | .executable' "$msgs" | tail -n1)"
+    [ -n "$bench" ] && [ -x "$bench" ] || die "$name bench executable not found in cargo's messages"
+    cp "$bench" "$stage/bin/$name-bench"
+  done
 
   (cd "$src" && cargo test --release --workspace --no-run --message-format=json-render-diagnostics) >"$msgs"
   # One line per test binary: stable name, package folder relative to the root (cargo runs
@@ -122,7 +129,7 @@ prepare() {
          | [(.target.kind | join("-")), .target.name,
             (.manifest_path | sub("/Cargo.toml$"; "")), .executable] | @tsv' "$msgs" >"$msgs.tsv"
   : >"$stage/tests.tsv"
-  local kind name dir exe stable rel
+  local kind dir exe stable rel
   while IFS=$'\t' read -r kind name dir exe; do
     stable="test-${name}-${kind}"
     rel="${dir#"$src"}"
@@ -153,17 +160,20 @@ EOF
   } >"$stage/manifest.txt"
   if [ "$from" = head ]; then rm -rf "$src"; fi
 
-  # One quick pass of the bench on this machine's GPU or lavapipe: a binary that fails here
+  # One quick pass of each bench on this machine's GPU or lavapipe: a binary that fails here
   # would only waste device time. SLUICE_DEVICE_SMOKE=0 skips it.
   if [ "${SLUICE_DEVICE_SMOKE:-1}" != 0 ]; then
-    echo "== smoke run of the bench here (1 iteration)"
-    if ! SLUICE_BENCH_ITERS=1 SLUICE_BENCH_WARMUP=0 SLUICE_BACKEND="${SLUICE_BACKEND:-vulkan}" \
-      "$stage/bin/upload-bench" --bench >"$stage/smoke.log" 2>&1; then
-      tail -n 30 "$stage/smoke.log" >&2
-      die "the bench failed its smoke run; .device left as it was (new build in $stage)"
-    fi
-    grep -A 20 '^summary' "$stage/smoke.log" || true
-    rm -f "$stage/smoke.log"
+    for name in upload visuals; do
+      echo "== smoke run of the $name bench here (1 iteration)"
+      if ! SLUICE_BENCH_ITERS=1 SLUICE_BENCH_WARMUP=0 SLUICE_BENCH_RAYMARCH_ITERS=1 \
+        SLUICE_BACKEND="${SLUICE_BACKEND:-vulkan}" \
+        "$stage/bin/$name-bench" --bench >"$stage/smoke.log" 2>&1; then
+        tail -n 30 "$stage/smoke.log" >&2
+        die "the $name bench failed its smoke run; .device left as it was (new build in $stage)"
+      fi
+      grep -A 30 '^summary' "$stage/smoke.log" || true
+      rm -f "$stage/smoke.log"
+    done
   fi
   rm -rf .device
   mv "$stage" .device
@@ -191,7 +201,10 @@ loader_present() {
 remote() {
   local what="${1:-all}"
   case "$what" in bench | tests | all) ;; *) die "remote takes bench, tests or all, not '$what'" ;; esac
-  [ -x .device/bin/upload-bench ] || die ".device/bin/upload-bench missing: run 'prepare' here and carry .device"
+  local name
+  for name in upload visuals; do
+    [ -x ".device/bin/$name-bench" ] || die ".device/bin/$name-bench missing: run 'prepare' here and carry .device"
+  done
   local out="${OUT:-${TMPDIR:-/tmp}/sluice-device-out}"
   mkdir -p "$out"
 
@@ -236,14 +249,26 @@ remote() {
 
   local status=0
   if [ "$what" != tests ]; then
-    echo "== bench: upload-bench --bench"
-    set +e
-    timeout "${SLUICE_DEVICE_BENCH_TIMEOUT:-300}" .device/bin/upload-bench --bench 2>&1 |
-      tee "$out/bench.log"
-    local rc=${PIPESTATUS[0]}
-    set -e
-    echo "== bench exit status $rc" | tee -a "$out/bench.log"
-    [ "$rc" = 0 ] || status=1
+    # Both benches share one time budget.
+    local bench_deadline=$((SECONDS + ${SLUICE_DEVICE_BENCH_TIMEOUT:-300}))
+    local log
+    for name in upload visuals; do
+      # The upload bench keeps its log's old name.
+      if [ "$name" = upload ]; then log="$out/bench.log"; else log="$out/$name.log"; fi
+      local left=$((bench_deadline - SECONDS))
+      if [ "$left" -le 0 ]; then
+        echo "== bench $name-bench: not run, out of time" | tee "$log"
+        status=1
+        continue
+      fi
+      echo "== bench: $name-bench --bench"
+      set +e
+      timeout "$left" ".device/bin/$name-bench" --bench 2>&1 | tee "$log"
+      local rc=${PIPESTATUS[0]}
+      set -e
+      echo "== bench exit status $rc" | tee -a "$log"
+      [ "$rc" = 0 ] || status=1
+    done
   fi
 
   if [ "$what" != bench ]; then
