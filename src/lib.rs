@@ -29,6 +29,13 @@
 pub use sluice_core::*;
 pub use sluice_render::*;
 
+/// GPU-resident sources: Vulkan memory shared by file descriptor, frames shared across
+/// processes, and (feature `cuda`) CUDA memory. See `docs/gpu-interop.md`.
+#[cfg(unix)]
+pub mod interop {
+    pub use sluice_interop::*;
+}
+
 /// The names most programs need.
 pub mod prelude {
     pub use sluice_core::ndarray::{Array1, Array2, Array3};

@@ -424,5 +424,8 @@ fn device_resident_sources_are_never_copied_through_the_host_silently() {
         .render(&scene, &common::pixel_camera(4, 4), &target)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("device memory") && e.contains("never made silently"), "{e}");
+    assert!(
+        e.contains("device memory") && e.contains("never made silently"),
+        "{e}"
+    );
 }

@@ -151,10 +151,16 @@ impl TextureProxy {
             Readable::ChangedRegionsOnly => plan_exact(&self.pending),
         };
         self.pending.clear();
+        // GPU-side copies of device-resident data are cheap and must not be split over frames:
+        // a later frame could copy the rest from newer data, showing a torn version.
+        let budget = match self.source.residency() {
+            Residency::Host => ctx.budget,
+            _ => None,
+        };
         let mut copies = plan.copies.into_iter();
         while let Some(region) = copies.next() {
             let done = ctx.counters.bytes_uploaded - ctx.frame_start_bytes;
-            let (head, tail) = match ctx.budget {
+            let (head, tail) = match budget {
                 Some(budget) => {
                     self.split_for_budget(region, budget.saturating_sub(done), done == 0)
                 }
