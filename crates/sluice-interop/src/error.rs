@@ -183,7 +183,10 @@ pub enum InteropError {
     WriteHandoff(&'static str),
     /// I/O on a frame channel (a Unix socket).
     #[error("frame channel: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
+    /// The other end of a frame channel has gone.
+    #[error("the other end of the frame channel closed it")]
+    ChannelClosed,
     /// The other end of a frame channel sent something unexpected.
     #[error("frame channel protocol: {0}")]
     Protocol(String),
@@ -222,6 +225,18 @@ pub enum InteropError {
         /// Bytes available.
         len: usize,
     },
+}
+
+impl From<std::io::Error> for InteropError {
+    fn from(e: std::io::Error) -> Self {
+        use std::io::ErrorKind;
+        match e.kind() {
+            ErrorKind::BrokenPipe | ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof => {
+                InteropError::ChannelClosed
+            }
+            _ => InteropError::Io(e),
+        }
+    }
 }
 
 impl InteropError {

@@ -11,6 +11,8 @@
 //!   process to fill; [`Interop::import_buffer`]: memory others exported.
 //! - [`VulkanSource`]: a source whose bytes are in such memory; its residency carries the fd,
 //!   size, offset, pitches and (optionally) a timeline semaphore the renderer waits on.
+//! - [`ring`]: frames shared between a producer process and a display process over a Unix
+//!   socket, with a ring of slots so the producer never waits for the display.
 //!
 //! # Contract
 //!
@@ -30,8 +32,10 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod error;
+mod fd_passing;
 mod handoff;
 mod interop;
+pub mod ring;
 mod source;
 mod upload;
 #[allow(unsafe_code)]

@@ -139,7 +139,7 @@ struct State {
 }
 
 /// A source whose bytes are in Vulkan memory exported as a file descriptor, by this process
-/// (an [`crate::ExportedBuffer`]) or another one.
+/// (an [`crate::ExportedBuffer`]) or another one (see [`crate::ring`]).
 ///
 /// Renderers opened through [`crate::Interop`] import the memory once and copy it into the
 /// source's texture on the GPU; the CPU never touches the bytes. Where the memory carries a
