@@ -197,6 +197,10 @@ pub enum InteropError {
     /// this device).
     #[error("{0}")]
     CudaUnavailable(&'static str),
+    /// CUDA memory described by hand rather than by a sluice `CudaSource`, whose
+    /// constructors vouch for its pointer and stream.
+    #[error("CUDA memory must be shown through sluice's CudaSource (CudaSource::from_slice, or the unsafe CudaSource::from_raw, which vouch for the pointer and stream the renderer hands to the driver)")]
+    UnvouchedCudaMemory,
     /// A CUDA driver call failed.
     #[error("{call} failed: {error}")]
     Cuda {

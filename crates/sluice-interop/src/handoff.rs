@@ -78,11 +78,6 @@ impl Handoff {
         self.state.lock().writing = false;
     }
 
-    /// The value of the data published last, if any: what a read must wait for.
-    pub fn published(&self) -> Option<u64> {
-        self.state.lock().published
-    }
-
     /// Records a read of the data published with `published`: returns the value the reader
     /// signals when done, or `None` if that data is being overwritten or was replaced.
     pub fn begin_read(&self, published: u64) -> Option<u64> {
@@ -127,7 +122,6 @@ mod tests {
         assert_eq!(w1, WriteValues { wait: 0, signal: 1 });
         assert_eq!(h.begin_read(1), None, "not published yet");
         h.end_write(w1).unwrap();
-        assert_eq!(h.published(), Some(1));
         let r1 = h.begin_read(1).unwrap();
         assert_eq!(r1, 2);
         let w2 = h.begin_write().unwrap();

@@ -13,6 +13,8 @@
 //!   size, offset, pitches and (optionally) a timeline semaphore the renderer waits on.
 //! - [`ring`]: frames shared between a producer process and a display process over a Unix
 //!   socket, with a ring of slots so the producer never waits for the display.
+//! - `cuda` (feature `cuda`): sources in CUDA memory, copied device to device on the
+//!   producer's stream, or written by CUDA kernels straight into renderer memory.
 //!
 //! # Contract
 //!
@@ -40,6 +42,9 @@ mod source;
 mod upload;
 #[allow(unsafe_code)]
 mod vulkan;
+
+#[cfg(feature = "cuda")]
+pub mod cuda;
 
 pub use error::{DeviceUuid, InteropError};
 pub use interop::Interop;

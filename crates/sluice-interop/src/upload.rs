@@ -21,7 +21,7 @@ use crate::vulkan::semaphore::SharedSemaphore;
 
 /// Identity of a shared fd: the address of its `Arc`. Entries keep a `Weak` to it, so the
 /// address cannot be reused by another fd while an entry names it.
-fn fd_key(fd: &Arc<OwnedFd>) -> usize {
+pub(crate) fn fd_key(fd: &Arc<OwnedFd>) -> usize {
     Arc::as_ptr(fd) as usize
 }
 
@@ -41,9 +41,9 @@ pub(crate) struct InteropUpload {
     interop: Interop,
     imports: Mutex<HashMap<usize, Import>>,
     semaphores: Mutex<HashMap<usize, SemaphoreImport>>,
-    /// Semaphores the frame being recorded already waits on and signals, and whether its
-    /// copies from their memory go ahead (`false`: the data is being rewritten, skip).
-    frame: Mutex<HashMap<usize, bool>>,
+    /// (semaphore, wait value) pairs the frame being recorded already waits on and signals
+    /// after, and whether its copies of that data go ahead (`false`: being rewritten, skip).
+    frame: Mutex<HashMap<(usize, u64), bool>>,
     #[cfg(feature = "cuda")]
     cuda: crate::cuda::staging::CudaStaging,
 }
@@ -140,7 +140,7 @@ impl InteropUpload {
         };
         let key = fd_key(&sync.fd);
         let mut frame = self.frame.lock();
-        if let Some(&go) = frame.get(&key) {
+        if let Some(&go) = frame.get(&(key, sync.wait_value)) {
             return Ok(go);
         }
         let semaphore = self.semaphore(&sync.fd)?;
@@ -148,7 +148,7 @@ impl InteropUpload {
             Some(handoff) => match handoff.begin_read(sync.wait_value) {
                 Some(value) => Some(value),
                 None => {
-                    frame.insert(key, false);
+                    frame.insert((key, sync.wait_value), false);
                     return Ok(false);
                 }
             },
@@ -158,7 +158,7 @@ impl InteropUpload {
         if let Some(value) = signal {
             semaphore.signal_after_next_submit(value);
         }
-        frame.insert(key, true);
+        frame.insert((key, sync.wait_value), true);
         Ok(true)
     }
 
@@ -176,7 +176,10 @@ impl InteropUpload {
             row: memory.row_pitch,
             plane: memory.plane_pitch,
         };
-        record_copies(copy, &buffer, memory.offset, pitches);
+        let [z, y, x] = copy.region.origin;
+        let first = memory.offset
+            + (z * pitches.plane + y * pitches.row + x * copy.layout.sample_bytes()) as u64;
+        record_copies(copy, &buffer, first, pitches);
         Ok(())
     }
 }
@@ -212,31 +215,31 @@ impl DeviceUpload for InteropUpload {
     }
 }
 
-/// Records the copies of `copy.region` from `buffer`, where the source's first sample is at
-/// `offset` and rows and planes are `pitches` apart, into `copy.texture`. Rows pitched to
+/// Records the copies of `copy.region` from `buffer`, where the region's first sample is at
+/// byte `first` and rows and planes are `pitches` apart, into `copy.texture`. Rows pitched to
 /// [`COPY_ROW_ALIGNMENT`] go in one command (one per plane if planes are not a whole number
 /// of rows apart); other pitches take one command per row.
 pub(crate) fn record_copies(
     copy: &mut DeviceCopy<'_>,
     buffer: &wgpu::Buffer,
-    offset: u64,
+    first: u64,
     pitches: Pitches,
 ) {
     let region = copy.region;
-    let sample = copy.layout.sample_bytes() as u64;
     let (row, plane) = (pitches.row as u64, pitches.plane as u64);
+    let [z0, y0, x0] = region.origin;
+    let [depth, height, width] = region.size;
     let mut one = |z: usize,
                    y: usize,
                    depth: usize,
                    height: usize,
                    rows_per_image: Option<u32>,
                    bytes_per_row: Option<u32>| {
-        let start = offset + z as u64 * plane + y as u64 * row + region.origin[2] as u64 * sample;
         copy.encoder.copy_buffer_to_texture(
             wgpu::TexelCopyBufferInfo {
                 buffer,
                 layout: wgpu::TexelCopyBufferLayout {
-                    offset: start,
+                    offset: first + (z - z0) as u64 * plane + (y - y0) as u64 * row,
                     bytes_per_row,
                     rows_per_image,
                 },
@@ -245,21 +248,19 @@ pub(crate) fn record_copies(
                 texture: copy.texture,
                 mip_level: 0,
                 origin: wgpu::Origin3d {
-                    x: region.origin[2] as u32,
+                    x: x0 as u32,
                     y: y as u32,
                     z: z as u32,
                 },
                 aspect: wgpu::TextureAspect::All,
             },
             wgpu::Extent3d {
-                width: region.size[2] as u32,
+                width: width as u32,
                 height: height as u32,
                 depth_or_array_layers: depth as u32,
             },
         );
     };
-    let [z0, y0, _] = region.origin;
-    let [depth, height, _] = region.size;
     if pitches.row.is_multiple_of(COPY_ROW_ALIGNMENT) {
         if depth == 1 || plane.is_multiple_of(row) {
             let rows_per_image = (depth > 1).then_some((plane / row) as u32);

@@ -33,8 +33,10 @@ const DROP_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct SharedSemaphore {
     interop: Interop,
     handle: vk::Semaphore,
-    /// The highest value any queued or submitted work waits for or signals.
-    pending: AtomicU64,
+    /// The highest value queued or submitted work waits for.
+    pending_wait: AtomicU64,
+    /// The highest value queued or submitted work signals.
+    pending_signal: AtomicU64,
 }
 
 impl SharedSemaphore {
@@ -56,7 +58,8 @@ impl SharedSemaphore {
         Ok(SharedSemaphore {
             interop: interop.clone(),
             handle,
-            pending: AtomicU64::new(0),
+            pending_wait: AtomicU64::new(0),
+            pending_signal: AtomicU64::new(0),
         })
     }
 
@@ -74,7 +77,8 @@ impl SharedSemaphore {
         let semaphore = SharedSemaphore {
             interop: interop.clone(),
             handle,
-            pending: AtomicU64::new(0),
+            pending_wait: AtomicU64::new(0),
+            pending_signal: AtomicU64::new(0),
         };
         let fd = fd.try_clone()?;
         let import = vk::ImportSemaphoreFdInfoKHR::default()
@@ -108,7 +112,7 @@ impl SharedSemaphore {
     /// Makes the interop device's next `Queue::submit` wait until the semaphore reaches
     /// `value` before any of its commands run.
     pub fn wait_before_next_submit(&self, value: u64) {
-        self.pending.fetch_max(value, Ordering::AcqRel);
+        self.pending_wait.fetch_max(value, Ordering::AcqRel);
         self.with_hal_queue(|queue| {
             queue.add_wait_semaphore(
                 self.handle,
@@ -121,7 +125,7 @@ impl SharedSemaphore {
     /// Makes the interop device's next `Queue::submit` signal `value` once all its commands
     /// have finished. Values must grow from one signal to the next.
     pub fn signal_after_next_submit(&self, value: u64) {
-        self.pending.fetch_max(value, Ordering::AcqRel);
+        self.pending_signal.fetch_max(value, Ordering::AcqRel);
         self.with_hal_queue(|queue| queue.add_signal_semaphore(self.handle, Some(value)));
     }
 
@@ -182,11 +186,16 @@ impl Drop for SharedSemaphore {
             queue.remove_wait_semaphore(self.handle);
             queue.remove_signal_semaphore(self.handle);
         });
-        let pending = *self.pending.get_mut();
+        let waits = *self.pending_wait.get_mut();
+        let signals = *self.pending_signal.get_mut();
+        let pending = waits.max(signals);
         if pending > 0 {
             match self.wait(pending, DROP_TIMEOUT) {
+                // Our own signal is the last thing the last batch using the semaphore does:
+                // once it is seen, that batch has completed.
+                Ok(true) if signals >= waits => {}
                 Ok(true) => {
-                    // Reaching the value does not mean the batches that used it have retired.
+                    // A wait reached does not mean the batch that waited has completed.
                     let _ = self
                         .interop
                         .device()
@@ -215,7 +224,8 @@ impl std::fmt::Debug for SharedSemaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SharedSemaphore")
             .field("handle", &self.handle)
-            .field("pending", &self.pending)
+            .field("pending_wait", &self.pending_wait)
+            .field("pending_signal", &self.pending_signal)
             .finish()
     }
 }
