@@ -24,6 +24,9 @@ const SAVE_EVERY: u32 = 12;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Err(e) = cuda::driver_available() {
+        if std::env::var_os("SLUICE_REQUIRE_CUDA").is_some_and(|v| v != "0") {
+            return Err(e.into());
+        }
         println!("cuda_animation: nothing to do here: {e}");
         return Ok(());
     }
