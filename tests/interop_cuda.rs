@@ -39,7 +39,7 @@ mod cuda_tests {
     use sluice::interop::cuda::{self, kernels, CudaInterop, CudaSource, CudaWritableSource};
     use sluice::interop::{Interop, InteropError, Pitches};
     use sluice::prelude::*;
-    use sluice::{Changes, CudaMemory, ReadRequest, ReadStatus, Residency};
+    use sluice::{Changes, CudaMemory, DataSource, ReadRequest, ReadStatus, Residency};
 
     use super::common::{expected_entry, render_pixels};
     use super::skip;
@@ -121,6 +121,48 @@ mod cuda_tests {
             0,
             "nothing staged through the host"
         );
+    }
+
+    #[test]
+    fn host_staging_is_an_explicit_opt_in_that_works_on_any_renderer() {
+        let test = "host_staging_is_an_explicit_opt_in_that_works_on_any_renderer";
+        let Some((_interop, cuda)) = cuda_or_skip(test) else {
+            return;
+        };
+        let layout = rgba(40, 70);
+        let pitches = Pitches::packed(&layout);
+        let stream = cuda.context().new_stream().unwrap();
+        let slice = stream
+            .alloc_zeros::<u8>(pitches.span(&layout) as usize)
+            .unwrap();
+        let source =
+            Arc::new(CudaSource::from_slice(&cuda, layout.clone(), pitches, slice).unwrap());
+        source
+            .write(|slice| {
+                let stream = slice.stream().clone();
+                kernels::fill_rgba8_slice(&cuda, &stream, slice, &layout, pitches, 11)
+            })
+            .unwrap()
+            .unwrap();
+        // A renderer that cannot share memory refuses the source rather than stage it silently.
+        let mut plain = super::common::renderer();
+        let mut scene = Scene::new();
+        scene.add(Image::new(source.clone() as SharedSource));
+        let target = plain.create_target(70, 40).unwrap();
+        let e = plain
+            .render(&scene, &super::common::pixel_camera(70, 40), &target)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("never made silently"), "{e}");
+        // Asked for, the host path works there.
+        let staged = source.staged_through_host();
+        assert!(staged.label().contains("staged through host memory"));
+        let mut plain = super::common::renderer();
+        let mut scene = Scene::new();
+        scene.add(Image::new(Arc::new(staged) as SharedSource));
+        let img = render_pixels(&mut plain, &scene, 70, 40);
+        assert_rgba_frame(&img, 11);
+        assert_eq!(plain.counters().bytes_uploaded, layout.total_bytes() as u64);
     }
 
     #[test]
@@ -329,7 +371,7 @@ mod cuda_tests {
     /// A source describing CUDA memory by hand, not through `CudaSource`.
     struct HandMade(CudaMemory, Layout);
 
-    impl sluice::DataSource for HandMade {
+    impl DataSource for HandMade {
         fn layout(&self) -> Layout {
             self.1.clone()
         }

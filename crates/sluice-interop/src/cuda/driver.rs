@@ -352,11 +352,14 @@ pub(crate) fn copy_into(
     into: &ExternalBuffer,
     [depth, height, width_bytes]: [usize; 3],
 ) -> Result<(), InteropError> {
-    let span = (depth - 1) * dst.plane + (height - 1) * dst.row + width_bytes;
-    let end = (dst.ptr - into.ptr()) as usize + span;
-    if dst.ptr < into.ptr() || end as u64 > into.len() || dst.row < width_bytes {
+    let span = ((depth - 1) * dst.plane + (height - 1) * dst.row + width_bytes) as u64;
+    let end = dst
+        .ptr
+        .checked_sub(into.ptr())
+        .and_then(|start| start.checked_add(span));
+    if end.is_none_or(|end| end > into.len()) || dst.row < width_bytes {
         return Err(InteropError::CudaBufferTooSmall {
-            needed: end,
+            needed: end.unwrap_or(u64::MAX) as usize,
             len: into.len() as usize,
         });
     }
@@ -422,6 +425,54 @@ pub(crate) fn copy_into(
     unsafe { sys::cuMemcpy3DAsync_v2(&copy, stream.0) }
         .result()
         .map_err(cuda_error("cuMemcpy3DAsync"))
+}
+
+/// Copies `depth` planes of `height` rows of `width_bytes` from `src` (device memory) into
+/// `dst` (host memory, rows packed back to back) on `stream`, and waits for that stream: the
+/// explicit, slow host-staged path.
+pub(crate) fn copy_to_host(
+    ctx: &CudaContext,
+    stream: StreamHandle,
+    src: Pitched,
+    dst: &mut [u8],
+    [depth, height, width_bytes]: [usize; 3],
+) -> Result<(), InteropError> {
+    let needed = depth * height * width_bytes;
+    if dst.len() < needed {
+        return Err(InteropError::CudaBufferTooSmall {
+            needed,
+            len: dst.len(),
+        });
+    }
+    ctx.bind_to_thread()
+        .map_err(cuda_error("cuCtxSetCurrent"))?;
+    for z in 0..depth {
+        let copy = sys::CUDA_MEMCPY2D {
+            srcXInBytes: 0,
+            srcY: 0,
+            srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            srcHost: std::ptr::null(),
+            srcDevice: src.ptr + (z * src.plane) as u64,
+            srcArray: std::ptr::null_mut(),
+            srcPitch: src.row,
+            dstXInBytes: 0,
+            dstY: 0,
+            dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+            dstHost: dst[z * height * width_bytes..].as_mut_ptr().cast(),
+            dstDevice: 0,
+            dstArray: std::ptr::null_mut(),
+            dstPitch: width_bytes,
+            WidthInBytes: width_bytes,
+            Height: height,
+        };
+        // SAFETY: the host rows lie in `dst` (checked above), which stays borrowed until the
+        // stream is synchronized below; `stream` is valid (see `StreamHandle`).
+        unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.0) }
+            .result()
+            .map_err(cuda_error("cuMemcpy2DAsync (to host)"))?;
+    }
+    // SAFETY: as above; waits for this stream only.
+    unsafe { result::stream::synchronize(stream.0) }.map_err(cuda_error("cuStreamSynchronize"))
 }
 
 /// A module loaded from PTX text and the kernels sluice ships (see `kernels.rs`).

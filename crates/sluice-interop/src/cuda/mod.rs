@@ -9,6 +9,9 @@
 //!   pointer for the user's kernels to write straight into, between
 //!   [`CudaWritableSource::begin_write`] and [`CudaWrite::end`].
 //!
+//! - [`HostStagedCudaSource`]: the explicit opt-in to the slow path (device to host, then a
+//!   normal upload), for renderers that cannot share memory (GL). Never taken silently.
+//!
 //! [`Interop::cuda`] finds the CUDA device whose UUID is the renderer's Vulkan device's. The
 //! CUDA driver is loaded at run time: without it every call answers
 //! [`InteropError::NoCudaDriver`] (cudarc would panic; sluice checks first).
@@ -25,7 +28,7 @@ use std::sync::{Arc, OnceLock};
 pub use cudarc;
 use cudarc::driver::{result, CudaContext};
 use parking_lot::Mutex;
-pub use source::{CudaSource, CudaWritableSource, CudaWrite};
+pub use source::{CudaSource, CudaWritableSource, CudaWrite, HostStagedCudaSource};
 
 use crate::error::{DeviceUuid, InteropError};
 use crate::interop::Interop;

@@ -11,7 +11,10 @@ use sluice_core::{
     SourceError, TimelineSemaphore, Version, VulkanMemory,
 };
 
-use super::driver::{Event, ExternalBuffer, ExternalSemaphore, StreamHandle};
+use super::driver::{
+    copy_to_host, stream_wait_event, Event, ExternalBuffer, ExternalSemaphore, Pitched,
+    StreamHandle,
+};
 use super::CudaInterop;
 use crate::error::InteropError;
 use crate::handoff::{Handoff, WriteValues};
@@ -136,6 +139,78 @@ impl CudaSource {
     /// Where the data is.
     pub fn memory(&self) -> CudaMemory {
         self.memory
+    }
+
+    /// The explicit opt-in to the slow path: a host source that copies this source's data
+    /// device to host (waiting for its stream) whenever a renderer reads it, and is uploaded
+    /// like any host data. It works on any renderer, GL included, and never happens unless
+    /// asked for; its label says so.
+    pub fn staged_through_host(self: &Arc<Self>) -> HostStagedCudaSource {
+        log::info!(
+            "{} is staged through host memory on request: each new version goes device -> host -> device",
+            self.label()
+        );
+        HostStagedCudaSource {
+            inner: self.clone(),
+        }
+    }
+}
+
+/// A [`CudaSource`] read through host memory: see [`CudaSource::staged_through_host`].
+pub struct HostStagedCudaSource {
+    inner: Arc<CudaSource>,
+}
+
+impl DataSource for HostStagedCudaSource {
+    fn layout(&self) -> Layout {
+        self.inner.layout()
+    }
+
+    fn version(&self) -> Version {
+        self.inner.version()
+    }
+
+    fn changes_since(&self, since: Version) -> Changes {
+        self.inner.changes_since(since)
+    }
+
+    fn read(&self, request: &ReadRequest<'_>, dst: &mut [u8]) -> Result<ReadStatus, SourceError> {
+        let inner = &self.inner;
+        sluice_core::check_read(&inner.layout, request, dst.len())?;
+        let memory = inner.memory;
+        let region = request.region;
+        let sample = inner.layout.sample_bytes();
+        let src = Pitched {
+            ptr: memory.ptr
+                + (region.origin[0] * memory.plane_pitch
+                    + region.origin[1] * memory.row_pitch
+                    + region.origin[2] * sample) as u64,
+            row: memory.row_pitch,
+            plane: memory.plane_pitch,
+        };
+        let stream = StreamHandle::from_raw(memory.stream);
+        let device = inner.cuda.device();
+        let copied = (|| {
+            if let Some(event) = memory.ready_event {
+                stream_wait_event(&device.ctx, stream, event)?;
+            }
+            copy_to_host(
+                &device.ctx,
+                stream,
+                src,
+                dst,
+                [region.size[0], region.size[1], region.size[2] * sample],
+            )
+        })();
+        copied.map_err(|e| SourceError::Custom(Box::new(e)))?;
+        Ok(ReadStatus::Ready)
+    }
+
+    fn label(&self) -> String {
+        format!(
+            "{} (staged through host memory, by request)",
+            self.inner.label()
+        )
     }
 }
 
