@@ -31,7 +31,7 @@ pub use sluice_render::*;
 
 /// GPU-resident sources: Vulkan memory shared by file descriptor, frames shared across
 /// processes, and (feature `cuda`) CUDA memory. See `docs/gpu-interop.md`.
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 pub mod interop {
     pub use sluice_interop::*;
 }

@@ -6,7 +6,7 @@
 //! skipped and why; `SLUICE_REQUIRE_CUDA=1` (set by `scripts/device-cuda.sh`) turns a skip into
 //! a failure. Errors that need no GPU (no driver, CUDA not enabled, memory of another device)
 //! are checked everywhere.
-#![cfg(unix)]
+#![cfg(target_os = "linux")]
 
 mod common;
 

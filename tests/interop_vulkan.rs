@@ -1,7 +1,7 @@
 //! Vulkan external memory on a real driver (Mesa's lavapipe in CI): memory one device exports
 //! is imported by another, drawn, and the pixels compared with the bytes written. These tests
 //! never skip: a driver without `VK_KHR_external_memory_fd` fails them.
-#![cfg(unix)]
+#![cfg(target_os = "linux")]
 
 mod common;
 

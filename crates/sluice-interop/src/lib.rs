@@ -23,13 +23,16 @@
 //! error says which and why: [`InteropError`] names the adapter, extension, sizes or UUIDs.
 //! Data is ordered by semaphores or CUDA events, never by waiting for a whole device.
 //!
+//! The crate is Linux-only (memory and semaphores travel as file descriptors); elsewhere it is
+//! empty.
+//!
 //! # Unsafe code
 //!
 //! All of sluice's `unsafe` code is in this crate, in four modules: `vulkan::device` (device
 //! creation and queries under wgpu), `vulkan::memory` (buffers and fds), `vulkan::semaphore`
 //! (shared timeline semaphores) and `cuda::driver` (CUDA driver calls). Every other module is
 //! safe code; each `unsafe` block states why it is sound.
-#![cfg(unix)]
+#![cfg(target_os = "linux")]
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
