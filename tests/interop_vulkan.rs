@@ -72,8 +72,8 @@ fn memory_exported_by_one_device_renders_on_another() {
     let producer = interop();
     let display = interop();
     assert_eq!(producer.device_uuid(), display.device_uuid());
-    // 60 RGBA8 columns: 240-byte rows, padded to 256.
-    let layout = rgba_layout(48, 60);
+    // 60 RGBA8 columns: 240-byte rows, padded to 256; taller than one 64-row chunk.
+    let layout = rgba_layout(160, 60);
     let pitches = Pitches::aligned(&layout);
     assert_eq!(pitches.row, 256);
     let exported = producer.export_buffer(pitches.span(&layout)).unwrap();
@@ -85,9 +85,12 @@ fn memory_exported_by_one_device_renders_on_another() {
 
     let source = Arc::new(VulkanSource::new(layout, exported.memory(0, pitches).unwrap()).unwrap());
     let mut renderer = display.renderer();
+    // A budget smaller than the frame does not split a GPU-side copy over frames (a later
+    // frame could copy the rest from newer data).
+    renderer.set_upload_budget(Some(1024));
     let mut scene = Scene::new();
     scene.add(Image::new(source.clone()));
-    let img = render_pixels(&mut renderer, &scene, 60, 48);
+    let img = render_pixels(&mut renderer, &scene, 60, 160);
     assert_frame(&img, 0);
     let counters = renderer.counters();
     assert_eq!(

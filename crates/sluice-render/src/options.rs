@@ -33,9 +33,7 @@ impl RendererOptions {
         }
         Ok(options)
     }
-}
 
-impl RendererOptions {
     /// The adapter [`crate::Renderer::with_options`] would open: among the adapters of the
     /// requested backends whose name matches, a discrete GPU over an integrated one over a
     /// virtual one over a CPU one, and Vulkan, Metal or DX12 over GL.
