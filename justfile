@@ -13,7 +13,18 @@ test:
 bench:
     cargo bench --bench upload && cargo bench --bench visuals
 
-# Formatting and lints, as required before a commit.
+# Formatting and lints, as required before a commit (with and without CUDA support).
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
+    cargo clippy --workspace --all-targets --features cuda -- -D warnings
+
+# The CUDA interop tests here (they say they skip, and why, without an NVIDIA driver).
+test-cuda:
+    cargo test --features cuda --test interop_cuda --test interop_vulkan --test interop_cross_process
+
+# Build the CUDA interop tests, bench and examples for the NVIDIA machine into .device-cuda/;
+# then run them there with the device tool (see scripts/device-cuda.sh for the exact call):
+#   run(kind="nvidia-h200", carry=[".gl", ".device-cuda"], command="bash scripts/device-cuda.sh remote")
+device-cuda:
+    bash scripts/device-cuda.sh prepare

@@ -34,6 +34,13 @@ pub use sluice_render::*;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// GPU-resident sources: Vulkan memory shared by file descriptor, frames shared across
+/// processes, and (feature `cuda`) CUDA memory. See `docs/gpu-interop.md`.
+#[cfg(target_os = "linux")]
+pub mod interop {
+    pub use sluice_interop::*;
+}
+
 /// The names most programs need.
 pub mod prelude {
     pub use sluice_core::ndarray::{Array1, Array2, Array3};

@@ -49,8 +49,11 @@ pub struct CudaMemory {
 pub struct VulkanMemory {
     /// The exported memory (`VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT`).
     pub fd: Arc<OwnedFd>,
-    /// Size of the whole allocation in bytes (`VkMemoryRequirements::size`).
+    /// Size of the whole allocation in bytes (`VkMemoryAllocateInfo::allocationSize`).
     pub allocation_size: u64,
+    /// The memory type the exporter allocated from (`VkMemoryAllocateInfo::memoryTypeIndex`).
+    /// Vulkan requires an import of an opaque fd to name the same type as the export.
+    pub memory_type_index: u32,
     /// Where the source's first sample lies in the allocation.
     pub offset: u64,
     /// Bytes between the starts of consecutive rows.
@@ -72,6 +75,7 @@ pub struct TimelineSemaphore {
     pub fd: Arc<OwnedFd>,
     /// The renderer waits for this value before reading.
     pub wait_value: u64,
-    /// The renderer signals this value when it has finished reading.
-    pub signal_value: u64,
+    /// The renderer signals this value when it has finished reading; `None` when the producer
+    /// learns that by other means (a release message, for example).
+    pub signal_value: Option<u64>,
 }

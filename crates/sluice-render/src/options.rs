@@ -37,6 +37,19 @@ impl RendererOptions {
         }
         Ok(options)
     }
+
+    /// The adapter [`crate::Renderer::with_options`] would open: among the adapters of the
+    /// requested backends whose name matches, a discrete GPU over an integrated one over a
+    /// virtual one over a CPU one, and Vulkan, Metal or DX12 over GL.
+    ///
+    /// For callers that open the device themselves (for example with extra extensions) and
+    /// then build the renderer with [`crate::Renderer::from_device`].
+    pub fn choose_adapter(&self) -> Result<wgpu::Adapter, RenderError> {
+        crate::renderer::choose_adapter(
+            self.backends.unwrap_or(wgpu::Backends::all()),
+            self.adapter_name.as_deref(),
+        )
+    }
 }
 
 /// Parses a backend name as `SLUICE_BACKEND` takes it.

@@ -151,8 +151,7 @@ impl Renderer {
     /// GPU over an integrated one over a virtual one over a CPU one, and Vulkan, Metal or DX12
     /// over GL.
     pub fn with_options(options: RendererOptions) -> Result<Self, RenderError> {
-        let backends = options.backends.unwrap_or(wgpu::Backends::all());
-        let adapter = choose_adapter(backends, options.adapter_name.as_deref())?;
+        let adapter = options.choose_adapter()?;
         let info = adapter.get_info();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("sluice"),
@@ -1425,7 +1424,7 @@ fn check_volume(volume: &Volume) -> Result<(), RenderError> {
     }
 }
 
-fn choose_adapter(
+pub(crate) fn choose_adapter(
     backends: wgpu::Backends,
     filter: Option<&str>,
 ) -> Result<wgpu::Adapter, RenderError> {

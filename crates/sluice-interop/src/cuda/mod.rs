@@ -1,0 +1,183 @@
+//! CUDA sources (feature `cuda`): data in CUDA memory reaches the renderer without the CPU.
+//!
+//! - [`CudaSource`]: memory the user owns (a device pointer with shape, pitch, element type
+//!   and stream, from PyTorch, CuPy or cudarc). Each frame that shows a new version, the
+//!   renderer copies it device to device on the user's stream into a staging buffer the
+//!   renderer exported to CUDA, then into the texture; a shared timeline semaphore orders the
+//!   two APIs, never a context- or device-wide synchronize.
+//! - [`CudaWritableSource`]: memory the renderer owns and exports, handed to CUDA as a device
+//!   pointer for the user's kernels to write straight into, between
+//!   [`CudaWritableSource::begin_write`] and [`CudaWrite::end`].
+//!
+//! - [`HostStagedCudaSource`]: the explicit opt-in to the slow path (device to host, then a
+//!   normal upload), for renderers that cannot share memory (GL). Never taken silently.
+//!
+//! [`Interop::cuda`] finds the CUDA device whose UUID is the renderer's Vulkan device's. The
+//! CUDA driver is loaded at run time: without it every call answers
+//! [`InteropError::NoCudaDriver`] (cudarc would panic; sluice checks first).
+
+#[allow(unsafe_code)]
+mod driver;
+pub mod kernels;
+mod source;
+pub(crate) mod staging;
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+pub use cudarc;
+use cudarc::driver::{result, CudaContext};
+use parking_lot::Mutex;
+pub use source::{CudaSource, CudaWritableSource, CudaWrite, HostStagedCudaSource};
+
+use crate::error::{DeviceUuid, InteropError};
+use crate::interop::Interop;
+use driver::cuda_error;
+
+/// Fails with the reason if this machine has no usable CUDA driver library. Tests call it to
+/// say why they skip.
+pub fn driver_available() -> Result<(), InteropError> {
+    if !driver::library_present() {
+        return Err(InteropError::NoCudaDriver(
+            "the CUDA driver library (libcuda.so) could not be loaded; CUDA sources need an NVIDIA GPU and driver".into(),
+        ));
+    }
+    result::init().map_err(|e| InteropError::NoCudaDriver(format!("cuInit failed: {e}")))
+}
+
+/// The UUIDs of all CUDA devices, by ordinal.
+pub fn device_uuids() -> Result<Vec<(usize, DeviceUuid)>, InteropError> {
+    driver_available()?;
+    let count = result::device::get_count().map_err(cuda_error("cuDeviceGetCount"))?;
+    (0..count)
+        .map(|ordinal| {
+            let device = result::device::get(ordinal).map_err(cuda_error("cuDeviceGet"))?;
+            let uuid = result::device::get_uuid(device).map_err(cuda_error("cuDeviceGetUuid"))?;
+            Ok((ordinal as usize, DeviceUuid(uuid.bytes.map(|b| b as u8))))
+        })
+        .collect()
+}
+
+/// The CUDA side of one interop device: its context, and the CUDA memory sources vouched for.
+pub(crate) struct CudaDevice {
+    pub ctx: Arc<CudaContext>,
+    pub uuid: DeviceUuid,
+    /// (pointer, stream, event) of live `CudaSource`s, with how many sources name each: the
+    /// upload only ever hands handles from this set to the driver.
+    vouched: Mutex<HashMap<(u64, u64, u64), usize>>,
+    kernels: OnceLock<driver::Module>,
+}
+
+impl CudaDevice {
+    pub fn vouch(&self, key: (u64, u64, u64)) {
+        *self.vouched.lock().entry(key).or_default() += 1;
+    }
+
+    pub fn unvouch(&self, key: (u64, u64, u64)) {
+        let mut vouched = self.vouched.lock();
+        if let Some(count) = vouched.get_mut(&key) {
+            *count -= 1;
+            if *count == 0 {
+                vouched.remove(&key);
+            }
+        }
+    }
+
+    pub fn is_vouched(&self, key: (u64, u64, u64)) -> bool {
+        self.vouched.lock().contains_key(&key)
+    }
+
+    pub fn kernels(&self) -> Result<&driver::Module, InteropError> {
+        if let Some(module) = self.kernels.get() {
+            return Ok(module);
+        }
+        let module = driver::Module::load(&self.ctx, kernels::PTX)?;
+        Ok(self.kernels.get_or_init(|| module))
+    }
+}
+
+/// CUDA interop on an [`Interop`] device: the CUDA context of the same GPU (its primary
+/// context, which PyTorch and CuPy use too). Cloning shares it.
+#[derive(Clone)]
+pub struct CudaInterop {
+    interop: Interop,
+    device: Arc<CudaDevice>,
+}
+
+impl Interop {
+    /// CUDA interop on this device: finds the CUDA device with this Vulkan device's UUID and
+    /// retains its primary context. Needs the CUDA driver and `VK_KHR_external_semaphore_fd`
+    /// (the two APIs order their work with a shared timeline semaphore).
+    pub fn cuda(&self) -> Result<CudaInterop, InteropError> {
+        let cell = &self.shared().cuda;
+        if let Some(device) = cell.get() {
+            return Ok(CudaInterop {
+                interop: self.clone(),
+                device: device.clone(),
+            });
+        }
+        driver_available()?;
+        self.semaphore_fd()?;
+        let uuid = self.device_uuid();
+        let devices = device_uuids()?;
+        let Some(&(ordinal, _)) = devices.iter().find(|(_, u)| *u == uuid) else {
+            return Err(InteropError::NoMatchingCudaDevice {
+                adapter: self.identity().name.clone(),
+                vulkan: uuid,
+                cuda: devices,
+            });
+        };
+        let ctx = CudaContext::new(ordinal).map_err(cuda_error("cuDevicePrimaryCtxRetain"))?;
+        let device = cell.get_or_init(|| {
+            Arc::new(CudaDevice {
+                ctx,
+                uuid,
+                vouched: Mutex::new(HashMap::new()),
+                kernels: OnceLock::new(),
+            })
+        });
+        Ok(CudaInterop {
+            interop: self.clone(),
+            device: device.clone(),
+        })
+    }
+}
+
+impl CudaInterop {
+    /// The CUDA context (the device's primary context), for the user's streams and memory.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.device.ctx
+    }
+
+    /// The GPU's UUID (the same for CUDA and Vulkan).
+    pub fn device_uuid(&self) -> DeviceUuid {
+        self.device.uuid
+    }
+
+    /// The Vulkan side.
+    pub fn interop(&self) -> &Interop {
+        &self.interop
+    }
+
+    /// Free and total device memory in bytes (`cuMemGetInfo`), for measuring what sluice
+    /// holds.
+    pub fn memory_info(&self) -> Result<(usize, usize), InteropError> {
+        self.device
+            .ctx
+            .mem_get_info()
+            .map_err(cuda_error("cuMemGetInfo"))
+    }
+
+    pub(crate) fn device(&self) -> &Arc<CudaDevice> {
+        &self.device
+    }
+}
+
+impl std::fmt::Debug for CudaInterop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaInterop")
+            .field("ordinal", &self.device.ctx.ordinal())
+            .field("uuid", &self.device.uuid)
+            .finish()
+    }
+}

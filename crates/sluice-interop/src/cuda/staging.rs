@@ -1,0 +1,207 @@
+//! The renderer's path for CUDA memory the user owns: a device-to-device copy on the user's
+//! stream into a staging buffer the renderer exported to CUDA, then a copy into the texture
+//! on the renderer's queue.
+//!
+//! Each staging buffer has its own timeline semaphore, shared by both APIs. Its values
+//! alternate: CUDA waits for the renderer's last read (value `n`), copies, signals `n + 1`;
+//! the renderer's submit waits for `n + 1`, copies into the texture, signals `n + 2`. A buffer
+//! is used by one copy per frame and goes back to the pool when the frame is submitted, so a
+//! later frame's CUDA copy into it waits on the GPU for this frame's read, never on the CPU.
+
+use parking_lot::Mutex;
+use sluice_core::{CudaMemory, Layout};
+use sluice_render::DeviceCopy;
+
+use super::driver::{
+    copy_into, stream_wait_event, Event, ExternalBuffer, ExternalSemaphore, Pitched, StreamHandle,
+};
+use super::source::vouch_key;
+use super::CudaInterop;
+use crate::error::InteropError;
+use crate::interop::Interop;
+use crate::source::{check_device_layout, Pitches};
+use crate::upload::record_copies;
+use crate::vulkan::memory::ExportedBuffer;
+use crate::vulkan::semaphore::SharedSemaphore;
+
+/// Staging buffers kept for reuse beyond those the last frame used.
+const SPARE_BUFFERS: usize = 4;
+
+struct Staging {
+    buffer: ExportedBuffer,
+    mapping: ExternalBuffer,
+    vulkan_semaphore: SharedSemaphore,
+    cuda_semaphore: ExternalSemaphore,
+    /// The semaphore value of the last operation on the buffer.
+    value: u64,
+    /// Recorded after each CUDA copy into the buffer.
+    done: Event,
+}
+
+impl Staging {
+    fn new(cuda: &CudaInterop, bytes: u64) -> Result<Self, InteropError> {
+        let interop = cuda.interop();
+        let ctx = cuda.context();
+        let buffer = interop.export_buffer(bytes)?;
+        let vulkan_semaphore = interop.create_semaphore()?;
+        let mapping = ExternalBuffer::import(
+            ctx,
+            buffer.export_fd()?,
+            buffer.allocation_size(),
+            buffer.is_dedicated(),
+            bytes,
+        )?;
+        let cuda_semaphore = ExternalSemaphore::import(ctx, vulkan_semaphore.export_fd()?)?;
+        Ok(Staging {
+            buffer,
+            mapping,
+            vulkan_semaphore,
+            cuda_semaphore,
+            value: 0,
+            done: Event::new(ctx)?,
+        })
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        // CUDA's copies into the mapping must be done before it is unmapped; the Vulkan
+        // semaphore waits for the renderer's reads when it drops.
+        if let Err(e) = self.done.synchronize() {
+            log::warn!("CUDA staging buffer: waiting for its last copy: {e}");
+        }
+    }
+}
+
+#[derive(Default)]
+struct Pool {
+    free: Vec<Staging>,
+    busy: Vec<Staging>,
+}
+
+pub(crate) struct CudaStaging {
+    interop: Interop,
+    pool: Mutex<Pool>,
+}
+
+impl CudaStaging {
+    pub fn new(interop: Interop) -> Self {
+        CudaStaging {
+            interop,
+            pool: Mutex::new(Pool::default()),
+        }
+    }
+
+    fn cuda(&self) -> Result<CudaInterop, InteropError> {
+        if self.interop.shared().cuda.get().is_none() {
+            return Err(InteropError::CudaUnavailable(
+                "CUDA interop is not enabled on this renderer's device: call Interop::cuda() before drawing CUDA sources",
+            ));
+        }
+        self.interop.cuda()
+    }
+
+    pub fn check(&self, memory: &CudaMemory, layout: &Layout) -> Result<(), InteropError> {
+        let cuda = self.cuda()?;
+        self.interop.check_uuid(memory.device_uuid)?;
+        check_device_layout(layout)?;
+        Pitches {
+            row: memory.row_pitch,
+            plane: memory.plane_pitch,
+        }
+        .check(layout)?;
+        if !cuda.device().is_vouched(vouch_key(memory)) {
+            return Err(InteropError::UnvouchedCudaMemory);
+        }
+        Ok(())
+    }
+
+    pub fn copy(&self, copy: &mut DeviceCopy<'_>, memory: &CudaMemory) -> Result<(), InteropError> {
+        self.check(memory, copy.layout)?;
+        let cuda = self.cuda()?;
+        let ctx = cuda.context();
+        let region = copy.region;
+        let sample = copy.layout.sample_bytes();
+        let width_bytes = region.size[2] * sample;
+        let row = width_bytes.next_multiple_of(crate::COPY_ROW_ALIGNMENT);
+        let pitches = Pitches {
+            row,
+            plane: row * region.size[1],
+        };
+        let bytes = (pitches.plane * region.size[0]) as u64;
+        let mut staging = self.take(&cuda, bytes)?;
+        let stream = StreamHandle::from_raw(memory.stream);
+        let src = Pitched {
+            ptr: memory.ptr
+                + (region.origin[0] * memory.plane_pitch
+                    + region.origin[1] * memory.row_pitch
+                    + region.origin[2] * sample) as u64,
+            row: memory.row_pitch,
+            plane: memory.plane_pitch,
+        };
+        let dst = Pitched {
+            ptr: staging.mapping.ptr(),
+            row: pitches.row,
+            plane: pitches.plane,
+        };
+        let enqueued = (|| {
+            if let Some(event) = memory.ready_event {
+                stream_wait_event(ctx, stream, event)?;
+            }
+            if staging.value > 0 {
+                staging.cuda_semaphore.wait(stream, staging.value)?;
+            }
+            copy_into(
+                ctx,
+                stream,
+                src,
+                dst,
+                &staging.mapping,
+                [region.size[0], region.size[1], width_bytes],
+            )?;
+            staging.cuda_semaphore.signal(stream, staging.value + 1)?;
+            staging.value += 1;
+            staging.done.record(stream)
+        })();
+        if let Err(e) = enqueued {
+            self.pool.lock().free.push(staging);
+            return Err(e);
+        }
+        staging
+            .vulkan_semaphore
+            .wait_before_next_submit(staging.value);
+        record_copies(copy, staging.buffer.buffer(), 0, pitches);
+        staging.value += 1;
+        staging
+            .vulkan_semaphore
+            .signal_after_next_submit(staging.value);
+        self.pool.lock().busy.push(staging);
+        Ok(())
+    }
+
+    /// The smallest free staging buffer of at least `bytes`, or a new one.
+    fn take(&self, cuda: &CudaInterop, bytes: u64) -> Result<Staging, InteropError> {
+        let mut pool = self.pool.lock();
+        let best = pool
+            .free
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.mapping.len() >= bytes)
+            .min_by_key(|(_, s)| s.mapping.len())
+            .map(|(i, _)| i);
+        if let Some(i) = best {
+            return Ok(pool.free.swap_remove(i));
+        }
+        drop(pool);
+        Staging::new(cuda, bytes)
+    }
+
+    pub fn frame_submitted(&self) {
+        let mut pool = self.pool.lock();
+        let busy = std::mem::take(&mut pool.busy);
+        pool.free.extend(busy);
+        while pool.free.len() > SPARE_BUFFERS {
+            pool.free.remove(0);
+        }
+    }
+}

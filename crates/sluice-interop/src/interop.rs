@@ -1,0 +1,194 @@
+//! `Interop`: a Vulkan device opened for sharing memory, and the renderers on it.
+
+use std::sync::Arc;
+
+use sluice_core::VulkanMemory;
+use sluice_render::{Renderer, RendererOptions};
+
+use crate::error::{DeviceUuid, InteropError};
+use crate::handoff::Handoffs;
+use crate::upload::InteropUpload;
+use crate::vulkan::device::{DeviceIdentity, VulkanDevice};
+use crate::vulkan::memory::{import_buffer, ExportedBuffer};
+use crate::vulkan::semaphore::SharedSemaphore;
+
+pub(crate) struct Shared {
+    pub vulkan: VulkanDevice,
+    pub handoffs: Handoffs,
+    #[cfg(feature = "cuda")]
+    pub cuda: std::sync::OnceLock<Arc<crate::cuda::CudaDevice>>,
+}
+
+/// A Vulkan device opened for GPU interop: it can export and import memory as file
+/// descriptors (`VK_KHR_external_memory_fd`) and, where the driver has
+/// `VK_KHR_external_semaphore_fd`, share timeline semaphores.
+///
+/// Renderers made by [`Interop::renderer`] draw on this device and upload device-resident
+/// sources ([`crate::VulkanSource`], and CUDA sources with the `cuda` feature) GPU-side.
+/// Cloning is cheap and shares the device.
+#[derive(Clone)]
+pub struct Interop {
+    shared: Arc<Shared>,
+}
+
+impl Interop {
+    /// Opens the adapter a [`Renderer`] would choose (honouring `SLUICE_BACKEND` and
+    /// `SLUICE_ADAPTER`), which must be a Vulkan one.
+    pub fn new() -> Result<Self, InteropError> {
+        Interop::with_options(&RendererOptions::from_env()?)
+    }
+
+    /// Opens the Vulkan adapter `options` choose. Fails with
+    /// [`InteropError::VulkanNotRequested`] if the options exclude Vulkan (GL, say).
+    pub fn with_options(options: &RendererOptions) -> Result<Self, InteropError> {
+        let backends = options.backends.unwrap_or(wgpu::Backends::all());
+        if !backends.contains(wgpu::Backends::VULKAN) {
+            return Err(InteropError::VulkanNotRequested {
+                requested: format!("{backends:?}"),
+            });
+        }
+        let options = RendererOptions {
+            backends: Some(wgpu::Backends::VULKAN),
+            ..options.clone()
+        };
+        Interop::on_adapter(options.choose_adapter()?)
+    }
+
+    /// Opens `adapter`, which must be a Vulkan adapter whose driver has
+    /// `VK_KHR_external_memory_fd`.
+    pub fn on_adapter(adapter: wgpu::Adapter) -> Result<Self, InteropError> {
+        let vulkan = VulkanDevice::open(adapter)?;
+        Ok(Interop {
+            shared: Arc::new(Shared {
+                vulkan,
+                handoffs: Handoffs::default(),
+                #[cfg(feature = "cuda")]
+                cuda: std::sync::OnceLock::new(),
+            }),
+        })
+    }
+
+    /// A renderer on this device that uploads device-resident sources GPU-side. Any number
+    /// may be made; they share the device.
+    pub fn renderer(&self) -> Renderer {
+        self.renderer_with_options(&RendererOptions::default())
+    }
+
+    /// [`Interop::renderer`] with renderer options (upload budget, 3-D texture limit; the
+    /// adapter choice in them is not used).
+    pub fn renderer_with_options(&self, options: &RendererOptions) -> Renderer {
+        let vk = &self.shared.vulkan;
+        let mut renderer = Renderer::from_device(
+            vk.adapter.clone(),
+            vk.device.clone(),
+            vk.queue.clone(),
+            options,
+        );
+        renderer.set_device_upload(Arc::new(InteropUpload::new(self.clone())));
+        renderer
+    }
+
+    /// What the device is: UUIDs, name, driver.
+    pub fn identity(&self) -> &DeviceIdentity {
+        &self.shared.vulkan.identity
+    }
+
+    /// The device's UUID, as CUDA and other processes see it.
+    pub fn device_uuid(&self) -> DeviceUuid {
+        self.shared.vulkan.identity.device_uuid
+    }
+
+    /// Whether timeline semaphores can be shared with other APIs and processes
+    /// (`VK_KHR_external_semaphore_fd`). Without them, producers and renderers order their
+    /// work on the CPU (a producer finishes its GPU work before publishing; a renderer's frame
+    /// completes before the producer writes again).
+    pub fn supports_shared_semaphores(&self) -> bool {
+        self.shared.vulkan.semaphore_fd.is_some()
+    }
+
+    /// The wgpu device, for the caller's own GPU work on shared buffers.
+    pub fn device(&self) -> &wgpu::Device {
+        &self.shared.vulkan.device
+    }
+
+    /// The wgpu queue of [`Interop::device`].
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.shared.vulkan.queue
+    }
+
+    /// The wgpu adapter.
+    pub fn adapter(&self) -> &wgpu::Adapter {
+        &self.shared.vulkan.adapter
+    }
+
+    /// A buffer of `size` bytes whose memory can be exported as file descriptors.
+    pub fn export_buffer(&self, size: u64) -> Result<ExportedBuffer, InteropError> {
+        ExportedBuffer::new(self, size)
+    }
+
+    /// Imports memory another device, API or process exported, as a buffer spanning the whole
+    /// allocation (copy source and destination, storage, vertex). The descriptor's fd is
+    /// duplicated; the caller keeps its own.
+    pub fn import_buffer(&self, memory: &VulkanMemory) -> Result<wgpu::Buffer, InteropError> {
+        self.check_uuid(memory.device_uuid)?;
+        import_buffer(&self.shared.vulkan, memory)
+    }
+
+    /// A new timeline semaphore at value 0 that can be exported as file descriptors. Fails
+    /// where the driver lacks `VK_KHR_external_semaphore_fd`.
+    pub fn create_semaphore(&self) -> Result<SharedSemaphore, InteropError> {
+        SharedSemaphore::create(self)
+    }
+
+    /// Imports a timeline semaphore exported as an opaque fd (duplicated; the caller keeps
+    /// its own).
+    pub fn import_semaphore(
+        &self,
+        fd: &std::os::fd::OwnedFd,
+    ) -> Result<SharedSemaphore, InteropError> {
+        SharedSemaphore::import(self, fd)
+    }
+
+    /// Fails unless `uuid` is this device's.
+    pub(crate) fn check_uuid(&self, uuid: [u8; 16]) -> Result<(), InteropError> {
+        let expected = self.device_uuid();
+        if expected.0 != uuid {
+            return Err(InteropError::DeviceMismatch {
+                expected,
+                found: DeviceUuid(uuid),
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn vulkan(&self) -> &VulkanDevice {
+        &self.shared.vulkan
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    pub(crate) fn semaphore_fd(
+        &self,
+    ) -> Result<&ash::khr::external_semaphore_fd::Device, InteropError> {
+        self.shared
+            .vulkan
+            .semaphore_fd
+            .as_ref()
+            .ok_or_else(|| InteropError::MissingExtension {
+                adapter: self.shared.vulkan.identity.name.clone(),
+                extension: "VK_KHR_external_semaphore_fd",
+                needed_for: "sharing timeline semaphores with CUDA or other processes",
+            })
+    }
+}
+
+impl std::fmt::Debug for Interop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interop")
+            .field("identity", self.identity())
+            .field("shared_semaphores", &self.supports_shared_semaphores())
+            .finish()
+    }
+}

@@ -1,0 +1,57 @@
+//! # sluice-interop: GPU-resident sources
+//!
+//! Data that already lives in GPU memory reaches sluice's renderer without passing through the
+//! CPU:
+//!
+//! - [`Interop`] opens the renderer's Vulkan device with the extensions sharing needs
+//!   (`VK_KHR_external_memory_fd`, and `VK_KHR_external_semaphore_fd` where the driver has
+//!   it), knows its UUID, and makes [`Renderer`](sluice_render::Renderer)s whose upload path
+//!   copies device-resident sources on the GPU.
+//! - [`ExportedBuffer`]: renderer memory exported as a file descriptor, for another API or
+//!   process to fill; [`Interop::import_buffer`]: memory others exported.
+//! - [`VulkanSource`]: a source whose bytes are in such memory; its residency carries the fd,
+//!   size, offset, pitches and (optionally) a timeline semaphore the renderer waits on.
+//! - [`ring`]: frames shared between a producer process and a display process over a Unix
+//!   socket, with a ring of slots so the producer never waits for the display.
+//! - `cuda` (feature `cuda`): sources in CUDA memory, copied device to device on the
+//!   producer's stream, or written by CUDA kernels straight into renderer memory.
+//!
+//! # Contract
+//!
+//! Nothing here copies device data through host memory. Where sharing is impossible (a GL
+//! backend, a driver without the needed extension, data on another GPU, no CUDA driver) the
+//! error says which and why: [`InteropError`] names the adapter, extension, sizes or UUIDs.
+//! Data is ordered by semaphores or CUDA events, never by waiting for a whole device.
+//!
+//! The crate is Linux-only (memory and semaphores travel as file descriptors); elsewhere it is
+//! empty.
+//!
+//! # Unsafe code
+//!
+//! All of sluice's `unsafe` code is in this crate, in four modules: `vulkan::device` (device
+//! creation and queries under wgpu), `vulkan::memory` (buffers and fds), `vulkan::semaphore`
+//! (shared timeline semaphores) and `cuda::driver` (CUDA driver calls). Every other module is
+//! safe code; each `unsafe` block states why it is sound.
+#![cfg(target_os = "linux")]
+#![deny(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod error;
+mod fd_passing;
+mod handoff;
+mod interop;
+pub mod ring;
+mod source;
+mod upload;
+#[allow(unsafe_code)]
+mod vulkan;
+
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
+pub use error::{DeviceUuid, InteropError};
+pub use interop::Interop;
+pub use source::{Pitches, VulkanSource, COPY_ROW_ALIGNMENT};
+pub use vulkan::device::DeviceIdentity;
+pub use vulkan::memory::ExportedBuffer;
+pub use vulkan::semaphore::SharedSemaphore;

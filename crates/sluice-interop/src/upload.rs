@@ -1,0 +1,282 @@
+//! `InteropUpload`: the renderer's GPU-side upload path for device-resident sources.
+//!
+//! Vulkan memory is imported once per shared fd (cached while the source's fd lives) and
+//! copied into the proxy's texture by `copy_buffer_to_texture`; the frame's submit waits for
+//! the source's semaphore value first and signals the next after. CUDA memory (feature
+//! `cuda`) is first copied on the producer's stream into a staging buffer the renderer
+//! exported, then the same way.
+
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+use sluice_core::{Layout, Residency, VulkanMemory};
+use sluice_render::{DeviceCopy, DeviceUpload, RenderError};
+
+use crate::error::InteropError;
+use crate::interop::Interop;
+use crate::source::{check_vulkan_memory, Pitches, COPY_ROW_ALIGNMENT};
+use crate::vulkan::semaphore::SharedSemaphore;
+
+/// Identity of a shared fd: the address of its `Arc`. Entries keep a `Weak` to it, so the
+/// address cannot be reused by another fd while an entry names it.
+pub(crate) fn fd_key(fd: &Arc<OwnedFd>) -> usize {
+    Arc::as_ptr(fd) as usize
+}
+
+struct Import {
+    fd: Weak<OwnedFd>,
+    allocation_size: u64,
+    memory_type_index: u32,
+    buffer: wgpu::Buffer,
+}
+
+struct SemaphoreImport {
+    fd: Weak<OwnedFd>,
+    semaphore: Arc<SharedSemaphore>,
+}
+
+pub(crate) struct InteropUpload {
+    interop: Interop,
+    imports: Mutex<HashMap<usize, Import>>,
+    semaphores: Mutex<HashMap<usize, SemaphoreImport>>,
+    /// (semaphore, wait value) pairs the frame being recorded already waits on and signals
+    /// after, and whether its copies of that data go ahead (`false`: being rewritten, skip).
+    frame: Mutex<HashMap<(usize, u64), bool>>,
+    #[cfg(feature = "cuda")]
+    cuda: crate::cuda::staging::CudaStaging,
+}
+
+impl InteropUpload {
+    pub fn new(interop: Interop) -> Self {
+        InteropUpload {
+            #[cfg(feature = "cuda")]
+            cuda: crate::cuda::staging::CudaStaging::new(interop.clone()),
+            interop,
+            imports: Mutex::new(HashMap::new()),
+            semaphores: Mutex::new(HashMap::new()),
+            frame: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn check_residency(&self, residency: &Residency, layout: &Layout) -> Result<(), InteropError> {
+        match residency {
+            Residency::Vulkan(memory) => {
+                check_vulkan_memory(layout, memory)?;
+                self.interop.check_uuid(memory.device_uuid)?;
+                if memory.semaphore.is_some() {
+                    self.interop.semaphore_fd()?;
+                }
+                Ok(())
+            }
+            Residency::Cuda(memory) => self.check_cuda(memory, layout),
+            _ => Ok(()),
+        }
+    }
+
+    #[cfg(feature = "cuda")]
+    fn check_cuda(
+        &self,
+        memory: &sluice_core::CudaMemory,
+        layout: &Layout,
+    ) -> Result<(), InteropError> {
+        self.cuda.check(memory, layout)
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn check_cuda(&self, _: &sluice_core::CudaMemory, _: &Layout) -> Result<(), InteropError> {
+        Err(InteropError::CudaUnavailable(
+            "this build of sluice has no CUDA support: enable the `cuda` feature",
+        ))
+    }
+
+    /// The imported buffer for `memory`, importing it on first use.
+    fn import(&self, memory: &VulkanMemory) -> Result<wgpu::Buffer, InteropError> {
+        let key = fd_key(&memory.fd);
+        let mut imports = self.imports.lock();
+        if let Some(import) = imports.get(&key) {
+            if import.allocation_size == memory.allocation_size
+                && import.memory_type_index == memory.memory_type_index
+            {
+                return Ok(import.buffer.clone());
+            }
+        }
+        let buffer = self.interop.import_buffer(memory)?;
+        imports.insert(
+            key,
+            Import {
+                fd: Arc::downgrade(&memory.fd),
+                allocation_size: memory.allocation_size,
+                memory_type_index: memory.memory_type_index,
+                buffer: buffer.clone(),
+            },
+        );
+        Ok(buffer)
+    }
+
+    fn semaphore(&self, fd: &Arc<OwnedFd>) -> Result<Arc<SharedSemaphore>, InteropError> {
+        let key = fd_key(fd);
+        let mut semaphores = self.semaphores.lock();
+        if let Some(import) = semaphores.get(&key) {
+            return Ok(import.semaphore.clone());
+        }
+        let semaphore = Arc::new(self.interop.import_semaphore(fd)?);
+        semaphores.insert(
+            key,
+            SemaphoreImport {
+                fd: Arc::downgrade(fd),
+                semaphore: semaphore.clone(),
+            },
+        );
+        Ok(semaphore)
+    }
+
+    /// Queues the frame's wait for the data and its signal after reading (once per semaphore
+    /// and frame). Returns whether the copy goes ahead.
+    fn synchronize(&self, memory: &VulkanMemory) -> Result<bool, InteropError> {
+        let Some(sync) = &memory.semaphore else {
+            return Ok(true);
+        };
+        let key = fd_key(&sync.fd);
+        let mut frame = self.frame.lock();
+        if let Some(&go) = frame.get(&(key, sync.wait_value)) {
+            return Ok(go);
+        }
+        let semaphore = self.semaphore(&sync.fd)?;
+        let signal = match self.interop.shared().handoffs.get(key) {
+            Some(handoff) => match handoff.begin_read(sync.wait_value) {
+                Some(value) => Some(value),
+                None => {
+                    frame.insert((key, sync.wait_value), false);
+                    return Ok(false);
+                }
+            },
+            None => sync.signal_value,
+        };
+        semaphore.wait_before_next_submit(sync.wait_value);
+        if let Some(value) = signal {
+            semaphore.signal_after_next_submit(value);
+        }
+        frame.insert((key, sync.wait_value), true);
+        Ok(true)
+    }
+
+    fn copy_vulkan(
+        &self,
+        copy: &mut DeviceCopy<'_>,
+        memory: &VulkanMemory,
+    ) -> Result<(), InteropError> {
+        self.check_residency(copy.residency, copy.layout)?;
+        let buffer = self.import(memory)?;
+        if !self.synchronize(memory)? {
+            return Ok(());
+        }
+        let pitches = Pitches {
+            row: memory.row_pitch,
+            plane: memory.plane_pitch,
+        };
+        let [z, y, x] = copy.region.origin;
+        let first = memory.offset
+            + (z * pitches.plane + y * pitches.row + x * copy.layout.sample_bytes()) as u64;
+        record_copies(copy, &buffer, first, pitches);
+        Ok(())
+    }
+}
+
+impl DeviceUpload for InteropUpload {
+    fn check(&self, residency: &Residency, layout: &Layout) -> Result<(), String> {
+        self.check_residency(residency, layout)
+            .map_err(|e| e.to_string())
+    }
+
+    fn copy_to_texture(&self, mut copy: DeviceCopy<'_>) -> Result<(), RenderError> {
+        let result = match copy.residency {
+            Residency::Vulkan(memory) => self.copy_vulkan(&mut copy, memory),
+            #[cfg(feature = "cuda")]
+            Residency::Cuda(memory) => self.cuda.copy(&mut copy, memory),
+            other => self.check_residency(other, copy.layout),
+        };
+        result.map_err(|e| RenderError::UnsupportedSource {
+            visual: "TextureProxy",
+            source_label: copy.source.label(),
+            reason: e.to_string(),
+        })
+    }
+
+    fn frame_submitted(&self, _queue: &wgpu::Queue) {
+        self.frame.lock().clear();
+        self.imports.lock().retain(|_, i| i.fd.strong_count() > 0);
+        self.semaphores
+            .lock()
+            .retain(|_, s| s.fd.strong_count() > 0);
+        #[cfg(feature = "cuda")]
+        self.cuda.frame_submitted();
+    }
+}
+
+/// Records the copies of `copy.region` from `buffer`, where the region's first sample is at
+/// byte `first` and rows and planes are `pitches` apart, into `copy.texture`. Rows pitched to
+/// [`COPY_ROW_ALIGNMENT`] go in one command (one per plane if planes are not a whole number
+/// of rows apart); other pitches take one command per row.
+pub(crate) fn record_copies(
+    copy: &mut DeviceCopy<'_>,
+    buffer: &wgpu::Buffer,
+    first: u64,
+    pitches: Pitches,
+) {
+    let region = copy.region;
+    let (row, plane) = (pitches.row as u64, pitches.plane as u64);
+    let [z0, y0, _] = region.origin;
+    let [depth, height, width] = region.size;
+    let mut one = |z: usize,
+                   y: usize,
+                   depth: usize,
+                   height: usize,
+                   rows_per_image: Option<u32>,
+                   bytes_per_row: Option<u32>| {
+        copy.encoder.copy_buffer_to_texture(
+            wgpu::TexelCopyBufferInfo {
+                buffer,
+                layout: wgpu::TexelCopyBufferLayout {
+                    offset: first + (z - z0) as u64 * plane + (y - y0) as u64 * row,
+                    bytes_per_row,
+                    rows_per_image,
+                },
+            },
+            wgpu::TexelCopyTextureInfo {
+                texture: copy.texture,
+                mip_level: 0,
+                // The texture may be one brick of a larger volume: place the region at the
+                // brick's origin for it.
+                origin: wgpu::Origin3d {
+                    x: copy.texture_origin[0],
+                    y: copy.texture_origin[1] + (y - y0) as u32,
+                    z: copy.texture_origin[2] + (z - z0) as u32,
+                },
+                aspect: wgpu::TextureAspect::All,
+            },
+            wgpu::Extent3d {
+                width: width as u32,
+                height: height as u32,
+                depth_or_array_layers: depth as u32,
+            },
+        );
+    };
+    if pitches.row.is_multiple_of(COPY_ROW_ALIGNMENT) {
+        if depth == 1 || plane.is_multiple_of(row) {
+            let rows_per_image = (depth > 1).then_some((plane / row) as u32);
+            one(z0, y0, depth, height, rows_per_image, Some(row as u32));
+        } else {
+            for z in z0..z0 + depth {
+                one(z, y0, 1, height, None, Some(row as u32));
+            }
+        }
+    } else {
+        for z in z0..z0 + depth {
+            for y in y0..y0 + height {
+                one(z, y, 1, 1, None, None);
+            }
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! Opening a wgpu device with the Vulkan extensions interop needs, and what that device is.
+//!
+//! One of the crate's `unsafe` modules. It reaches under wgpu through `wgpu::hal` to add
+//! device extensions at creation and to keep the raw `ash` handles, and asks the driver
+//! directly (with `ash`) for the device's UUID and what it can share. The handles it keeps are
+//! valid as long as the `wgpu::Device` they came with, which [`VulkanDevice`] holds beside
+//! them.
+
+use ash::{khr, vk};
+use wgpu::hal::api::Vulkan;
+use wgpu::hal::vulkan::CreateDeviceCallbackArgs;
+
+use crate::error::{DeviceUuid, InteropError};
+
+/// How sluice creates every shareable buffer (exported or imported): copies both ways, storage
+/// (compute writes) and vertex data used in place. Both sides of a share use the same flags,
+/// so the driver allows the same memory types to both.
+pub(crate) const BUFFER_USAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::from_raw(
+    vk::BufferUsageFlags::TRANSFER_SRC.as_raw()
+        | vk::BufferUsageFlags::TRANSFER_DST.as_raw()
+        | vk::BufferUsageFlags::STORAGE_BUFFER.as_raw()
+        | vk::BufferUsageFlags::VERTEX_BUFFER.as_raw(),
+);
+
+/// The wgpu usages matching [`BUFFER_USAGE`].
+pub(crate) const WGPU_BUFFER_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::COPY_SRC
+    .union(wgpu::BufferUsages::COPY_DST)
+    .union(wgpu::BufferUsages::STORAGE)
+    .union(wgpu::BufferUsages::VERTEX);
+
+/// What a Vulkan device is, for matching it with CUDA devices and other processes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceIdentity {
+    /// `VkPhysicalDeviceIDProperties::deviceUUID`: equal to CUDA's `cuDeviceGetUuid` for the
+    /// same GPU.
+    pub device_uuid: DeviceUuid,
+    /// `VkPhysicalDeviceIDProperties::driverUUID`: opaque fds are only exchangeable between
+    /// devices whose driver UUIDs are equal too.
+    pub driver_uuid: DeviceUuid,
+    /// The adapter's name.
+    pub name: String,
+    /// The driver's name and version, as the driver reports them.
+    pub driver: String,
+}
+
+/// Whether buffers can be shared as opaque fds with [`BUFFER_USAGE`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BufferSharing {
+    pub exportable: bool,
+    pub importable: bool,
+    /// The driver shares such buffers only as dedicated allocations.
+    pub dedicated_only: bool,
+    /// `VkExternalMemoryFeatureFlags`, for error messages.
+    pub features: vk::ExternalMemoryFeatureFlags,
+}
+
+/// A wgpu device opened for interop, with its raw Vulkan handles.
+///
+/// The `ash` handles are copies of wgpu's: they stay valid while `device` lives, and this
+/// struct holds it, so every use through a `VulkanDevice` is on a live device.
+pub(crate) struct VulkanDevice {
+    pub adapter: wgpu::Adapter,
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub raw: ash::Device,
+    pub memory_fd: khr::external_memory_fd::Device,
+    /// Present where the driver has `VK_KHR_external_semaphore_fd`, timeline semaphores and
+    /// exports them as opaque fds.
+    pub semaphore_fd: Option<khr::external_semaphore_fd::Device>,
+    pub memory_types: Vec<vk::MemoryType>,
+    pub identity: DeviceIdentity,
+    pub buffers: BufferSharing,
+}
+
+impl VulkanDevice {
+    /// Opens `adapter` with `VK_KHR_external_memory_fd` (required) and
+    /// `VK_KHR_external_semaphore_fd` (where supported).
+    pub fn open(adapter: wgpu::Adapter) -> Result<Self, InteropError> {
+        let info = adapter.get_info();
+        if info.backend != wgpu::Backend::Vulkan {
+            return Err(not_vulkan(&info));
+        }
+        let features = wgpu::Features::empty();
+        let limits = adapter.limits();
+        let (open, semaphores) = {
+            // SAFETY: the guard is used only inside this block and is dropped before the
+            // device is created from the adapter; nothing it refers to is destroyed.
+            let hal_adapter =
+                unsafe { adapter.as_hal::<Vulkan>() }.ok_or_else(|| not_vulkan(&info))?;
+            let caps = hal_adapter.physical_device_capabilities();
+            if !caps.supports_extension(khr::external_memory_fd::NAME) {
+                return Err(InteropError::MissingExtension {
+                    adapter: info.name.clone(),
+                    extension: "VK_KHR_external_memory_fd",
+                    needed_for: "sharing memory by file descriptor",
+                });
+            }
+            let semaphores = caps.supports_extension(khr::external_semaphore_fd::NAME)
+                && caps.properties().api_version >= vk::API_VERSION_1_2;
+            let callback = Box::new(move |args: CreateDeviceCallbackArgs<'_, '_, '_>| {
+                let wanted = [
+                    Some(khr::external_memory_fd::NAME),
+                    semaphores.then_some(khr::external_semaphore_fd::NAME),
+                ];
+                for extension in wanted.into_iter().flatten() {
+                    if !args.extensions.contains(&extension) {
+                        args.extensions.push(extension);
+                    }
+                }
+            });
+            // SAFETY: the callback only adds extensions the physical device supports (checked
+            // above) and removes nothing; features and limits are the adapter's own.
+            let open = unsafe {
+                hal_adapter.open_with_callback(
+                    features,
+                    &limits,
+                    &wgpu::MemoryHints::Performance,
+                    Some(callback),
+                )
+            }
+            .map_err(|e| InteropError::OpenDevice {
+                adapter: info.name.clone(),
+                reason: e.to_string(),
+            })?;
+            (open, semaphores)
+        };
+        let raw = open.device.raw_device().clone();
+        let physical = open.device.raw_physical_device();
+        let instance = open.device.shared_instance().raw_instance().clone();
+        let memory_fd = khr::external_memory_fd::Device::new(&instance, &raw);
+        let semaphore_fd = (semaphores && timeline_semaphores_shareable(&instance, physical))
+            .then(|| khr::external_semaphore_fd::Device::new(&instance, &raw));
+        // SAFETY: `physical` is the live physical device `instance` enumerated.
+        let memory = unsafe { instance.get_physical_device_memory_properties(physical) };
+        let memory_types = memory.memory_types_as_slice().to_vec();
+        let identity = identity(&instance, physical, &info);
+        let buffers = buffer_sharing(&instance, physical);
+
+        let desc = wgpu::DeviceDescriptor {
+            label: Some("sluice interop"),
+            required_features: features,
+            required_limits: limits,
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        };
+        // SAFETY: `open` comes from this adapter's hal adapter, whose guard is released, and
+        // was opened with exactly `desc.required_features`.
+        let (device, queue) = unsafe { adapter.create_device_from_hal::<Vulkan>(open, &desc) }
+            .map_err(|e| InteropError::OpenDevice {
+                adapter: info.name.clone(),
+                reason: e.to_string(),
+            })?;
+        Ok(VulkanDevice {
+            adapter,
+            device,
+            queue,
+            raw,
+            memory_fd,
+            semaphore_fd,
+            memory_types,
+            identity,
+            buffers,
+        })
+    }
+
+    /// The first memory type allowed by `allowed` that is device-local, else the first allowed.
+    pub fn choose_memory_type(
+        &self,
+        allowed: u32,
+        purpose: &'static str,
+    ) -> Result<u32, InteropError> {
+        let allowed_types = || {
+            self.memory_types
+                .iter()
+                .enumerate()
+                .filter(move |(i, _)| allowed & (1 << i) != 0)
+        };
+        allowed_types()
+            .find(|(_, t)| {
+                t.property_flags
+                    .contains(vk::MemoryPropertyFlags::DEVICE_LOCAL)
+            })
+            .or_else(|| allowed_types().next())
+            .map(|(i, _)| i as u32)
+            .ok_or(InteropError::NoMemoryType {
+                purpose,
+                allowed,
+                count: self.memory_types.len() as u32,
+            })
+    }
+}
+
+fn not_vulkan(info: &wgpu::AdapterInfo) -> InteropError {
+    InteropError::NotVulkan {
+        adapter: info.name.clone(),
+        backend: format!("{:?}", info.backend),
+    }
+}
+
+fn identity(
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+    info: &wgpu::AdapterInfo,
+) -> DeviceIdentity {
+    let mut id = vk::PhysicalDeviceIDProperties::default();
+    let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut id);
+    // SAFETY: `physical` is live; the chain holds only a Vulkan 1.1 core structure, and wgpu
+    // opens Vulkan devices of version 1.1 or later.
+    unsafe { instance.get_physical_device_properties2(physical, &mut props) };
+    DeviceIdentity {
+        device_uuid: DeviceUuid(id.device_uuid),
+        driver_uuid: DeviceUuid(id.driver_uuid),
+        name: info.name.clone(),
+        driver: format!("{} {}", info.driver, info.driver_info)
+            .trim()
+            .to_string(),
+    }
+}
+
+fn buffer_sharing(instance: &ash::Instance, physical: vk::PhysicalDevice) -> BufferSharing {
+    let info = vk::PhysicalDeviceExternalBufferInfo::default()
+        .usage(BUFFER_USAGE)
+        .handle_type(vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD);
+    let mut props = vk::ExternalBufferProperties::default();
+    // SAFETY: `physical` is live; both structures are plain Vulkan 1.1 core ones.
+    unsafe { instance.get_physical_device_external_buffer_properties(physical, &info, &mut props) };
+    let features = props.external_memory_properties.external_memory_features;
+    BufferSharing {
+        exportable: features.contains(vk::ExternalMemoryFeatureFlags::EXPORTABLE),
+        importable: features.contains(vk::ExternalMemoryFeatureFlags::IMPORTABLE),
+        dedicated_only: features.contains(vk::ExternalMemoryFeatureFlags::DEDICATED_ONLY),
+        features,
+    }
+}
+
+fn timeline_semaphores_shareable(instance: &ash::Instance, physical: vk::PhysicalDevice) -> bool {
+    let mut timeline =
+        vk::SemaphoreTypeCreateInfo::default().semaphore_type(vk::SemaphoreType::TIMELINE);
+    let info = vk::PhysicalDeviceExternalSemaphoreInfo::default()
+        .handle_type(vk::ExternalSemaphoreHandleTypeFlags::OPAQUE_FD)
+        .push_next(&mut timeline);
+    let mut props = vk::ExternalSemaphoreProperties::default();
+    // SAFETY: `physical` is live and supports Vulkan 1.2 (checked by the caller), which has
+    // `VkSemaphoreTypeCreateInfo` in core.
+    unsafe {
+        instance.get_physical_device_external_semaphore_properties(physical, &info, &mut props)
+    };
+    props.external_semaphore_features.contains(
+        vk::ExternalSemaphoreFeatureFlags::EXPORTABLE
+            | vk::ExternalSemaphoreFeatureFlags::IMPORTABLE,
+    )
+}

@@ -1,0 +1,260 @@
+#!/usr/bin/env bash
+# Runs sluice's CUDA interop tests, benchmark and examples on the NVIDIA H200 device machine,
+# the same way scripts/device-run.sh runs the upload bench. Two halves:
+#
+#   scripts/device-cuda.sh prepare     HERE, in the repo: reuses (or downloads) the Vulkan/EGL
+#                                      loader .debs in .gl/, builds with `--features cuda` the
+#                                      release binaries of the interop tests (interop_cuda,
+#                                      interop_vulkan, interop_cross_process), the interop
+#                                      bench and the cuda_animation and cross_process examples,
+#                                      and copies them, gzipped, into .device-cuda/ (bin/,
+#                                      run.sh).
+#
+#   scripts/device-cuda.sh remote [tests|bench|examples|all]
+#                                      THERE, in the repo root copy on the device machine:
+#                                      unpacks .gl/*.deb into / where no loader is installed,
+#                                      points Vulkan at the NVIDIA driver, prints nvidia-smi -L,
+#                                      then runs (all, the default) the tests with
+#                                      SLUICE_REQUIRE_CUDA=1 (a CUDA test that would skip fails
+#                                      instead), the bench, and the examples. Exits non-zero
+#                                      if any of them failed.
+#
+# The device tool call (after `prepare` here; .gl and .device-cuda are ignored, so they must
+# be carried):
+#
+#   run(kind="nvidia-h200", carry=[".gl", ".device-cuda"], timeout_s=600,
+#       command="bash scripts/device-cuda.sh remote")
+#
+# What comes back in $OUT: env.log, tests.log, bench.log, examples.log and two PNG frames of
+# the CUDA animation (first and last).
+#
+# Environment (remote): SLUICE_BENCH_ITERS (default 15), SLUICE_BENCH_STRICT=1 (a missed
+# bench target fails the run), SLUICE_DEVICE_UNPACK=auto|always|never (loader .debs, default
+# auto), SLUICE_DEVICE_TESTS_TIMEOUT / SLUICE_DEVICE_BENCH_TIMEOUT /
+# SLUICE_DEVICE_EXAMPLES_TIMEOUT (seconds, defaults 240 / 180 / 90). Without $OUT (a local try)
+# logs go to ${TMPDIR:-/tmp}/sluice-device-cuda-out, never under .device-cuda/ (which travels).
+#
+# Locally, `remote` runs on whatever is here: on a machine without CUDA the CUDA tests fail by
+# design (SLUICE_REQUIRE_CUDA=1); `SLUICE_REQUIRE_CUDA=0 bash scripts/device-cuda.sh remote`
+# shows them skipping instead.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# scripts/device-cuda.sh and its snapshot .device-cuda/device-cuda.sh both sit one below the root.
+root="$(cd "$here/.." && pwd)"
+cd "$root"
+
+die() {
+  echo "device-cuda: $*" >&2
+  exit 1
+}
+
+TRAVEL_LIMIT=$((64 << 20))
+GL_PACKAGES=(libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
+TESTS=(interop_cuda interop_vulkan interop_cross_process)
+EXAMPLES=(cuda_animation cross_process)
+
+# Prints the executable of each compiler artifact named $2 of kind $3 in cargo's JSON
+# messages $1.
+executables() {
+  jq -r --arg name "$2" --arg kind "$3" \
+    'select(.reason == "compiler-artifact" and .target.name == $name
+            and (.target.kind | index($kind)) and .executable != null) | .executable' "$1" |
+    tail -n1
+}
+
+prepare() {
+  command -v cargo >/dev/null || die "cargo not found"
+  command -v jq >/dev/null || die "jq not found (needed to read cargo's JSON messages)"
+  [ "$(uname -m)" = x86_64 ] || die "the device machine is x86-64; build there instead of on $(uname -m)"
+
+  # Keep .gl/ and .device-cuda/ out of every commit (.gitignore lists them; older checkouts
+  # get them in info/exclude).
+  local exclude
+  exclude="$(git rev-parse --git-path info/exclude)"
+  for dir in .gl .device-cuda; do
+    if ! git check-ignore -q "$dir/x"; then
+      mkdir -p "$(dirname "$exclude")"
+      echo "/$dir/" >>"$exclude"
+    fi
+  done
+
+  if compgen -G ".gl/libvulkan1_*.deb" >/dev/null; then
+    echo "== reusing the loader packages in .gl/"
+  else
+    echo "== downloading loader packages into .gl/"
+    rm -rf .gl
+    mkdir -p .gl /tmp/amd64/partial
+    local o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64)
+    apt-get "${o[@]}" update -qq
+    (cd .gl && apt-get "${o[@]}" download "${GL_PACKAGES[@]}")
+  fi
+  ls -l .gl
+
+  echo "== building release binaries with --features cuda"
+  rm -rf .device-cuda
+  mkdir -p .device-cuda/bin
+  local msgs exe
+  msgs="$(mktemp)"
+  local test_args=()
+  for t in "${TESTS[@]}"; do test_args+=(--test "$t"); done
+  cargo test --release --features cuda --no-run "${test_args[@]}" \
+    --message-format=json-render-diagnostics >"$msgs"
+  for t in "${TESTS[@]}"; do
+    exe="$(executables "$msgs" "$t" test)"
+    [ -n "$exe" ] && [ -x "$exe" ] || die "test executable $t not found in cargo's messages"
+    cp "$exe" ".device-cuda/bin/test-$t"
+  done
+  cargo bench --features cuda --bench interop --no-run --message-format=json-render-diagnostics >"$msgs"
+  exe="$(executables "$msgs" interop bench)"
+  [ -n "$exe" ] && [ -x "$exe" ] || die "bench executable not found in cargo's messages"
+  cp "$exe" .device-cuda/bin/bench-interop
+  local example_args=()
+  for e in "${EXAMPLES[@]}"; do example_args+=(--example "$e"); done
+  cargo build --release --features cuda "${example_args[@]}" --message-format=json-render-diagnostics >"$msgs"
+  for e in "${EXAMPLES[@]}"; do
+    exe="$(executables "$msgs" "$e" example)"
+    [ -n "$exe" ] && [ -x "$exe" ] || die "example executable $e not found in cargo's messages"
+    cp "$exe" ".device-cuda/bin/example-$e"
+  done
+  rm -f "$msgs"
+  # Symbols stay (panics and backtraces name their places); gzip shrinks what travels to a
+  # third.
+  strip --strip-debug .device-cuda/bin/* 2>/dev/null || true
+  gzip -9 .device-cuda/bin/*
+
+  cp "$here/device-cuda.sh" .device-cuda/device-cuda.sh
+  cat >.device-cuda/run.sh <<'EOF'
+#!/usr/bin/env bash
+# Written by `scripts/device-cuda.sh prepare`: runs the remote half with the script snapshot
+# that built these binaries. Usage: bash .device-cuda/run.sh [tests|bench|examples|all]
+exec bash "$(dirname "${BASH_SOURCE[0]}")/device-cuda.sh" remote "$@"
+EOF
+  chmod +x .device-cuda/run.sh .device-cuda/device-cuda.sh
+  {
+    echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (plus uncommitted changes)')"
+    echo "rustc: $(rustc --version)"
+  } >.device-cuda/manifest.txt
+
+  echo "== what travels with carry [\".gl\", \".device-cuda\"]"
+  ls -l .device-cuda/bin
+  local carried tracked untracked total
+  carried="$(du -sb .gl .device-cuda | awk '{s += $1} END {print s}')"
+  tracked="$(git ls-files -z | xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')"
+  untracked="$(git ls-files -z -o --exclude-standard | xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')"
+  total=$((carried + tracked + untracked))
+  printf 'carried %d B + tracked %d B + untracked %d B = %d B (limit %d B)\n' \
+    "$carried" "$tracked" "$untracked" "$total" "$TRAVEL_LIMIT"
+  [ "$total" -lt "$TRAVEL_LIMIT" ] || die "over the 64 MiB the device tool carries"
+}
+
+loader_present() {
+  ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1 '
+}
+
+# Runs "$@" with a timeout, appending its output to log $1 (shifted off) and echoing it.
+run_logged() {
+  local log="$1" limit="$2"
+  shift 2
+  set +e
+  timeout "$limit" "$@" 2>&1 | tee -a "$log"
+  local rc=${PIPESTATUS[0]}
+  set -e
+  echo "== exit status $rc: $*" | tee -a "$log"
+  return "$rc"
+}
+
+remote() {
+  local what="${1:-all}"
+  case "$what" in tests | bench | examples | all) ;; *) die "remote takes tests, bench, examples or all, not '$what'" ;; esac
+  compgen -G ".device-cuda/bin/*.gz" >/dev/null ||
+    die ".device-cuda/bin is empty or missing: run 'prepare' here and carry .device-cuda"
+  local out="${OUT:-${TMPDIR:-/tmp}/sluice-device-cuda-out}"
+  mkdir -p "$out"
+  local bin="${TMPDIR:-/tmp}/sluice-device-cuda-bin"
+  rm -rf "$bin"
+  mkdir -p "$bin"
+  for f in .device-cuda/bin/*.gz; do
+    gunzip -c "$f" >"$bin/$(basename "$f" .gz)"
+    chmod +x "$bin/$(basename "$f" .gz)"
+  done
+
+  local unpack="${SLUICE_DEVICE_UNPACK:-auto}"
+  if [ "$unpack" = always ] || { [ "$unpack" = auto ] && ! loader_present; }; then
+    compgen -G ".gl/*.deb" >/dev/null || die "no Vulkan loader here and no .gl/*.deb: carry .gl"
+    [ "$(id -u)" = 0 ] || die "unpacking loaders into / needs root"
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+    echo "device-cuda: unpacked $(ls .gl/*.deb | wc -l) loader packages into /"
+  fi
+  local icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  [ -f "$icd" ] && export VK_DRIVER_FILES="$icd"
+  export SLUICE_BACKEND="${SLUICE_BACKEND:-vulkan}"
+  export SLUICE_REQUIRE_CUDA="${SLUICE_REQUIRE_CUDA:-1}"
+  export RUST_BACKTRACE="${RUST_BACKTRACE:-1}"
+
+  {
+    echo "== $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -srm) on $(hostname)"
+    cat .device-cuda/manifest.txt 2>/dev/null || true
+    echo "VK_DRIVER_FILES=${VK_DRIVER_FILES:-<unset: system ICDs>} SLUICE_BACKEND=$SLUICE_BACKEND SLUICE_REQUIRE_CUDA=$SLUICE_REQUIRE_CUDA"
+    if command -v nvidia-smi >/dev/null; then
+      nvidia-smi -L
+      nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv
+    else
+      echo "nvidia-smi: not found"
+    fi
+    ldconfig -p | grep -E 'libvulkan\.so\.1 |libcuda\.so' || true
+  } 2>&1 | tee "$out/env.log"
+
+  local status=0
+  if [ "$what" = tests ] || [ "$what" = all ]; then
+    : >"$out/tests.log"
+    local deadline=$((SECONDS + ${SLUICE_DEVICE_TESTS_TIMEOUT:-240}))
+    for t in "${TESTS[@]}"; do
+      local left=$((deadline - SECONDS))
+      if [ "$left" -le 0 ]; then
+        echo "== test-$t: not run, out of time" | tee -a "$out/tests.log"
+        status=1
+        continue
+      fi
+      echo "== test-$t" | tee -a "$out/tests.log"
+      run_logged "$out/tests.log" "$left" "$bin/test-$t" --nocapture --test-threads=1 || status=1
+    done
+  fi
+  if [ "$what" = bench ] || [ "$what" = all ]; then
+    : >"$out/bench.log"
+    echo "== bench-interop" | tee -a "$out/bench.log"
+    run_logged "$out/bench.log" "${SLUICE_DEVICE_BENCH_TIMEOUT:-180}" "$bin/bench-interop" --bench || status=1
+  fi
+  if [ "$what" = examples ] || [ "$what" = all ]; then
+    : >"$out/examples.log"
+    local frames="${TMPDIR:-/tmp}/sluice-cuda-frames"
+    rm -rf "$frames"
+    mkdir -p "$frames"
+    for e in "${EXAMPLES[@]}"; do
+      echo "== example-$e" | tee -a "$out/examples.log"
+      SLUICE_OUT="$frames" run_logged "$out/examples.log" "${SLUICE_DEVICE_EXAMPLES_TIMEOUT:-90}" \
+        "$bin/example-$e" || status=1
+    done
+    local pngs
+    pngs="$(ls "$frames"/cuda_animation-*.png 2>/dev/null || true)"
+    if [ -n "$pngs" ]; then
+      cp "$(echo "$pngs" | head -n1)" "$(echo "$pngs" | tail -n1)" "$out/"
+    fi
+  fi
+  echo "device-cuda: logs in $out; overall status $status"
+  return "$status"
+}
+
+case "${1:-}" in
+  prepare) prepare ;;
+  remote)
+    shift
+    remote "$@"
+    ;;
+  *)
+    sed -n '2,/^set -euo/p' "$0" | sed '$d'
+    exit 2
+    ;;
+esac

@@ -1,0 +1,461 @@
+//! CUDA sources on an NVIDIA GPU: what a CUDA kernel wrote is what renders (pixels checked
+//! against the kernel's documented pattern), a producer faster than the display never shows a
+//! torn frame, and teardown in any order gives back the GPU memory (measured).
+//!
+//! Without the `cuda` feature, or without a CUDA driver, each test says on stderr that it
+//! skipped and why; `SLUICE_REQUIRE_CUDA=1` (set by `scripts/device-cuda.sh`) turns a skip into
+//! a failure. Errors that need no GPU (no driver, CUDA not enabled, memory of another device)
+//! are checked everywhere.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::io::Write;
+
+/// Reports a skipped test where `cargo test` shows it (stderr is not captured when written to
+/// directly), or fails it where CUDA is required.
+fn skip(test: &str, reason: &str) {
+    if std::env::var_os("SLUICE_REQUIRE_CUDA").is_some_and(|v| v != "0") {
+        panic!("{test}: CUDA is required (SLUICE_REQUIRE_CUDA) but {reason}");
+    }
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason}");
+}
+
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn cuda_tests_need_the_cuda_feature() {
+    skip(
+        "interop_cuda",
+        "built without the `cuda` feature (run `cargo test --features cuda --test interop_cuda`)",
+    );
+}
+
+#[cfg(feature = "cuda")]
+mod cuda_tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use sluice::interop::cuda::{self, kernels, CudaInterop, CudaSource, CudaWritableSource};
+    use sluice::interop::{Interop, InteropError, Pitches};
+    use sluice::prelude::*;
+    use sluice::{Changes, CudaMemory, DataSource, ReadRequest, ReadStatus, Residency};
+
+    use super::common::{expected_entry, render_pixels};
+    use super::skip;
+
+    /// The interop device and its CUDA side, or `None` after reporting why the test skips.
+    fn cuda_or_skip(test: &str) -> Option<(Interop, CudaInterop)> {
+        if let Err(e) = cuda::driver_available() {
+            skip(test, &e.to_string());
+            return None;
+        }
+        let interop = Interop::new().expect("a Vulkan device with external memory");
+        match interop.cuda() {
+            Ok(cuda) => Some((interop, cuda)),
+            Err(e) => {
+                skip(test, &e.to_string());
+                None
+            }
+        }
+    }
+
+    fn rgba(height: usize, width: usize) -> Layout {
+        Layout::new(Shape::d2(height, width).unwrap(), ElementType::U8, 4).unwrap()
+    }
+
+    #[track_caller]
+    fn assert_rgba_frame(img: &image::RgbaImage, frame: u32) {
+        for (x, y, pixel) in img.enumerate_pixels() {
+            let want = kernels::rgba8_pattern(x, y, 0, frame);
+            assert_eq!(pixel.0, want, "frame {frame}, pixel ({x}, {y})");
+        }
+    }
+
+    /// The frame (mod 256) a whole RGBA8 pattern image shows, or a description of the tear.
+    fn frame_shown(img: &image::RgbaImage) -> Result<u32, String> {
+        let frame = u32::from(img.get_pixel(0, 0).0[0]);
+        for (x, y, pixel) in img.enumerate_pixels() {
+            if pixel.0 != kernels::rgba8_pattern(x, y, 0, frame) {
+                return Err(format!(
+                    "pixel ({x}, {y}) is {:?}, but pixel (0, 0) says frame {frame}",
+                    pixel.0
+                ));
+            }
+        }
+        Ok(frame)
+    }
+
+    #[test]
+    fn user_cuda_memory_renders_what_the_kernel_wrote() {
+        let Some((_interop, cuda)) = cuda_or_skip("user_cuda_memory_renders_what_the_kernel_wrote")
+        else {
+            return;
+        };
+        // 100 RGBA8 columns packed (400-byte rows), as PyTorch stores them: the renderer's
+        // staging pitches them to 512.
+        let layout = rgba(60, 100);
+        let pitches = Pitches::packed(&layout);
+        let stream = cuda.context().new_stream().unwrap();
+        let slice = stream
+            .alloc_zeros::<u8>(pitches.span(&layout) as usize)
+            .unwrap();
+        let source =
+            Arc::new(CudaSource::from_slice(&cuda, layout.clone(), pitches, slice).unwrap());
+        let mut renderer = _interop.renderer();
+        let mut scene = Scene::new();
+        scene.add(Image::new(source.clone() as SharedSource));
+        for frame in 0..3 {
+            source
+                .write(|slice| {
+                    let stream = slice.stream().clone();
+                    kernels::fill_rgba8_slice(&cuda, &stream, slice, &layout, pitches, frame)
+                })
+                .unwrap()
+                .unwrap();
+            let img = render_pixels(&mut renderer, &scene, 100, 60);
+            assert_rgba_frame(&img, frame);
+        }
+        assert_eq!(
+            renderer.counters().bytes_uploaded,
+            0,
+            "nothing staged through the host"
+        );
+    }
+
+    #[test]
+    fn host_staging_is_an_explicit_opt_in_that_works_on_any_renderer() {
+        let test = "host_staging_is_an_explicit_opt_in_that_works_on_any_renderer";
+        let Some((_interop, cuda)) = cuda_or_skip(test) else {
+            return;
+        };
+        let layout = rgba(40, 70);
+        let pitches = Pitches::packed(&layout);
+        let stream = cuda.context().new_stream().unwrap();
+        let slice = stream
+            .alloc_zeros::<u8>(pitches.span(&layout) as usize)
+            .unwrap();
+        let source =
+            Arc::new(CudaSource::from_slice(&cuda, layout.clone(), pitches, slice).unwrap());
+        source
+            .write(|slice| {
+                let stream = slice.stream().clone();
+                kernels::fill_rgba8_slice(&cuda, &stream, slice, &layout, pitches, 11)
+            })
+            .unwrap()
+            .unwrap();
+        // A renderer that cannot share memory refuses the source rather than stage it silently.
+        let mut plain = super::common::renderer();
+        let mut scene = Scene::new();
+        scene.add(Image::new(source.clone() as SharedSource));
+        let target = plain.create_target(70, 40).unwrap();
+        let e = plain
+            .render(&scene, &super::common::pixel_camera(70, 40), &target)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("never made silently"), "{e}");
+        // Asked for, the host path works there.
+        let staged = source.staged_through_host();
+        assert!(staged.label().contains("staged through host memory"));
+        let mut plain = super::common::renderer();
+        let mut scene = Scene::new();
+        scene.add(Image::new(Arc::new(staged) as SharedSource));
+        let img = render_pixels(&mut plain, &scene, 70, 40);
+        assert_rgba_frame(&img, 11);
+        assert_eq!(plain.counters().bytes_uploaded, layout.total_bytes() as u64);
+    }
+
+    #[test]
+    fn user_f32_memory_goes_through_the_colormap() {
+        let Some((interop, cuda)) = cuda_or_skip("user_f32_memory_goes_through_the_colormap")
+        else {
+            return;
+        };
+        let layout = Layout::new(Shape::d2(16, 256).unwrap(), ElementType::F32, 1).unwrap();
+        let pitches = Pitches::aligned(&layout);
+        let stream = cuda.context().new_stream().unwrap();
+        let slice = stream
+            .alloc_zeros::<u8>(pitches.span(&layout) as usize)
+            .unwrap();
+        let source =
+            Arc::new(CudaSource::from_slice(&cuda, layout.clone(), pitches, slice).unwrap());
+        source
+            .write(|slice| {
+                let stream = slice.stream().clone();
+                kernels::fill_f32_slice(&cuda, &stream, slice, &layout, pitches, 9)
+            })
+            .unwrap()
+            .unwrap();
+        let mut renderer = interop.renderer();
+        let mut scene = Scene::new();
+        scene.add(Image::new(source as SharedSource).with_colormap(Colormap::Viridis));
+        let img = render_pixels(&mut renderer, &scene, 256, 16);
+        for y in [0u32, 7, 15] {
+            for x in 0..256u32 {
+                let v = kernels::f32_pattern(x, y, 0, 9);
+                let (want, near) = expected_entry(&Colormap::Viridis, v, [0.0, 1.0], 1.0);
+                let got = img.get_pixel(x, y).0;
+                assert!(
+                    got == want || Some(got) == near,
+                    "({x}, {y}) = {got:?}, want {want:?} for {v}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn renderer_owned_memory_written_by_cuda_kernels() {
+        let Some((interop, cuda)) = cuda_or_skip("renderer_owned_memory_written_by_cuda_kernels")
+        else {
+            return;
+        };
+        let layout = rgba(90, 130);
+        let source = Arc::new(CudaWritableSource::new(&cuda, layout).unwrap());
+        let stream = cuda.context().new_stream().unwrap();
+        let mut renderer = interop.renderer();
+        let mut scene = Scene::new();
+        scene.add(Image::new(source.clone() as SharedSource));
+        for frame in [3, 4, 200] {
+            let write = source.begin_write(&stream).unwrap();
+            assert!(source.begin_write(&stream).is_err(), "one write at a time");
+            kernels::fill_rgba8(&write, frame).unwrap();
+            write.end().unwrap();
+            let img = render_pixels(&mut renderer, &scene, 130, 90);
+            assert_rgba_frame(&img, frame);
+        }
+        assert_eq!(renderer.counters().bytes_uploaded, 0);
+    }
+
+    /// A CUDA thread writes frames into renderer-owned memory as fast as it can while the
+    /// display draws and reads back: every frame shown is one whole frame.
+    #[test]
+    fn a_producer_faster_than_the_display_never_shows_a_torn_frame() {
+        let test = "a_producer_faster_than_the_display_never_shows_a_torn_frame";
+        let Some((interop, cuda)) = cuda_or_skip(test) else {
+            return;
+        };
+        let (w, h) = (1024usize, 768usize);
+        let writable = Arc::new(CudaWritableSource::new(&cuda, rgba(h, w)).unwrap());
+        let user_layout = rgba(h, w);
+        let pitches = Pitches::packed(&user_layout);
+        let user_stream = cuda.context().new_stream().unwrap();
+        let slice = user_stream
+            .alloc_zeros::<u8>(pitches.span(&user_layout) as usize)
+            .unwrap();
+        let user =
+            Arc::new(CudaSource::from_slice(&cuda, user_layout.clone(), pitches, slice).unwrap());
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let producer = {
+            let (writable, user, cuda, stop) =
+                (writable.clone(), user.clone(), cuda.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let stream = cuda.context().new_stream().unwrap();
+                let mut frame = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    frame += 1;
+                    let write = writable.begin_write(&stream).unwrap();
+                    kernels::fill_rgba8(&write, frame).unwrap();
+                    write.end().unwrap();
+                    user.write(|slice| {
+                        let s = slice.stream().clone();
+                        kernels::fill_rgba8_slice(&cuda, &s, slice, &user_layout, pitches, frame)
+                    })
+                    .unwrap()
+                    .unwrap();
+                    // Keep the queue of enqueued work short; a stream sync waits for this
+                    // thread's own work only.
+                    stream.synchronize().unwrap();
+                }
+                frame
+            })
+        };
+        let mut renderer = interop.renderer();
+        let mut shown = Vec::new();
+        let start = Instant::now();
+        for source in [
+            writable.clone() as SharedSource,
+            user.clone() as SharedSource,
+        ] {
+            let mut scene = Scene::new();
+            scene.add(Image::new(source));
+            for _ in 0..30 {
+                let img = render_pixels(&mut renderer, &scene, w as u32, h as u32);
+                match frame_shown(&img) {
+                    Ok(frame) => shown.push(frame),
+                    Err(tear) => panic!("torn frame: {tear}"),
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let produced = producer.join().unwrap();
+        println!(
+            "{test}: produced {produced} frames while drawing {} in {:?}; shown (mod 256): {shown:?}",
+            shown.len(),
+            start.elapsed()
+        );
+        assert!(produced > 1, "the producer ran");
+    }
+
+    /// GPU memory before and after: allocations of every path, then teardown in three orders.
+    #[test]
+    fn teardown_in_any_order_gives_back_gpu_memory() {
+        let test = "teardown_in_any_order_gives_back_gpu_memory";
+        let Some((_keep_interop, keep_cuda)) = cuda_or_skip(test) else {
+            return;
+        };
+        let layout = rgba(2160, 3840);
+        let frame_bytes = layout.total_bytes();
+        let round = |order: usize| {
+            let interop = Interop::new().unwrap();
+            let cuda = interop.cuda().unwrap();
+            let stream = cuda.context().new_stream().unwrap();
+            let pitches = Pitches::packed(&layout);
+            let slice = stream
+                .alloc_zeros::<u8>(pitches.span(&layout) as usize)
+                .unwrap();
+            let user =
+                Arc::new(CudaSource::from_slice(&cuda, layout.clone(), pitches, slice).unwrap());
+            let writable = Arc::new(CudaWritableSource::new(&cuda, layout.clone()).unwrap());
+            let write = writable.begin_write(&stream).unwrap();
+            kernels::fill_rgba8(&write, 1).unwrap();
+            write.end().unwrap();
+            let mut renderer = interop.renderer();
+            let mut scene = Scene::new();
+            scene.add(Image::new(user.clone() as SharedSource));
+            scene.add(Image::new(writable.clone() as SharedSource));
+            render_pixels(&mut renderer, &scene, 64, 64);
+            renderer.wait_idle().unwrap();
+            match order {
+                0 => {
+                    drop(scene);
+                    drop(renderer);
+                    drop((user, writable));
+                    drop((cuda, interop));
+                }
+                1 => {
+                    drop((cuda, interop));
+                    drop((user, writable));
+                    drop(renderer);
+                    drop(scene);
+                }
+                _ => {
+                    drop((user, writable));
+                    drop((cuda, interop));
+                    drop(scene);
+                    drop(renderer);
+                }
+            }
+            drop(stream);
+        };
+        let free = || keep_cuda.memory_info().unwrap().0 as i64;
+        // A first round loads what stays loaded (driver state, the kernels' module).
+        round(0);
+        let before = free();
+        for order in 0..3 {
+            round(order);
+            std::thread::sleep(Duration::from_millis(200));
+            let after = free();
+            println!(
+                "{test}: order {order}: free GPU memory before {before} B, after {after} B (each round allocates over {} B)",
+                3 * frame_bytes
+            );
+            assert!(
+                (before - after).abs() < 16 << 20,
+                "order {order}: {} bytes of GPU memory not given back",
+                before - after
+            );
+        }
+    }
+
+    /// A source describing CUDA memory by hand, not through `CudaSource`.
+    struct HandMade(CudaMemory, Layout);
+
+    impl DataSource for HandMade {
+        fn layout(&self) -> Layout {
+            self.1.clone()
+        }
+        fn version(&self) -> Version {
+            Version::INITIAL
+        }
+        fn changes_since(&self, since: Version) -> Changes {
+            if since < Version::INITIAL {
+                Changes::All
+            } else {
+                Changes::None
+            }
+        }
+        fn residency(&self) -> Residency {
+            Residency::Cuda(self.0)
+        }
+        fn read(
+            &self,
+            _: &ReadRequest<'_>,
+            _: &mut [u8],
+        ) -> Result<ReadStatus, sluice::SourceError> {
+            Err(sluice::SourceError::Custom("device memory".into()))
+        }
+    }
+
+    fn render_error(interop: &Interop, source: HandMade) -> String {
+        let mut renderer = interop.renderer();
+        let mut scene = Scene::new();
+        scene.add(Image::new(Arc::new(source) as SharedSource));
+        let target = renderer.create_target(8, 8).unwrap();
+        renderer
+            .render(&scene, &super::common::pixel_camera(8, 8), &target)
+            .unwrap_err()
+            .to_string()
+    }
+
+    fn hand_made(uuid: [u8; 16]) -> HandMade {
+        let layout = rgba(8, 8);
+        HandMade(
+            CudaMemory {
+                device_uuid: uuid,
+                ptr: 0x1000,
+                row_pitch: 32,
+                plane_pitch: 256,
+                stream: 0,
+                ready_event: None,
+            },
+            layout,
+        )
+    }
+
+    /// Runs everywhere: the errors a machine without CUDA gives are clear.
+    #[test]
+    fn without_a_driver_or_cuda_enabled_the_errors_say_why() {
+        let interop = Interop::new().expect("a Vulkan device with external memory");
+        let e = render_error(&interop, hand_made(interop.device_uuid().0));
+        assert!(e.contains("CUDA interop is not enabled"), "{e}");
+        match cuda::driver_available() {
+            Err(e) => {
+                let text = e.to_string();
+                assert!(text.contains("libcuda"), "{text}");
+                let e = interop.cuda().unwrap_err();
+                assert!(matches!(e, InteropError::NoCudaDriver(_)), "{e}");
+            }
+            Ok(()) => skip(
+                "without_a_driver_or_cuda_enabled_the_errors_say_why (the no-driver half)",
+                "this machine has a CUDA driver",
+            ),
+        }
+    }
+
+    #[test]
+    fn cuda_memory_of_another_device_or_described_by_hand_is_refused() {
+        let test = "cuda_memory_of_another_device_or_described_by_hand_is_refused";
+        let Some((interop, _cuda)) = cuda_or_skip(test) else {
+            return;
+        };
+        let e = render_error(&interop, hand_made([7; 16]));
+        assert!(e.contains("07070707-0707-0707-0707-070707070707"), "{e}");
+        assert!(e.contains(&interop.device_uuid().to_string()), "{e}");
+        let e = render_error(&interop, hand_made(interop.device_uuid().0));
+        assert!(
+            e.contains("must be shown through sluice's CudaSource"),
+            "{e}"
+        );
+    }
+}

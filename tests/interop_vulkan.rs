@@ -1,0 +1,381 @@
+//! Vulkan external memory on a real driver (Mesa's lavapipe in CI): memory one device exports
+//! is imported by another, drawn, and the pixels compared with the bytes written. These tests
+//! never skip: a driver without `VK_KHR_external_memory_fd` fails them.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{assert_pixel, render_pixels};
+use sluice::interop::{Interop, InteropError, Pitches, VulkanSource};
+use sluice::prelude::*;
+use sluice::{RendererOptions, TimelineSemaphore};
+
+fn interop() -> Interop {
+    Interop::new().unwrap_or_else(|e| panic!("no Vulkan device with external memory: {e}"))
+}
+
+fn rgba_layout(height: usize, width: usize) -> Layout {
+    Layout::new(Shape::d2(height, width).unwrap(), ElementType::U8, 4).unwrap()
+}
+
+/// The colour the test producers write at (x, y) of frame `frame`.
+fn pattern(x: usize, y: usize, frame: usize) -> [u8; 4] {
+    [
+        (x * 3 + y + frame) as u8,
+        (y * 5 + 7) as u8,
+        ((x ^ y) + 2 * frame) as u8,
+        255,
+    ]
+}
+
+/// The bytes of frame `frame` of `layout` at `pitches` from byte `offset`, with every byte
+/// outside the samples set to 0xAB (so a copy that reads padding shows it).
+fn frame_bytes(layout: &Layout, pitches: Pitches, offset: usize, frame: usize) -> Vec<u8> {
+    let shape = layout.shape();
+    let mut bytes = vec![0xAB; offset + pitches.span(layout) as usize];
+    for y in 0..shape.height() {
+        for x in 0..shape.width() {
+            let at = offset + y * pitches.row + x * 4;
+            bytes[at..at + 4].copy_from_slice(&pattern(x, y, frame));
+        }
+    }
+    // Buffer writes are whole words.
+    bytes.resize(bytes.len().next_multiple_of(4), 0xAB);
+    bytes
+}
+
+/// Writes `bytes` into `buffer` with the producer's own queue and waits for it: without
+/// shared semaphores the producer finishes its GPU work before publishing.
+fn produce(producer: &Interop, buffer: &wgpu::Buffer, bytes: &[u8]) {
+    producer.queue().write_buffer(buffer, 0, bytes);
+    producer.queue().submit([]);
+    producer
+        .device()
+        .poll(wgpu::PollType::wait_indefinitely())
+        .unwrap();
+}
+
+#[track_caller]
+fn assert_frame(img: &image::RgbaImage, frame: usize) {
+    for y in 0..img.height() {
+        for x in 0..img.width() {
+            assert_pixel(img, x, y, pattern(x as usize, y as usize, frame), 0);
+        }
+    }
+}
+
+#[test]
+fn memory_exported_by_one_device_renders_on_another() {
+    let producer = interop();
+    let display = interop();
+    assert_eq!(producer.device_uuid(), display.device_uuid());
+    // 60 RGBA8 columns: 240-byte rows, padded to 256; taller than one 64-row chunk.
+    let layout = rgba_layout(160, 60);
+    let pitches = Pitches::aligned(&layout);
+    assert_eq!(pitches.row, 256);
+    let exported = producer.export_buffer(pitches.span(&layout)).unwrap();
+    produce(
+        &producer,
+        exported.buffer(),
+        &frame_bytes(&layout, pitches, 0, 0),
+    );
+
+    let source = Arc::new(VulkanSource::new(layout, exported.memory(0, pitches).unwrap()).unwrap());
+    let mut renderer = display.renderer();
+    // A budget smaller than the frame does not split a GPU-side copy over frames (a later
+    // frame could copy the rest from newer data).
+    renderer.set_upload_budget(Some(1024));
+    let mut scene = Scene::new();
+    scene.add(Image::new(source.clone()));
+    let img = render_pixels(&mut renderer, &scene, 60, 160);
+    assert_frame(&img, 0);
+    let counters = renderer.counters();
+    assert_eq!(
+        counters.bytes_uploaded, 0,
+        "nothing went through host staging"
+    );
+    assert_eq!(counters.copies_issued, 1);
+}
+
+#[test]
+fn new_frames_are_copied_once_each_after_publish() {
+    let producer = interop();
+    let display = interop();
+    let layout = rgba_layout(16, 64);
+    let pitches = Pitches::aligned(&layout);
+    let exported = producer.export_buffer(pitches.span(&layout)).unwrap();
+    let source =
+        Arc::new(VulkanSource::new(layout.clone(), exported.memory(0, pitches).unwrap()).unwrap());
+    let mut renderer = display.renderer();
+    let mut scene = Scene::new();
+    scene.add(Image::new(source.clone()));
+    for frame in 0..3 {
+        produce(
+            &producer,
+            exported.buffer(),
+            &frame_bytes(&layout, pitches, 0, frame),
+        );
+        source.publish();
+        let img = render_pixels(&mut renderer, &scene, 64, 16);
+        assert_frame(&img, frame);
+        // Unpublished writes are not copied: the frame shown stays whole.
+        let before = renderer.counters().copies_issued;
+        render_pixels(&mut renderer, &scene, 64, 16);
+        assert_eq!(renderer.counters().copies_issued, before, "frame {frame}");
+    }
+}
+
+#[test]
+fn unaligned_pitches_and_offsets_are_copied_row_by_row() {
+    let producer = interop();
+    let display = interop();
+    let layout = rgba_layout(20, 30);
+    // 120-byte rows 132 bytes apart, starting 8 bytes in: nothing is 256-aligned.
+    let pitches = Pitches {
+        row: 132,
+        plane: 132 * 20,
+    };
+    let offset = 8;
+    let exported = producer
+        .export_buffer(offset as u64 + pitches.span(&layout))
+        .unwrap();
+    produce(
+        &producer,
+        exported.buffer(),
+        &frame_bytes(&layout, pitches, offset, 5),
+    );
+    let source =
+        VulkanSource::new(layout, exported.memory(offset as u64, pitches).unwrap()).unwrap();
+    let mut renderer = display.renderer();
+    let mut scene = Scene::new();
+    scene.add(Image::new(Arc::new(source)));
+    let img = render_pixels(&mut renderer, &scene, 30, 20);
+    assert_frame(&img, 5);
+}
+
+#[test]
+fn a_renderer_reads_memory_its_own_device_exported() {
+    let interop = interop();
+    let layout = Layout::new(Shape::d2(8, 128).unwrap(), ElementType::U16, 1).unwrap();
+    let pitches = Pitches::aligned(&layout);
+    let exported = interop.export_buffer(pitches.span(&layout)).unwrap();
+    let values: Vec<u16> = (0..8 * 128).map(|i| (i % 128) as u16 * 500).collect();
+    let mut bytes = vec![0u8; pitches.span(&layout) as usize];
+    for (i, v) in values.iter().enumerate() {
+        let at = (i / 128) * pitches.row + (i % 128) * 2;
+        bytes[at..at + 2].copy_from_slice(&v.to_le_bytes());
+    }
+    produce(&interop, exported.buffer(), &bytes);
+    let source = VulkanSource::new(layout, exported.memory(0, pitches).unwrap()).unwrap();
+    let mut renderer = interop.renderer();
+    let mut scene = Scene::new();
+    scene.add(Image::new(Arc::new(source)).with_clim(0.0, 63500.0));
+    let img = render_pixels(&mut renderer, &scene, 128, 8);
+    for x in 0..128u32 {
+        let (want, near) =
+            common::expected_entry(&Colormap::Gray, x as f32 * 500.0, [0.0, 63500.0], 1.0);
+        let got = img.get_pixel(x, 3).0;
+        assert!(
+            got == want || Some(got) == near,
+            "column {x}: {got:?} vs {want:?}"
+        );
+    }
+}
+
+#[test]
+fn memory_smaller_than_the_layout_is_refused_with_its_sizes() {
+    let interop = interop();
+    let layout = rgba_layout(16, 64);
+    let exported = interop.export_buffer(1000).unwrap();
+    let memory = exported.memory(0, Pitches::aligned(&layout)).unwrap();
+    let allocation = memory.allocation_size;
+    let e = VulkanSource::new(layout.clone(), memory).err().unwrap();
+    let text = e.to_string();
+    assert!(
+        matches!(e, InteropError::AllocationTooSmall { needed: 4096, .. }),
+        "{text}"
+    );
+    assert!(
+        text.contains("4096") && text.contains(&allocation.to_string()),
+        "{text}"
+    );
+
+    let e = VulkanSource::new(
+        layout,
+        exported
+            .memory(
+                0,
+                Pitches {
+                    row: 128,
+                    plane: 2048,
+                },
+            )
+            .unwrap(),
+    )
+    .err()
+    .unwrap();
+    assert!(
+        e.to_string()
+            .contains("row pitch of 128 bytes is less than one row of 256 bytes"),
+        "{e}"
+    );
+}
+
+#[test]
+fn memory_of_another_device_is_refused_with_both_uuids() {
+    let interop = interop();
+    let layout = rgba_layout(4, 64);
+    let pitches = Pitches::aligned(&layout);
+    let exported = interop.export_buffer(pitches.span(&layout)).unwrap();
+    let mut memory = exported.memory(0, pitches).unwrap();
+    memory.device_uuid = [0x5A; 16];
+    let source = VulkanSource::new(layout, memory).unwrap();
+    let mut renderer = interop.renderer();
+    let mut scene = Scene::new();
+    scene.add(Image::new(Arc::new(source)));
+    let target = renderer.create_target(64, 4).unwrap();
+    let e = renderer
+        .render(&scene, &common::pixel_camera(64, 4), &target)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("5a5a5a5a-5a5a-5a5a-5a5a-5a5a5a5a5a5a"), "{e}");
+    assert!(e.contains(&interop.device_uuid().to_string()), "{e}");
+}
+
+#[test]
+fn a_renderer_without_interop_refuses_device_memory() {
+    let interop = interop();
+    let layout = rgba_layout(4, 64);
+    let pitches = Pitches::aligned(&layout);
+    let exported = interop.export_buffer(pitches.span(&layout)).unwrap();
+    let source = VulkanSource::new(layout, exported.memory(0, pitches).unwrap()).unwrap();
+    let mut renderer = common::renderer();
+    let mut scene = Scene::new();
+    scene.add(Image::new(Arc::new(source)));
+    let target = renderer.create_target(64, 4).unwrap();
+    let e = renderer
+        .render(&scene, &common::pixel_camera(64, 4), &target)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no device upload path") && e.contains("never made silently"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_gl_backend_is_refused_by_name() {
+    let options = RendererOptions {
+        backends: Some(wgpu::Backends::GL),
+        ..RendererOptions::default()
+    };
+    let e = Interop::with_options(&options).unwrap_err();
+    assert!(matches!(e, InteropError::VulkanNotRequested { .. }), "{e}");
+    assert!(e.to_string().contains("GL"), "{e}");
+}
+
+/// With `VK_KHR_external_semaphore_fd` the renderer waits for the producer's value and
+/// signals its own; without it (lavapipe) a source carrying a semaphore is refused and the
+/// error names the extension.
+#[test]
+fn timeline_semaphores_order_reads_where_the_driver_shares_them() {
+    let producer = interop();
+    let display = interop();
+    let layout = rgba_layout(8, 64);
+    let pitches = Pitches::aligned(&layout);
+    let exported = producer.export_buffer(pitches.span(&layout)).unwrap();
+    produce(
+        &producer,
+        exported.buffer(),
+        &frame_bytes(&layout, pitches, 0, 2),
+    );
+    let mut memory = exported.memory(0, pitches).unwrap();
+    let mut renderer = display.renderer();
+    let target = renderer.create_target(64, 8).unwrap();
+    let camera = common::pixel_camera(64, 8);
+
+    if !display.supports_shared_semaphores() {
+        let fd = std::fs::File::open("/dev/null").unwrap();
+        memory.semaphore = Some(TimelineSemaphore {
+            fd: Arc::new(fd.into()),
+            wait_value: 1,
+            signal_value: Some(2),
+        });
+        let source = VulkanSource::new(layout, memory).unwrap();
+        let mut scene = Scene::new();
+        scene.add(Image::new(Arc::new(source)));
+        let e = renderer
+            .render(&scene, &camera, &target)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("VK_KHR_external_semaphore_fd"), "{e}");
+        return;
+    }
+    let semaphore = producer.create_semaphore().unwrap();
+    memory.semaphore = Some(TimelineSemaphore {
+        fd: Arc::new(semaphore.export_fd().unwrap()),
+        wait_value: 1,
+        signal_value: Some(2),
+    });
+    let source = VulkanSource::new(layout, memory).unwrap();
+    let mut scene = Scene::new();
+    scene.add(Image::new(Arc::new(source)));
+    semaphore.signal(1).unwrap();
+    let _ = renderer.render(&scene, &camera, &target).unwrap();
+    assert_frame(&renderer.read_image(&target).unwrap(), 2);
+    assert!(
+        semaphore.wait(2, Duration::from_secs(10)).unwrap(),
+        "the renderer signals 2 after reading"
+    );
+}
+
+#[test]
+fn teardown_in_any_order_leaves_the_devices_usable() {
+    let producer = interop();
+    let layout = rgba_layout(8, 64);
+    let pitches = Pitches::aligned(&layout);
+    for order in 0..3 {
+        let display = interop();
+        let exported = producer.export_buffer(pitches.span(&layout)).unwrap();
+        produce(
+            &producer,
+            exported.buffer(),
+            &frame_bytes(&layout, pitches, 0, order),
+        );
+        let source = Arc::new(
+            VulkanSource::new(layout.clone(), exported.memory(0, pitches).unwrap()).unwrap(),
+        );
+        let mut renderer = display.renderer();
+        let mut scene = Scene::new();
+        scene.add(Image::new(source.clone()));
+        assert_frame(&render_pixels(&mut renderer, &scene, 64, 8), order);
+        match order {
+            0 => {
+                drop(exported);
+                drop(scene);
+                drop(source);
+                drop(renderer);
+                drop(display);
+            }
+            1 => {
+                drop(display);
+                drop(renderer);
+                drop(exported);
+                drop(source);
+            }
+            _ => {
+                drop(source);
+                drop(renderer);
+                drop(scene);
+                drop(display);
+                drop(exported);
+            }
+        }
+    }
+    // The producer still works after all of it.
+    let exported = producer.export_buffer(4096).unwrap();
+    produce(&producer, exported.buffer(), &[7; 4096]);
+}
