@@ -175,6 +175,8 @@ EOF
       rm -f "$stage/smoke.log"
     done
   fi
+  # gzip shrinks what travels to about a third (the remote half unpacks it).
+  gzip -9 "$stage"/bin/*
   rm -rf .device
   mv "$stage" .device
 
@@ -201,7 +203,12 @@ loader_present() {
 remote() {
   local what="${1:-all}"
   case "$what" in bench | tests | all) ;; *) die "remote takes bench, tests or all, not '$what'" ;; esac
-  local name
+  local name f
+  # Binaries travel gzipped: unpack them next to themselves.
+  for f in .device/bin/*.gz; do
+    [ -e "$f" ] || continue
+    gunzip -c "$f" >"${f%.gz}" && chmod 755 "${f%.gz}" && rm -f "$f"
+  done
   for name in upload visuals; do
     [ -x ".device/bin/$name-bench" ] || die ".device/bin/$name-bench missing: run 'prepare' here and carry .device"
   done
