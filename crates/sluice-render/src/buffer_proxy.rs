@@ -160,6 +160,27 @@ impl BufferProxy {
             source_label: source.label(),
             error,
         };
+        if self.holds_as_is() {
+            // No conversion: lend straight into staging, one copy from the source's memory to
+            // the GPU's (indices are checked on the lent bytes first).
+            let mut checked = Ok(());
+            let mut lent = Ok(LendOutcome::NotLendable);
+            let staged = ctx.staging.stage(ctx.device, size, |view| {
+                lent = source.lend(&request, &mut |host| {
+                    let bytes = &host.bytes[..size as usize];
+                    checked = self.check_indices(bytes, region);
+                    if checked.is_ok() {
+                        view.slice(..size as usize).copy_from_slice(bytes);
+                    }
+                });
+            });
+            if lent.map_err(source_err)? == LendOutcome::Lent {
+                *ctx.scratch = converted;
+                checked?;
+                self.record_copy(ctx, &staged, region, per_sample, size);
+                return Ok(true);
+            }
+        }
         let lent = source
             .lend(&request, &mut |host| {
                 convert_result =
@@ -188,6 +209,19 @@ impl BufferProxy {
             view.slice(..size as usize)
                 .copy_from_slice(&converted[..size as usize]);
         });
+        *ctx.scratch = converted;
+        self.record_copy(ctx, &staged, region, per_sample, size);
+        Ok(true)
+    }
+
+    fn record_copy(
+        &self,
+        ctx: &mut UploadContext<'_>,
+        staged: &crate::staging::Staged,
+        region: Region,
+        per_sample: usize,
+        size: u64,
+    ) {
         ctx.encoder.copy_buffer_to_buffer(
             &staged.buffer,
             staged.offset,
@@ -195,10 +229,20 @@ impl BufferProxy {
             (region.origin[2] * per_sample) as u64,
             size,
         );
-        *ctx.scratch = converted;
         ctx.counters.bytes_uploaded += size;
         ctx.counters.copies_issued += 1;
-        Ok(true)
+    }
+
+    /// Whether the source's elements are already in the GPU format (f32 attributes with the
+    /// format's channels, u32 indices, u8 RGBA colours).
+    fn holds_as_is(&self) -> bool {
+        use sluice_core::ElementType as E;
+        match (self.format, self.layout.element(), self.layout.channels()) {
+            (BufferFormat::F32 { channels }, E::F32, c) => c == channels,
+            (BufferFormat::U32, E::U32, _) => true,
+            (BufferFormat::Rgba8, E::U8, 4) => true,
+            _ => false,
+        }
     }
 
     /// A device-resident attribute: one GPU-side copy by the renderer's device upload path,
@@ -209,16 +253,7 @@ impl BufferProxy {
         residency: &Residency,
         region: Region,
     ) -> Result<bool, RenderError> {
-        let unconverted = matches!(
-            (self.format, self.layout.element(), self.layout.channels()),
-            (BufferFormat::F32 { channels }, sluice_core::ElementType::F32, c) if c == channels
-        ) || matches!(
-            (self.format, self.layout.element()),
-            (BufferFormat::U32, sluice_core::ElementType::U32)
-        ) || matches!(
-            (self.format, self.layout.element(), self.layout.channels()),
-            (BufferFormat::Rgba8, sluice_core::ElementType::U8, 4)
-        );
+        let unconverted = self.holds_as_is();
         let unsupported = |reason: String| RenderError::UnsupportedSource {
             visual: "Mesh",
             source_label: self.source.label(),
