@@ -153,6 +153,7 @@ impl Renderer {
     pub fn with_options(options: RendererOptions) -> Result<Self, RenderError> {
         let adapter = options.choose_adapter()?;
         let info = adapter.get_info();
+        let lifecycle = GPU_LIFECYCLE.lock();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("sluice"),
             required_features: wgpu::Features::empty(),
@@ -165,6 +166,7 @@ impl Renderer {
             adapter: info.name.clone(),
             reason: e.to_string(),
         })?;
+        drop(lifecycle);
         Ok(Renderer::from_device(adapter, device, queue, &options))
     }
 
@@ -1219,6 +1221,7 @@ impl Renderer {
 /// release-after-upload policy no longer waits for it).
 impl Drop for Renderer {
     fn drop(&mut self) {
+        let _lifecycle = GPU_LIFECYCLE.lock();
         let mut counters = self.counters;
         for (_, proxy) in self.proxies.drain() {
             proxy.retire(&mut counters);
@@ -1424,6 +1427,29 @@ fn check_volume(volume: &Volume) -> Result<(), RenderError> {
     }
 }
 
+/// Serializes the creation of instances and devices across threads. Some drivers (seen with
+/// NVIDIA's Vulkan driver 580) deadlock when one thread creates or destroys an instance while
+/// another destroys a device; renderers made and dropped on many threads at once (parallel
+/// tests) hit that.
+static GPU_LIFECYCLE: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
+/// One wgpu instance per set of backends for the whole process, never destroyed: instances
+/// are cheap to share (adapters and devices keep theirs alive) and costly to create.
+fn shared_instance(backends: wgpu::Backends) -> wgpu::Instance {
+    static INSTANCES: parking_lot::Mutex<Vec<(wgpu::Backends, wgpu::Instance)>> =
+        parking_lot::Mutex::new(Vec::new());
+    let mut instances = INSTANCES.lock();
+    if let Some((_, instance)) = instances.iter().find(|(b, _)| *b == backends) {
+        return instance.clone();
+    }
+    let _lifecycle = GPU_LIFECYCLE.lock();
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = backends;
+    let instance = wgpu::Instance::new(desc);
+    instances.push((backends, instance.clone()));
+    instance
+}
+
 pub(crate) fn choose_adapter(
     backends: wgpu::Backends,
     filter: Option<&str>,
@@ -1459,9 +1485,7 @@ pub(crate) fn choose_adapter(
         if group.is_empty() {
             continue;
         }
-        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-        desc.backends = group;
-        let instance = wgpu::Instance::new(desc);
+        let instance = shared_instance(group);
         let adapters = pollster::block_on(instance.enumerate_adapters(group));
         seen.extend(adapters.iter().map(describe));
         if let Some(best) = adapters
