@@ -149,24 +149,10 @@ impl Renderer {
     ///
     /// Picks, among the adapters of the requested backends whose name matches, a discrete
     /// GPU over an integrated one over a virtual one over a CPU one, and Vulkan, Metal or DX12
-    /// over GL.
+    /// over GL. Renderers on the same adapter share one device (see [`shared_device`]).
     pub fn with_options(options: RendererOptions) -> Result<Self, RenderError> {
         let adapter = options.choose_adapter()?;
-        let info = adapter.get_info();
-        let lifecycle = GPU_LIFECYCLE.lock();
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("sluice"),
-            required_features: wgpu::Features::empty(),
-            required_limits: adapter.limits(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
-            memory_hints: wgpu::MemoryHints::Performance,
-            trace: wgpu::Trace::Off,
-        }))
-        .map_err(|e| RenderError::RequestDevice {
-            adapter: info.name.clone(),
-            reason: e.to_string(),
-        })?;
-        drop(lifecycle);
+        let (device, queue) = shared_device(&adapter)?;
         Ok(Renderer::from_device(adapter, device, queue, &options))
     }
 
@@ -1221,7 +1207,6 @@ impl Renderer {
 /// release-after-upload policy no longer waits for it).
 impl Drop for Renderer {
     fn drop(&mut self) {
-        let _lifecycle = GPU_LIFECYCLE.lock();
         let mut counters = self.counters;
         for (_, proxy) in self.proxies.drain() {
             proxy.retire(&mut counters);
@@ -1427,12 +1412,6 @@ fn check_volume(volume: &Volume) -> Result<(), RenderError> {
     }
 }
 
-/// Serializes the creation of instances and devices across threads. Some drivers (seen with
-/// NVIDIA's Vulkan driver 580) deadlock when one thread creates or destroys an instance while
-/// another destroys a device; renderers made and dropped on many threads at once (parallel
-/// tests) hit that.
-static GPU_LIFECYCLE: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
-
 /// One wgpu instance per set of backends for the whole process, never destroyed: instances
 /// are cheap to share (adapters and devices keep theirs alive) and costly to create.
 fn shared_instance(backends: wgpu::Backends) -> wgpu::Instance {
@@ -1442,12 +1421,44 @@ fn shared_instance(backends: wgpu::Backends) -> wgpu::Instance {
     if let Some((_, instance)) = instances.iter().find(|(b, _)| *b == backends) {
         return instance.clone();
     }
-    let _lifecycle = GPU_LIFECYCLE.lock();
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
     desc.backends = backends;
     let instance = wgpu::Instance::new(desc);
     instances.push((backends, instance.clone()));
     instance
+}
+
+/// The device and queue that renderers made by [`Renderer::new`] and
+/// [`Renderer::with_options`] share on `adapter`, opened on first use and kept for the life of
+/// the process.
+///
+/// Sharing is cheaper (one device's worth of driver state and shader caches), and it avoids
+/// destroying devices while other threads submit work: NVIDIA's Vulkan driver 580 was seen to
+/// deadlock on an H200 when one thread destroyed a device while another submitted to a second
+/// one (renderers made and dropped on many threads at once, as parallel tests do). Renderers
+/// keep their own proxies, targets and staging; only the device is common.
+fn shared_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue), RenderError> {
+    type Opened = (wgpu::AdapterInfo, wgpu::Device, wgpu::Queue);
+    static DEVICES: parking_lot::Mutex<Vec<Opened>> = parking_lot::Mutex::new(Vec::new());
+    let info = adapter.get_info();
+    let mut devices = DEVICES.lock();
+    if let Some((_, device, queue)) = devices.iter().find(|(i, _, _)| *i == info) {
+        return Ok((device.clone(), queue.clone()));
+    }
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("sluice"),
+        required_features: wgpu::Features::empty(),
+        required_limits: adapter.limits(),
+        experimental_features: wgpu::ExperimentalFeatures::disabled(),
+        memory_hints: wgpu::MemoryHints::Performance,
+        trace: wgpu::Trace::Off,
+    }))
+    .map_err(|e| RenderError::RequestDevice {
+        adapter: info.name.clone(),
+        reason: e.to_string(),
+    })?;
+    devices.push((info, device.clone(), queue.clone()));
+    Ok((device, queue))
 }
 
 pub(crate) fn choose_adapter(
