@@ -621,3 +621,18 @@ fn translucent_images_show_what_is_behind_them() {
     let img = render(&mut r, &scene, &common::Front { n: 4.0 }, 4, 4);
     assert_pixel(&img, 1, 1, [128, 0, 128, 255], 1);
 }
+
+#[test]
+fn upload_alone_brings_sources_up_to_date_without_drawing() {
+    let mut r = renderer();
+    let source = Arc::new(ArraySource::new(Array2::from_elem((64, 64), 50u8)).unwrap());
+    let mut scene = Scene::new();
+    scene.add(Image::new(source.clone()));
+    let stats = r.upload(&scene).unwrap();
+    assert_eq!((stats.bytes_uploaded, stats.visuals_drawn), (64 * 64, 0));
+    // The frame after draws what was uploaded and uploads nothing more.
+    let target = r.create_target(64, 64).unwrap();
+    let stats = r.render(&scene, &pixel_camera(64, 64), &target).unwrap();
+    assert_eq!((stats.bytes_uploaded, stats.visuals_drawn), (0, 1));
+    assert_pixel(&r.read_image(&target).unwrap(), 3, 3, [50, 50, 50, 255], 0);
+}

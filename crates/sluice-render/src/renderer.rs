@@ -347,20 +347,37 @@ impl Renderer {
     /// Draws `scene` as seen by `camera` into `target`.
     ///
     /// Before drawing, every source shown is brought up to date on the GPU (only what changed
-    /// is uploaded, within the upload budget). Images (and later meshes) are drawn first with
-    /// depth; volumes then march their rays up to that depth. On error nothing is drawn;
-    /// sources, visuals and the renderer stay usable.
+    /// is uploaded, within the upload budget). Images and meshes are drawn first with depth;
+    /// volumes then march their rays up to that depth. On error nothing is drawn; sources,
+    /// visuals and the renderer stay usable.
     pub fn render(
         &mut self,
         scene: &Scene,
         camera: &dyn Camera,
         target: &RenderTarget,
     ) -> Result<FrameStats, RenderError> {
+        let view_projection = camera.view_projection(target.size());
+        self.frame(scene, view_projection, Some(target))
+    }
+
+    /// Brings every source `scene` shows up to date on the GPU without drawing: the uploads
+    /// of [`Renderer::render`] alone (within the upload budget), submitted now. For loading
+    /// ahead of showing, and to measure upload cost apart from drawing.
+    pub fn upload(&mut self, scene: &Scene) -> Result<FrameStats, RenderError> {
+        self.frame(scene, glam::Mat4::IDENTITY, None)
+    }
+
+    /// One frame: prepare the visuals, upload what changed, draw into `target` if any.
+    fn frame(
+        &mut self,
+        scene: &Scene,
+        view_projection: glam::Mat4,
+        target: Option<&RenderTarget>,
+    ) -> Result<FrameStats, RenderError> {
         // Run map callbacks of staging chunks the GPU has finished with; errors surface on the
         // error scope below.
         let _ = self.device.poll(wgpu::PollType::Poll);
         self.collect_garbage();
-        let view_projection = camera.view_projection(target.size());
         let draws: Vec<Draw<'_>> = scene
             .draw_list()
             .into_iter()
@@ -382,9 +399,9 @@ impl Renderer {
             });
         let before = self.counters;
         let upload = self.upload_sources(&draws, &mut encoder);
-        let drawn = match upload {
-            Ok(_) => self.record_draws(scene, &draws, target, &mut encoder),
-            Err(_) => Ok(0),
+        let drawn = match (&upload, target) {
+            (Ok(_), Some(target)) => self.record_draws(scene, &draws, target, &mut encoder),
+            _ => Ok(0),
         };
         // Copies already recorded are real: submit them even if the frame failed, so proxies
         // and the GPU agree on what was uploaded.
