@@ -550,6 +550,61 @@ fn main() -> Res<()> {
         Ok(t.elapsed())
     };
     let mesh_partial = measure(&mut renderer, warmup, iters, &mut [&mut sluice_partial])?;
+
+    // b') the same updates without drawing: `Renderer::upload` alone, PIPELINED updates in a
+    // row and one wait (as an application streaming changes runs), against the bare
+    // `write_buffer` of the same bytes the same way. Times are per update.
+    const PIPELINED: usize = 16;
+    let mut upload_full = |r: &mut Renderer, i: usize| -> Res<Duration> {
+        let t = Instant::now();
+        for j in 0..PIPELINED {
+            let d = offset(i * PIPELINED + j);
+            positions.update::<f32>(all, |mut v| v.map_inplace(|p| *p += d))?;
+            r.upload(&scene)?;
+        }
+        r.wait_idle()?;
+        Ok(t.elapsed() / PIPELINED as u32)
+    };
+    let mut bare_upload = |r: &mut Renderer, i: usize| -> Res<Duration> {
+        let t = Instant::now();
+        for j in 0..PIPELINED {
+            let d = offset(i * PIPELINED + j);
+            host.iter_mut().for_each(|p| *p += d);
+            r.queue()
+                .write_buffer(&bare, 0, bytemuck::cast_slice(&host));
+            r.queue().submit([]);
+        }
+        r.wait_idle()?;
+        Ok(t.elapsed() / PIPELINED as u32)
+    };
+    let mut upload_partial = |r: &mut Renderer, i: usize| -> Res<Duration> {
+        let t = Instant::now();
+        for j in 0..PIPELINED {
+            let n = i * PIPELINED + j;
+            let d = offset(n);
+            let region = Region::d1(start_of(n), PARTIAL_VERTICES);
+            positions.update::<f32>(region, |mut v| v.map_inplace(|p| *p += d))?;
+            r.upload(&scene)?;
+        }
+        r.wait_idle()?;
+        Ok(t.elapsed() / PIPELINED as u32)
+    };
+    let uploads = measure(
+        &mut renderer,
+        warmup,
+        iters,
+        &mut [&mut upload_full, &mut bare_upload, &mut upload_partial],
+    )?;
+    let [t_up_full, t_up_bare, t_up_partial] = uploads.medians[..] else {
+        unreachable!()
+    };
+    println!(
+        "\nb') mesh positions without drawing: 16 x (change + Renderer::upload), one wait; per update\n  \
+         sluice full {:.3} ms, bare write_buffer {:.3} ms, sluice 1% {:.3} ms",
+        ms(t_up_full),
+        ms(t_up_bare),
+        ms(t_up_partial)
+    );
     drop(scene);
     bare.destroy();
     renderer.collect_garbage();
@@ -754,6 +809,20 @@ fn main() -> Res<()> {
         derived == 0,
     );
     let part_ratio = ratio(t_partial, t_mesh_sluice);
+    let up_ratio = t_up_bare.as_secs_f64() / t_up_full.as_secs_f64();
+    v.judge(
+        "b') positions update (no draw), sluice / bare write_buffer",
+        format!("{up_ratio:.3}"),
+        ">= 0.9",
+        up_ratio >= 0.9,
+    );
+    let up_partial = t_up_partial.as_secs_f64() / t_up_full.as_secs_f64();
+    v.judge(
+        "b') 1% of vertices / full update (no draw)",
+        format!("{up_partial:.4}"),
+        "<= 0.03",
+        up_partial <= 0.03,
+    );
     v.judge(
         "b) 1% of vertices time / full update time",
         format!("{part_ratio:.4}"),
