@@ -99,7 +99,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     renderer.read_image(&target)?.save(&path)?;
     let d = renderer.counters().since(&before);
     println!(
-        "edit of 1% of the vertices: {} of {} position bytes uploaded (one chunk of 4096 vertices); \
+        "edit of 1% of the vertices: {} of {} position bytes uploaded (the 1024-vertex chunks it touches); \
          smooth normals recomputed on the CPU: {} bytes; wrote {}",
         d.bytes_uploaded,
         GRID * GRID * 12,

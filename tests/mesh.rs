@@ -148,7 +148,7 @@ fn scalars_colours_and_textures() {
 
 #[test]
 fn shared_positions_are_one_buffer_and_small_changes_upload_little() {
-    // 409,599 vertices (4.9 MB of f32 positions, 136,533 triangles), 100 chunks of 4096.
+    // 409,599 vertices (4.9 MB of f32 positions, 136,533 triangles), 400 chunks of 1024.
     let n = 409_599usize;
     let positions = Arc::new(
         ArraySource::with_channels(Array2::from_shape_fn((n, 3), |(i, c)| {

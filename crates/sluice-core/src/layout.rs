@@ -25,11 +25,11 @@ impl ChunkGrid {
     }
 
     /// The chunking sluice picks for host data of `shape`: 64 x 64 tiles for images, 32^3
-    /// bricks for volumes, 4096-element runs for 1-D data. Small enough that a local edit
+    /// bricks for volumes, 1024-element runs for 1-D data. Small enough that a local edit
     /// uploads little, large enough that a 4096 x 4096 image has a few thousand chunks.
     pub fn default_for(shape: &Shape) -> Self {
         let want = match shape.ndim() {
-            1 => [1, 1, 4096],
+            1 => [1, 1, 1024],
             2 => [1, 64, 64],
             _ => [32, 32, 32],
         };
