@@ -12,7 +12,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use sluice_core::{Layout, Residency, VulkanMemory};
-use sluice_render::{DeviceCopy, DeviceUpload, RenderError};
+use sluice_render::{DeviceCopy, DeviceCopyOutcome, DeviceUpload, RenderError};
 
 use crate::error::InteropError;
 use crate::interop::Interop;
@@ -162,15 +162,17 @@ impl InteropUpload {
         Ok(true)
     }
 
+    /// Records the copy of Vulkan memory; `false` when a writer still holds it (nothing
+    /// recorded: the renderer keeps its last frame and asks again).
     fn copy_vulkan(
         &self,
         copy: &mut DeviceCopy<'_>,
         memory: &VulkanMemory,
-    ) -> Result<(), InteropError> {
+    ) -> Result<bool, InteropError> {
         self.check_residency(copy.residency, copy.layout)?;
         let buffer = self.import(memory)?;
         if !self.synchronize(memory)? {
-            return Ok(());
+            return Ok(false);
         }
         let pitches = Pitches {
             row: memory.row_pitch,
@@ -180,7 +182,7 @@ impl InteropUpload {
         let first = memory.offset
             + (z * pitches.plane + y * pitches.row + x * copy.layout.sample_bytes()) as u64;
         record_copies(copy, &buffer, first, pitches);
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -190,12 +192,24 @@ impl DeviceUpload for InteropUpload {
             .map_err(|e| e.to_string())
     }
 
-    fn copy_to_texture(&self, mut copy: DeviceCopy<'_>) -> Result<(), RenderError> {
+    fn copy_to_texture(&self, mut copy: DeviceCopy<'_>) -> Result<DeviceCopyOutcome, RenderError> {
+        let copied = |done: bool| {
+            if done {
+                DeviceCopyOutcome::Copied
+            } else {
+                DeviceCopyOutcome::NotReady
+            }
+        };
         let result = match copy.residency {
-            Residency::Vulkan(memory) => self.copy_vulkan(&mut copy, memory),
+            Residency::Vulkan(memory) => self.copy_vulkan(&mut copy, memory).map(copied),
             #[cfg(feature = "cuda")]
-            Residency::Cuda(memory) => self.cuda.copy(&mut copy, memory),
-            other => self.check_residency(other, copy.layout),
+            Residency::Cuda(memory) => self
+                .cuda
+                .copy(&mut copy, memory)
+                .map(|()| DeviceCopyOutcome::Copied),
+            other => self
+                .check_residency(other, copy.layout)
+                .map(|()| DeviceCopyOutcome::Copied),
         };
         result.map_err(|e| RenderError::UnsupportedSource {
             visual: "TextureProxy",

@@ -7,7 +7,7 @@ use sluice_core::{
     SharedSource,
 };
 
-use crate::device_upload::DeviceBufferCopy;
+use crate::device_upload::{DeviceBufferCopy, DeviceCopyOutcome};
 use crate::error::RenderError;
 use crate::proxy::{SourceKey, UploadContext};
 use crate::upload_state::UploadState;
@@ -270,7 +270,7 @@ impl BufferProxy {
         let upload = ctx.device_upload.ok_or_else(|| {
             unsupported("its data is in device memory and this renderer has no device upload path (create it through sluice-interop)".into())
         })?;
-        upload.copy_to_buffer(DeviceBufferCopy {
+        let outcome = upload.copy_to_buffer(DeviceBufferCopy {
             device: ctx.device,
             queue: ctx.queue,
             encoder: ctx.encoder,
@@ -280,6 +280,9 @@ impl BufferProxy {
             range: region.origin[2]..region.origin[2] + region.size[2],
             buffer: &self.buffer,
         })?;
+        if outcome == DeviceCopyOutcome::NotReady {
+            return Ok(false);
+        }
         ctx.counters.device_bytes_copied += (region.size[2] * self.format.element_bytes()) as u64;
         ctx.counters.copies_issued += 1;
         Ok(true)

@@ -17,14 +17,16 @@ pub trait DeviceUpload: Send + Sync {
 
     /// Records commands copying `copy.region` of the source into `copy.texture` at the same
     /// position (same format: the layout needs no conversion). May queue semaphore waits or
-    /// signals for the next submit through `copy.queue`.
-    fn copy_to_texture(&self, copy: DeviceCopy<'_>) -> Result<(), RenderError>;
+    /// signals for the next submit through `copy.queue`. Returns
+    /// [`DeviceCopyOutcome::NotReady`] (recording nothing) while a producer still holds the
+    /// data: the renderer keeps what it shows and asks again next frame.
+    fn copy_to_texture(&self, copy: DeviceCopy<'_>) -> Result<DeviceCopyOutcome, RenderError>;
 
     /// Records commands copying elements `copy.range` of a 1-D source (a mesh attribute) into
     /// `copy.buffer` at byte offset `copy.range.start * element bytes`, the layout unconverted
     /// (f32 positions, u32 indices, u8 RGBA colours). Implementations that only handle
     /// textures keep the default, which refuses with a clear error.
-    fn copy_to_buffer(&self, copy: DeviceBufferCopy<'_>) -> Result<(), RenderError> {
+    fn copy_to_buffer(&self, copy: DeviceBufferCopy<'_>) -> Result<DeviceCopyOutcome, RenderError> {
         Err(RenderError::UnsupportedSource {
             visual: "Mesh",
             source_label: copy.source.label(),
@@ -36,6 +38,16 @@ pub trait DeviceUpload: Send + Sync {
     fn frame_submitted(&self, queue: &wgpu::Queue) {
         let _ = queue;
     }
+}
+
+/// Whether a device copy was recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum DeviceCopyOutcome {
+    /// The copy was recorded for this frame.
+    Copied,
+    /// The data is not ready (a producer holds it); nothing was recorded.
+    NotReady,
 }
 
 /// One GPU-side copy asked of a [`DeviceUpload`].

@@ -12,7 +12,7 @@ use sluice_core::{
 };
 
 use crate::counters::Counters;
-use crate::device_upload::{DeviceCopy, DeviceUpload};
+use crate::device_upload::{DeviceCopy, DeviceCopyOutcome, DeviceUpload};
 use crate::error::RenderError;
 use crate::format::{texture_format, SampleKind};
 use crate::staging::{StagingRing, STAGING_ALIGNMENT};
@@ -185,7 +185,7 @@ impl TextureProxy {
         let copied = if host {
             self.copy_host(ctx, &batch)
         } else {
-            self.copy_device(ctx, &batch).map(|()| true)
+            self.copy_device(ctx, &batch)
         };
         match copied {
             Ok(true) => {}
@@ -433,12 +433,13 @@ impl TextureProxy {
     }
 
     /// Device-resident data: one GPU-side copy per region and brick, by the renderer's device
-    /// upload path.
+    /// upload path. Returns false if the data was not ready (copies recorded before that
+    /// stand; the regions are retried).
     fn copy_device(
         &mut self,
         ctx: &mut UploadContext<'_>,
         regions: &[Region],
-    ) -> Result<(), RenderError> {
+    ) -> Result<bool, RenderError> {
         let residency = self.source.residency();
         let upload = ctx
             .device_upload
@@ -449,7 +450,7 @@ impl TextureProxy {
                     continue;
                 };
                 let o = part.relative_to(&brick.region).origin;
-                upload.copy_to_texture(DeviceCopy {
+                let outcome = upload.copy_to_texture(DeviceCopy {
                     device: ctx.device,
                     queue: ctx.queue,
                     encoder: ctx.encoder,
@@ -460,12 +461,15 @@ impl TextureProxy {
                     texture: &brick.texture,
                     texture_origin: [o[2] as u32, o[1] as u32, o[0] as u32],
                 })?;
+                if outcome == DeviceCopyOutcome::NotReady {
+                    return Ok(false);
+                }
                 ctx.counters.device_bytes_copied +=
                     (part.len() * self.format.sample_bytes()) as u64;
                 ctx.counters.copies_issued += 1;
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
 
