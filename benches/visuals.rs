@@ -845,7 +845,10 @@ fn main() -> Res<()> {
     v.judge(
         "b) bytes uploaded per 1% frame",
         format!("{part_bytes:.0}"),
-        &format!("== {partial_bytes} ({} chunks)", partial_bytes / 12 / VERTEX_CHUNK),
+        &format!(
+            "== {partial_bytes} ({} chunks)",
+            partial_bytes / 12 / VERTEX_CHUNK
+        ),
         part_bytes == partial_bytes as f64,
     );
     v.info(
