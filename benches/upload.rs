@@ -20,14 +20,14 @@
 //! `SLUICE_BENCH_WARMUP` (default 3) sets the warm-up count; `SLUICE_BENCH_STRICT=1` makes a
 //! missed target exit with status 1. The adapter follows `SLUICE_BACKEND` / `SLUICE_ADAPTER`.
 
-use std::error::Error;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{env_usize, gibs, measure, ms, print_table, Res, Row, Timing, Verdicts};
 use sluice::prelude::*;
 use sluice::{wgpu, Counters, RenderTarget};
-
-type Res<T> = Result<T, Box<dyn Error>>;
 
 /// Side of the square test image, in pixels.
 const SIDE: usize = 4096;
@@ -47,81 +47,9 @@ const SHARED_IMAGES: usize = 8;
 const FULL_THROUGHPUT_TARGET: f64 = 0.9;
 const REGION_TIME_TARGET: f64 = 0.03;
 
-fn env_usize(name: &str, default: usize) -> Res<usize> {
-    match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => v
-            .trim()
-            .parse()
-            .map_err(|e| format!("{name}={v:?} is not a count: {e}").into()),
-        _ => Ok(default),
-    }
-}
-
-fn median(times: &[Duration]) -> Duration {
-    let mut t = times.to_vec();
-    t.sort();
-    let n = t.len();
-    if n % 2 == 1 {
-        t[n / 2]
-    } else {
-        (t[n / 2 - 1] + t[n / 2]) / 2
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// GiB/s moving `bytes` in `d`.
-fn gibs(bytes: usize, d: Duration) -> f64 {
-    bytes as f64 / d.as_secs_f64() / (1u64 << 30) as f64
-}
-
 /// The fill value of iteration `i`: never the initial zero, different from the last.
 fn fill_value(i: usize) -> u8 {
     (i % 251 + 1) as u8
-}
-
-/// One timed step: gets the renderer and the iteration number, returns its duration.
-type Step<'a> = dyn FnMut(&mut Renderer, usize) -> Res<Duration> + 'a;
-
-struct Timing {
-    /// Median per step.
-    medians: Vec<Duration>,
-    /// Counters growth over the timed iterations (not the warm-up).
-    counters: Counters,
-    /// Counters before the timed iterations.
-    before: Counters,
-}
-
-/// Runs `warmup` then `iters` rounds of all `steps`, one after the other (the order rotating
-/// every round, so none always runs right after another), and returns each step's median.
-fn measure(
-    renderer: &mut Renderer,
-    warmup: usize,
-    iters: usize,
-    steps: &mut [&mut Step<'_>],
-) -> Res<Timing> {
-    let n = steps.len();
-    for i in 0..warmup {
-        for step in steps.iter_mut() {
-            step(renderer, i)?;
-        }
-    }
-    let before = renderer.counters();
-    let mut times = vec![Vec::with_capacity(iters); n];
-    for i in 0..iters {
-        for k in 0..n {
-            let s = (i + k) % n;
-            times[s].push(steps[s](renderer, warmup + i)?);
-        }
-    }
-    let after = renderer.counters();
-    Ok(Timing {
-        medians: times.iter().map(|t| median(t)).collect(),
-        counters: after.since(&before),
-        before,
-    })
 }
 
 /// Renders one frame and waits for the GPU; checks what it uploaded.
@@ -172,53 +100,6 @@ fn grid_scene(
     let extent = Vec2::new((cols * SIDE) as f32, (rows * SIDE) as f32);
     let camera = PanZoomCamera::fit(Vec2::ZERO, extent, target.size());
     (scene, camera)
-}
-
-struct Row {
-    label: String,
-    median: Duration,
-    bytes_per_frame: f64,
-    copies_per_frame: f64,
-    note: String,
-}
-
-fn print_table(title: &str, rows: &[Row]) {
-    println!("\n{title}");
-    println!(
-        "  {:<52} {:>10} {:>14} {:>8}",
-        "", "median ms", "uploaded B/fr", "copies"
-    );
-    for r in rows {
-        println!(
-            "  {:<52} {:>10.3} {:>14.0} {:>8.2}  {}",
-            r.label,
-            ms(r.median),
-            r.bytes_per_frame,
-            r.copies_per_frame,
-            r.note
-        );
-    }
-}
-
-struct Verdicts {
-    lines: Vec<String>,
-    failed: usize,
-}
-
-impl Verdicts {
-    fn judge(&mut self, label: &str, value: String, target: &str, pass: bool) {
-        if !pass {
-            self.failed += 1;
-        }
-        let verdict = if pass { "PASS" } else { "FAIL" };
-        self.lines
-            .push(format!("  {label:<50} {value:>14}  {target:<24} {verdict}"));
-    }
-
-    fn info(&mut self, label: &str, value: String, note: &str) {
-        self.lines
-            .push(format!("  {label:<50} {value:>14}  {note:<24} info"));
-    }
 }
 
 fn main() -> Res<()> {

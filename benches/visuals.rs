@@ -36,15 +36,15 @@
 //! 64 on a CPU adapter (which keeps the whole run to a couple of minutes on two cores); the
 //! sizes used are printed.
 
-use std::error::Error;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{env_usize, gibs, measure, ms, print_table, Res, Row, Step, Verdicts};
 use sluice::prelude::*;
 use sluice::{wgpu, Counters, Mesh, OrbitCamera, RenderTarget, Shading};
 use sluice::{Volume, VolumeMode};
-
-type Res<T> = Result<T, Box<dyn Error>>;
 
 /// Volume sides of part a) (before `SLUICE_BENCH_MAX_VOLUME`).
 const VOLUME_SIDES: [usize; 2] = [256, 512];
@@ -74,36 +74,6 @@ const ISO_THRESHOLD: f64 = 128.0;
 
 const FULL_THROUGHPUT_TARGET: f64 = 0.9;
 const PARTIAL_TIME_TARGET: f64 = 0.03;
-
-fn env_usize(name: &str, default: usize) -> Res<usize> {
-    match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => v
-            .trim()
-            .parse()
-            .map_err(|e| format!("{name}={v:?} is not a count: {e}").into()),
-        _ => Ok(default),
-    }
-}
-
-fn median(times: &[Duration]) -> Duration {
-    let mut t = times.to_vec();
-    t.sort();
-    let n = t.len();
-    if n % 2 == 1 {
-        t[n / 2]
-    } else {
-        (t[n / 2 - 1] + t[n / 2]) / 2
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// GiB/s moving `bytes` in `d`.
-fn gibs(bytes: usize, d: Duration) -> f64 {
-    bytes as f64 / d.as_secs_f64() / (1u64 << 30) as f64
-}
 
 /// `a / b` of two durations.
 fn ratio(a: Duration, b: Duration) -> f64 {
@@ -148,45 +118,6 @@ fn offset(i: usize) -> f32 {
     } else {
         -0.25
     }
-}
-
-/// One timed step: gets the renderer and the iteration number, returns its duration.
-type Step<'a> = dyn FnMut(&mut Renderer, usize) -> Res<Duration> + 'a;
-
-struct Timing {
-    /// Median per step.
-    medians: Vec<Duration>,
-    /// Counters growth over the timed iterations (not the warm-up).
-    counters: Counters,
-}
-
-/// Runs `warmup` then `iters` rounds of all `steps`, one after the other (the order rotating
-/// every round, so none always runs right after another), and returns each step's median.
-fn measure(
-    renderer: &mut Renderer,
-    warmup: usize,
-    iters: usize,
-    steps: &mut [&mut Step<'_>],
-) -> Res<Timing> {
-    let n = steps.len();
-    for i in 0..warmup {
-        for step in steps.iter_mut() {
-            step(renderer, i)?;
-        }
-    }
-    let before = renderer.counters();
-    let mut times = vec![Vec::with_capacity(iters); n];
-    for i in 0..iters {
-        for k in 0..n {
-            let s = (i + k) % n;
-            times[s].push(steps[s](renderer, warmup + i)?);
-        }
-    }
-    let after = renderer.counters();
-    Ok(Timing {
-        medians: times.iter().map(|t| median(t)).collect(),
-        counters: after.since(&before),
-    })
 }
 
 /// Renders one frame and waits for the GPU. A frame that should upload nothing (baselines,
@@ -254,53 +185,6 @@ fn blob(n: usize) -> Array3<u8> {
         *v = (255.0 * (1.0 - d / r)).clamp(0.0, 255.0) as u8;
     }
     data
-}
-
-struct Row {
-    label: String,
-    median: Duration,
-    bytes_per_frame: f64,
-    copies_per_frame: f64,
-    note: String,
-}
-
-fn print_table(title: &str, rows: &[Row]) {
-    println!("\n{title}");
-    println!(
-        "  {:<52} {:>10} {:>14} {:>8}",
-        "", "median ms", "uploaded B/fr", "copies"
-    );
-    for r in rows {
-        println!(
-            "  {:<52} {:>10.3} {:>14.0} {:>8.2}  {}",
-            r.label,
-            ms(r.median),
-            r.bytes_per_frame,
-            r.copies_per_frame,
-            r.note
-        );
-    }
-}
-
-struct Verdicts {
-    lines: Vec<String>,
-    failed: usize,
-}
-
-impl Verdicts {
-    fn judge(&mut self, label: &str, value: String, target: &str, pass: bool) {
-        if !pass {
-            self.failed += 1;
-        }
-        let verdict = if pass { "PASS" } else { "FAIL" };
-        self.lines
-            .push(format!("  {label:<50} {value:>14}  {target:<24} {verdict}"));
-    }
-
-    fn info(&mut self, label: &str, value: String, note: &str) {
-        self.lines
-            .push(format!("  {label:<50} {value:>14}  {note:<24} info"));
-    }
 }
 
 /// Figures of part a) for one volume side.
