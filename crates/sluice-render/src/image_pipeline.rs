@@ -7,7 +7,7 @@ use sluice_core::{ElementType, Layout, Shape};
 
 use crate::format::SampleKind;
 use crate::proxy::Bricking;
-use crate::target::{DEPTH_FORMAT, TARGET_FORMAT};
+use crate::target::{DEPTH_COLOR_FORMAT, DEPTH_FORMAT, TARGET_FORMAT};
 use crate::visual::{Image, Interpolation, Slice};
 
 const COMMON: &str = include_str!("shaders/common.wgsl");
@@ -299,6 +299,27 @@ pub(crate) fn shader_source(body: &str, kind: SampleKind, dim: TexDim) -> String
     format!("{COMMON}\n{}\n{body}", dim.fetch_wgsl(kind))
 }
 
+/// The colour targets of the opaque pass: the image, blended; and the depth as a colour, for
+/// the volume marcher, written only by visuals that write depth.
+pub(crate) fn opaque_targets(depth_write: bool) -> [Option<wgpu::ColorTargetState>; 2] {
+    [
+        Some(wgpu::ColorTargetState {
+            format: TARGET_FORMAT,
+            blend: Some(wgpu::BlendState::ALPHA_BLENDING),
+            write_mask: wgpu::ColorWrites::ALL,
+        }),
+        Some(wgpu::ColorTargetState {
+            format: DEPTH_COLOR_FORMAT,
+            blend: None,
+            write_mask: if depth_write {
+                wgpu::ColorWrites::ALL
+            } else {
+                wgpu::ColorWrites::empty()
+            },
+        }),
+    ]
+}
+
 /// Depth state of the opaque pass: test and write, later draws win ties (2-D scenes draw
 /// everything at depth 0 in scene order).
 pub(crate) fn opaque_depth() -> wgpu::DepthStencilState {
@@ -390,11 +411,7 @@ impl ImagePipelines {
                     module: &module,
                     entry_point: Some("fs_main"),
                     compilation_options: Default::default(),
-                    targets: &[Some(wgpu::ColorTargetState {
-                        format: TARGET_FORMAT,
-                        blend: Some(wgpu::BlendState::ALPHA_BLENDING),
-                        write_mask: wgpu::ColorWrites::ALL,
-                    })],
+                    targets: &opaque_targets(depth_write),
                 }),
                 multiview_mask: None,
                 cache: None,

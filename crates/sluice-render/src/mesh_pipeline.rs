@@ -7,9 +7,8 @@ use glam::{Mat4, Vec3};
 
 use crate::format::SampleKind;
 use crate::image_pipeline::{
-    alpha_scale, lut_entry, opaque_depth, shader_source, DisplayParams, TexDim,
+    alpha_scale, lut_entry, opaque_depth, opaque_targets, shader_source, DisplayParams, TexDim,
 };
-use crate::target::TARGET_FORMAT;
 use crate::visual::{Mesh, Shading};
 
 const SHADER: &str = include_str!("shaders/mesh.wgsl");
@@ -214,11 +213,7 @@ impl MeshPipelines {
                     module: &module,
                     entry_point: Some(if wire { "fs_wire" } else { "fs_main" }),
                     compilation_options: Default::default(),
-                    targets: &[Some(wgpu::ColorTargetState {
-                        format: TARGET_FORMAT,
-                        blend: Some(wgpu::BlendState::ALPHA_BLENDING),
-                        write_mask: wgpu::ColorWrites::ALL,
-                    })],
+                    targets: &opaque_targets(true),
                 }),
                 multiview_mask: None,
                 cache: None,

@@ -27,7 +27,7 @@ use crate::scene::Scene;
 use crate::staging::StagingRing;
 use crate::target::RenderTarget;
 use crate::visual::{Image, Mesh, Shading, Visual, VisualToken, Volume, VolumeMode};
-use crate::volume_pipeline::{VolumeParams, VolumePipelines};
+use crate::volume_pipeline::{VolumeParams, VolumePipelines, MARCH_WORKGROUP};
 
 // A renderer may move to another thread (sources are written from any thread anyway).
 const _: () = {
@@ -259,7 +259,13 @@ impl Renderer {
 
     /// Creates an offscreen target of `width` x `height` pixels.
     pub fn create_target(&self, width: u32, height: u32) -> Result<RenderTarget, RenderError> {
-        RenderTarget::new(&self.device, width, height, self.volumes.depth_layout())
+        RenderTarget::new(
+            &self.device,
+            width,
+            height,
+            self.volumes.target_layout(),
+            self.volumes.composite_layout(),
+        )
     }
 
     /// Reads a target back into host memory, waiting for the GPU to finish drawing it.
@@ -662,15 +668,26 @@ impl Renderer {
         {
             let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
                 label: Some("sluice opaque"),
-                color_attachments: &[Some(wgpu::RenderPassColorAttachment {
-                    view: &target.view,
-                    depth_slice: None,
-                    resolve_target: None,
-                    ops: wgpu::Operations {
-                        load: wgpu::LoadOp::Clear(wgpu::Color { r, g, b, a }),
-                        store: wgpu::StoreOp::Store,
-                    },
-                })],
+                color_attachments: &[
+                    Some(wgpu::RenderPassColorAttachment {
+                        view: &target.view,
+                        depth_slice: None,
+                        resolve_target: None,
+                        ops: wgpu::Operations {
+                            load: wgpu::LoadOp::Clear(wgpu::Color { r, g, b, a }),
+                            store: wgpu::StoreOp::Store,
+                        },
+                    }),
+                    Some(wgpu::RenderPassColorAttachment {
+                        view: &target.depth_color_view,
+                        depth_slice: None,
+                        resolve_target: None,
+                        ops: wgpu::Operations {
+                            load: wgpu::LoadOp::Clear(wgpu::Color::WHITE),
+                            store: wgpu::StoreOp::Store,
+                        },
+                    }),
+                ],
                 depth_stencil_attachment: Some(wgpu::RenderPassDepthStencilAttachment {
                     view: &target.depth_view,
                     depth_ops: Some(wgpu::Operations {
@@ -714,9 +731,33 @@ impl Renderer {
                 }
             }
         }
-        if draws.iter().any(|d| matches!(d.visual, Visual::Volume(_))) {
+        // Volumes, one at a time: march every pixel's ray in a compute pass (rays stop at the
+        // depth the opaque pass left), then blend the result over the target.
+        let [w, h] = target.size();
+        for draw in draws {
+            let Visual::Volume(volume) = draw.visual else {
+                continue;
+            };
+            let bind = self.visuals[&volume.token.id].bind.as_ref().expect("bound");
+            let PipelineKey::Volume(kind) = bind.key else {
+                continue;
+            };
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("sluice volume march"),
+                    timestamp_writes: None,
+                });
+                pass.set_pipeline(self.volumes.pipeline(kind));
+                pass.set_bind_group(0, &bind.group, &[]);
+                pass.set_bind_group(1, &target.volume_group, &[]);
+                pass.dispatch_workgroups(
+                    w.div_ceil(MARCH_WORKGROUP),
+                    h.div_ceil(MARCH_WORKGROUP),
+                    1,
+                );
+            }
             let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
-                label: Some("sluice volumes"),
+                label: Some("sluice volume composite"),
                 color_attachments: &[Some(wgpu::RenderPassColorAttachment {
                     view: &target.view,
                     depth_slice: None,
@@ -731,16 +772,10 @@ impl Renderer {
                 occlusion_query_set: None,
                 multiview_mask: None,
             });
-            pass.set_bind_group(1, &target.depth_group, &[]);
-            for draw in draws {
-                if let Visual::Volume(volume) = draw.visual {
-                    let bind = self.visuals[&volume.token.id].bind.as_ref().expect("bound");
-                    pass.set_pipeline(self.pipeline(bind.key));
-                    pass.set_bind_group(0, &bind.group, &[]);
-                    pass.draw(0..3, 0..1);
-                    drawn += 1;
-                }
-            }
+            pass.set_pipeline(self.volumes.composite());
+            pass.set_bind_group(0, &target.composite_group, &[]);
+            pass.draw(0..3, 0..1);
+            drawn += 1;
         }
         Ok(drawn)
     }
@@ -768,14 +803,6 @@ impl Renderer {
             pass.set_pipeline(self.meshes.pipeline(kind, true));
             pass.set_index_buffer(edges.slice(..), wgpu::IndexFormat::Uint32);
             pass.draw_indexed(0..*count, 0, 0..1);
-        }
-    }
-
-    fn pipeline(&self, key: PipelineKey) -> &wgpu::RenderPipeline {
-        match key {
-            PipelineKey::Image(kind, dim) => self.images.pipeline(kind, dim, 1.0),
-            PipelineKey::Volume(kind) => self.volumes.pipeline(kind),
-            PipelineKey::Mesh(kind) => self.meshes.pipeline(kind, false),
         }
     }
 
@@ -1429,17 +1456,22 @@ fn check_volume(volume: &Volume) -> Result<(), RenderError> {
     }
 }
 
-/// One wgpu instance per set of backends for the whole process, never destroyed: instances
-/// are cheap to share (adapters and devices keep theirs alive) and costly to create.
+/// One wgpu instance per set of native backends for the whole process, never destroyed:
+/// instances are cheap to share (adapters and devices keep theirs alive) and costly to create.
 fn shared_instance(backends: wgpu::Backends) -> wgpu::Instance {
     static INSTANCES: parking_lot::Mutex<Vec<(wgpu::Backends, wgpu::Instance)>> =
         parking_lot::Mutex::new(Vec::new());
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = backends;
+    if backends.contains(wgpu::Backends::GL) {
+        // A GL adapter is one GL context, current on one thread at a time: every GL renderer
+        // gets an instance (and so an adapter and context) of its own.
+        return wgpu::Instance::new(desc);
+    }
     let mut instances = INSTANCES.lock();
     if let Some((_, instance)) = instances.iter().find(|(b, _)| *b == backends) {
         return instance.clone();
     }
-    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-    desc.backends = backends;
     let instance = wgpu::Instance::new(desc);
     instances.push((backends, instance.clone()));
     instance
@@ -1448,6 +1480,9 @@ fn shared_instance(backends: wgpu::Backends) -> wgpu::Instance {
 /// The device and queue that renderers made by [`Renderer::new`] and
 /// [`Renderer::with_options`] share on `adapter`, opened on first use and kept for the life of
 /// the process.
+///
+/// GL adapters are the exception: a GL context is current on one thread at a time, so each GL
+/// renderer opens its own device.
 ///
 /// Sharing is cheaper (one device's worth of driver state and shader caches), and it avoids
 /// destroying devices while other threads submit work: NVIDIA's Vulkan driver 580 was seen to
@@ -1458,8 +1493,10 @@ fn shared_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue),
     type Opened = (wgpu::AdapterInfo, wgpu::Device, wgpu::Queue);
     static DEVICES: parking_lot::Mutex<Vec<Opened>> = parking_lot::Mutex::new(Vec::new());
     let info = adapter.get_info();
+    // A GL context is current on one thread at a time: GL renderers keep devices of their own.
+    let share = info.backend != wgpu::Backend::Gl;
     let mut devices = DEVICES.lock();
-    if let Some((_, device, queue)) = devices.iter().find(|(i, _, _)| *i == info) {
+    if let Some((_, device, queue)) = devices.iter().find(|(i, _, _)| share && *i == info) {
         return Ok((device.clone(), queue.clone()));
     }
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
@@ -1474,7 +1511,9 @@ fn shared_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue),
         adapter: info.name.clone(),
         reason: e.to_string(),
     })?;
-    devices.push((info, device.clone(), queue.clone()));
+    if share {
+        devices.push((info, device.clone(), queue.clone()));
+    }
     Ok((device, queue))
 }
 

@@ -6,6 +6,9 @@ use crate::error::RenderError;
 /// reach the image unchanged.
 pub const TARGET_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Rgba8Unorm;
 
+/// The format the opaque pass writes its depth to as a colour (the volume marcher reads it).
+pub(crate) const DEPTH_COLOR_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Rgba8Unorm;
+
 /// The depth format of render targets.
 pub(crate) const DEPTH_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Depth32Float;
 
@@ -16,8 +19,12 @@ pub struct RenderTarget {
     pub(crate) texture: wgpu::Texture,
     pub(crate) view: wgpu::TextureView,
     pub(crate) depth_view: wgpu::TextureView,
-    /// The depth as volumes read it (group 1 of the volume pipelines).
-    pub(crate) depth_group: wgpu::BindGroup,
+    /// The opaque pass's depth written as a colour, for the volume marcher.
+    pub(crate) depth_color_view: wgpu::TextureView,
+    /// Group 1 of the volume marcher: this target's depth and marched texture.
+    pub(crate) volume_group: wgpu::BindGroup,
+    /// The composite's view of the marched texture.
+    pub(crate) composite_group: wgpu::BindGroup,
     width: u32,
     height: u32,
 }
@@ -27,7 +34,8 @@ impl RenderTarget {
         device: &wgpu::Device,
         width: u32,
         height: u32,
-        depth_layout: &wgpu::BindGroupLayout,
+        volume_layout: &wgpu::BindGroupLayout,
+        composite_layout: &wgpu::BindGroupLayout,
     ) -> Result<Self, RenderError> {
         let limit = device.limits().max_texture_dimension_2d;
         if width == 0 || height == 0 || width > limit || height > limit {
@@ -63,23 +71,72 @@ impl RenderTarget {
             sample_count: 1,
             dimension: wgpu::TextureDimension::D2,
             format: DEPTH_FORMAT,
-            usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::TEXTURE_BINDING,
+            usage: wgpu::TextureUsages::RENDER_ATTACHMENT,
             view_formats: &[],
         });
         let depth_view = depth.create_view(&wgpu::TextureViewDescriptor::default());
-        let depth_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("sluice scene depth"),
-            layout: depth_layout,
+        let depth_color_view = device
+            .create_texture(&wgpu::TextureDescriptor {
+                label: Some("sluice depth as colour"),
+                size: wgpu::Extent3d {
+                    width,
+                    height,
+                    depth_or_array_layers: 1,
+                },
+                mip_level_count: 1,
+                sample_count: 1,
+                dimension: wgpu::TextureDimension::D2,
+                format: DEPTH_COLOR_FORMAT,
+                usage: wgpu::TextureUsages::RENDER_ATTACHMENT
+                    | wgpu::TextureUsages::TEXTURE_BINDING,
+                view_formats: &[],
+            })
+            .create_view(&wgpu::TextureViewDescriptor::default());
+        let marched = device
+            .create_texture(&wgpu::TextureDescriptor {
+                label: Some("sluice marched volumes"),
+                size: wgpu::Extent3d {
+                    width,
+                    height,
+                    depth_or_array_layers: 1,
+                },
+                mip_level_count: 1,
+                sample_count: 1,
+                dimension: wgpu::TextureDimension::D2,
+                format: crate::volume_pipeline::MARCHED_FORMAT,
+                usage: wgpu::TextureUsages::STORAGE_BINDING | wgpu::TextureUsages::TEXTURE_BINDING,
+                view_formats: &[],
+            })
+            .create_view(&wgpu::TextureViewDescriptor::default());
+        let volume_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("sluice volume target"),
+            layout: volume_layout,
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::TextureView(&depth_color_view),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: wgpu::BindingResource::TextureView(&marched),
+                },
+            ],
+        });
+        let composite_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("sluice volume composite"),
+            layout: composite_layout,
             entries: &[wgpu::BindGroupEntry {
                 binding: 0,
-                resource: wgpu::BindingResource::TextureView(&depth_view),
+                resource: wgpu::BindingResource::TextureView(&marched),
             }],
         });
         Ok(RenderTarget {
             texture,
             view,
             depth_view,
-            depth_group,
+            depth_color_view,
+            volume_group,
+            composite_group,
             width,
             height,
         })

@@ -14,6 +14,7 @@ use crate::target::TARGET_FORMAT;
 use crate::visual::{Interpolation, Volume, VolumeMode};
 
 const SHADER: &str = include_str!("shaders/volume.wgsl");
+const COMPOSITE: &str = include_str!("shaders/volume_composite.wgsl");
 
 /// Upper bound of samples along one ray (a 4096-voxel diagonal at half-voxel steps).
 const MAX_STEPS: u32 = 16384;
@@ -75,42 +76,63 @@ impl VolumeParams {
     }
 }
 
+/// Format of the per-target texture volumes are marched into before compositing.
+pub(crate) const MARCHED_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Rgba16Float;
+
+/// Volume pipelines: the compute ray marcher per texture kind, and the composite that blends
+/// its result over the target.
 pub(crate) struct VolumePipelines {
-    by_kind: HashMap<SampleKind, (wgpu::BindGroupLayout, wgpu::RenderPipeline)>,
-    depth_layout: wgpu::BindGroupLayout,
+    by_kind: HashMap<SampleKind, (wgpu::BindGroupLayout, wgpu::ComputePipeline)>,
+    /// Group 1 of the marcher: the target's depth and its marched texture.
+    target_layout: wgpu::BindGroupLayout,
+    /// Group 0 of the composite: the marched texture.
+    composite_layout: wgpu::BindGroupLayout,
+    composite: Option<wgpu::RenderPipeline>,
 }
 
 impl VolumePipelines {
-    /// No pipeline yet: each is built on first use.
+    /// Layouts only: pipelines are built on first use.
     pub fn new(device: &wgpu::Device) -> Self {
         VolumePipelines {
             by_kind: HashMap::new(),
-            depth_layout: depth_layout(device),
+            target_layout: target_layout(device),
+            composite_layout: composite_layout(device),
+            composite: None,
         }
     }
 
-    /// The layout of the scene-depth bind group (group 1).
-    pub fn depth_layout(&self) -> &wgpu::BindGroupLayout {
-        &self.depth_layout
+    /// The layout of a target's marcher bind group (group 1).
+    pub fn target_layout(&self) -> &wgpu::BindGroupLayout {
+        &self.target_layout
     }
 
-    /// Builds the pipeline for `kind` if it does not exist yet.
+    /// The layout of a target's composite bind group.
+    pub fn composite_layout(&self) -> &wgpu::BindGroupLayout {
+        &self.composite_layout
+    }
+
+    /// Builds the marcher for `kind` (and the composite) if they do not exist yet.
     pub fn ensure(&mut self, device: &wgpu::Device, kind: SampleKind) {
         if !self.by_kind.contains_key(&kind) {
-            let built = Self::build(device, kind, &self.depth_layout);
+            let built = Self::build(device, kind, &self.target_layout);
             self.by_kind.insert(kind, built);
+        }
+        if self.composite.is_none() {
+            self.composite = Some(build_composite(device, &self.composite_layout));
         }
     }
 
     fn build(
         device: &wgpu::Device,
         kind: SampleKind,
-        depth_layout: &wgpu::BindGroupLayout,
-    ) -> (wgpu::BindGroupLayout, wgpu::RenderPipeline) {
+        target_layout: &wgpu::BindGroupLayout,
+    ) -> (wgpu::BindGroupLayout, wgpu::ComputePipeline) {
+        let mut lut = lut_entry();
+        lut.visibility = wgpu::ShaderStages::COMPUTE;
         let mut entries = vec![
             wgpu::BindGroupLayoutEntry {
                 binding: 0,
-                visibility: wgpu::ShaderStages::FRAGMENT,
+                visibility: wgpu::ShaderStages::COMPUTE,
                 ty: wgpu::BindingType::Buffer {
                     ty: wgpu::BufferBindingType::Uniform,
                     has_dynamic_offset: false,
@@ -118,12 +140,12 @@ impl VolumePipelines {
                 },
                 count: None,
             },
-            lut_entry(),
+            lut,
         ];
         entries.extend(data_texture_entries(
             kind,
             TexDim::D3,
-            wgpu::ShaderStages::FRAGMENT,
+            wgpu::ShaderStages::COMPUTE,
         ));
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("sluice volume"),
@@ -135,32 +157,15 @@ impl VolumePipelines {
         });
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some("sluice volume"),
-            bind_group_layouts: &[Some(&layout), Some(depth_layout)],
+            bind_group_layouts: &[Some(&layout), Some(target_layout)],
             immediate_size: 0,
         });
-        let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some("sluice volume"),
             layout: Some(&pipeline_layout),
-            vertex: wgpu::VertexState {
-                module: &module,
-                entry_point: Some("vs_main"),
-                compilation_options: Default::default(),
-                buffers: &[],
-            },
-            primitive: wgpu::PrimitiveState::default(),
-            depth_stencil: None,
-            multisample: wgpu::MultisampleState::default(),
-            fragment: Some(wgpu::FragmentState {
-                module: &module,
-                entry_point: Some("fs_main"),
-                compilation_options: Default::default(),
-                targets: &[Some(wgpu::ColorTargetState {
-                    format: TARGET_FORMAT,
-                    blend: Some(wgpu::BlendState::ALPHA_BLENDING),
-                    write_mask: wgpu::ColorWrites::ALL,
-                })],
-            }),
-            multiview_mask: None,
+            module: &module,
+            entry_point: Some("cs_main"),
+            compilation_options: Default::default(),
             cache: None,
         });
         (layout, pipeline)
@@ -170,20 +175,96 @@ impl VolumePipelines {
         &self.by_kind[&kind].0
     }
 
-    pub fn pipeline(&self, kind: SampleKind) -> &wgpu::RenderPipeline {
+    pub fn pipeline(&self, kind: SampleKind) -> &wgpu::ComputePipeline {
         &self.by_kind[&kind].1
+    }
+
+    pub fn composite(&self) -> &wgpu::RenderPipeline {
+        self.composite
+            .as_ref()
+            .expect("built with the first marcher")
     }
 }
 
-/// The layout of the bind group through which volumes read the opaque pass's depth.
-fn depth_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
+/// Workgroup size of the marcher (`@workgroup_size(8, 8)` in `shaders/volume.wgsl`).
+pub(crate) const MARCH_WORKGROUP: u32 = 8;
+
+fn build_composite(device: &wgpu::Device, layout: &wgpu::BindGroupLayout) -> wgpu::RenderPipeline {
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("sluice volume composite"),
+        source: wgpu::ShaderSource::Wgsl(COMPOSITE.into()),
+    });
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some("sluice volume composite"),
+        bind_group_layouts: &[Some(layout)],
+        immediate_size: 0,
+    });
+    device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+        label: Some("sluice volume composite"),
+        layout: Some(&pipeline_layout),
+        vertex: wgpu::VertexState {
+            module: &module,
+            entry_point: Some("vs_main"),
+            compilation_options: Default::default(),
+            buffers: &[],
+        },
+        primitive: wgpu::PrimitiveState::default(),
+        depth_stencil: None,
+        multisample: wgpu::MultisampleState::default(),
+        fragment: Some(wgpu::FragmentState {
+            module: &module,
+            entry_point: Some("fs_main"),
+            compilation_options: Default::default(),
+            targets: &[Some(wgpu::ColorTargetState {
+                format: TARGET_FORMAT,
+                blend: Some(wgpu::BlendState::ALPHA_BLENDING),
+                write_mask: wgpu::ColorWrites::ALL,
+            })],
+        }),
+        multiview_mask: None,
+        cache: None,
+    })
+}
+
+/// Group 1 of the marcher: the opaque pass's depth (rays stop there) and the texture the
+/// marched colours go to.
+fn target_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
     device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-        label: Some("sluice scene depth"),
+        label: Some("sluice volume target"),
+        entries: &[
+            wgpu::BindGroupLayoutEntry {
+                binding: 0,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Texture {
+                    sample_type: wgpu::TextureSampleType::Float { filterable: false },
+                    view_dimension: wgpu::TextureViewDimension::D2,
+                    multisampled: false,
+                },
+                count: None,
+            },
+            wgpu::BindGroupLayoutEntry {
+                binding: 1,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::StorageTexture {
+                    access: wgpu::StorageTextureAccess::WriteOnly,
+                    format: MARCHED_FORMAT,
+                    view_dimension: wgpu::TextureViewDimension::D2,
+                },
+                count: None,
+            },
+        ],
+    })
+}
+
+/// Group 0 of the composite: the marched texture, read with `textureLoad`.
+fn composite_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
+    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some("sluice volume composite"),
         entries: &[wgpu::BindGroupLayoutEntry {
             binding: 0,
             visibility: wgpu::ShaderStages::FRAGMENT,
             ty: wgpu::BindingType::Texture {
-                sample_type: wgpu::TextureSampleType::Depth,
+                sample_type: wgpu::TextureSampleType::Float { filterable: false },
                 view_dimension: wgpu::TextureViewDimension::D2,
                 multisampled: false,
             },

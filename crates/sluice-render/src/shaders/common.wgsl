@@ -85,3 +85,21 @@ fn sample_linear(p: vec3<f32>, size: vec3<i32>) -> Sample {
     }
     return Sample(acc / weight, true);
 }
+
+// What the opaque pass writes: the colour, and the fragment's depth again as a colour, which
+// the volume marcher reads (GL backends can neither read depth textures in shaders nor render
+// to float targets): 24 bits of depth packed into RGB8.
+struct OpaqueOut {
+    @location(0) color: vec4<f32>,
+    @location(1) depth: vec4<f32>,
+};
+
+fn pack_depth(depth: f32) -> vec4<f32> {
+    let d = u32(clamp(depth, 0.0, 1.0) * 16777215.0);
+    return vec4<f32>(vec3<f32>(vec3<u32>(d >> 16u, (d >> 8u) & 255u, d & 255u)) / 255.0, 1.0);
+}
+
+fn unpack_depth(c: vec4<f32>) -> f32 {
+    let b = vec3<u32>(round(c.rgb * 255.0));
+    return f32((b.x << 16u) | (b.y << 8u) | b.z) / 16777215.0;
+}

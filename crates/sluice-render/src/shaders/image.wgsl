@@ -50,7 +50,7 @@ fn vs_main(@builtin(vertex_index) index: u32) -> VertexOut {
 }
 
 @fragment
-fn fs_main(in: VertexOut) -> @location(0) vec4<f32> {
+fn fs_main(in: VertexOut) -> OpaqueOut {
     let p = (params.plane * vec4<f32>(in.coord, 0.0, 1.0)).xyz;
     if (params.clip == 1u && (any(p < vec3<f32>(0.0)) || any(p > vec3<f32>(params.data_size)))) {
         discard;
@@ -84,5 +84,5 @@ fn fs_main(in: VertexOut) -> @location(0) vec4<f32> {
         // Fully transparent (NaN by default): leave colour and depth to what is behind.
         discard;
     }
-    return vec4<f32>(rgba.rgb, alpha);
+    return OpaqueOut(vec4<f32>(rgba.rgb, alpha), pack_depth(in.position.z));
 }

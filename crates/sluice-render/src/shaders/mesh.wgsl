@@ -119,7 +119,7 @@ fn surface_color(in: VertexOut) -> vec4<f32> {
 }
 
 @fragment
-fn fs_main(in: VertexOut) -> @location(0) vec4<f32> {
+fn fs_main(in: VertexOut) -> OpaqueOut {
     // The triangle's plane normal, pointing towards the eye: screen x, screen y (down) and
     // depth form a right-handed frame, so dx x dy points away from the eye. (Derivatives
     // first, in uniform control flow.)
@@ -142,13 +142,13 @@ fn fs_main(in: VertexOut) -> @location(0) vec4<f32> {
     if (alpha <= 0.0) {
         discard;
     }
-    return vec4<f32>(base.rgb * shade, alpha);
+    return OpaqueOut(vec4<f32>(base.rgb * shade, alpha), pack_depth(in.position.z));
 }
 
 @fragment
-fn fs_wire(in: VertexOut) -> @location(0) vec4<f32> {
+fn fs_wire(in: VertexOut) -> OpaqueOut {
     if (in.invalid > 0.0) {
         discard;
     }
-    return params.wire_color;
+    return OpaqueOut(params.wire_color, pack_depth(in.position.z));
 }

@@ -1,5 +1,8 @@
-// Volume visual: rays marched through a 3-D texture, drawn as a full-screen triangle (each
-// fragment intersects its ray with the volume's box, so the camera may be inside the volume).
+// Volume visual: rays marched through a 3-D texture in a compute shader, one invocation per
+// target pixel (each intersects its ray with the volume's box, so the camera may be inside
+// the volume); the result is blended over the target by `volume_composite.wgsl`. Compute, not
+// a fragment shader: on compute-first GPUs (H100/H200) the graphics pipeline has a small
+// fraction of the chip.
 // Positions are in voxel coordinates: voxel (z, y, x) covers [x, x+1] x [y, y+1] x [z, z+1].
 // Rays stop at the depth of what the opaque pass drew, so meshes and images in front hide
 // the volume behind them.
@@ -29,12 +32,17 @@ struct Params {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var data: texture_3d<SAMPLE_T>;
 @group(0) @binding(2) var lut: texture_2d<f32>;
-@group(1) @binding(0) var scene_depth: texture_depth_2d;
+// The opaque pass's depth, written as a colour (`OpaqueOut.depth`).
+@group(1) @binding(0) var scene_depth: texture_2d<f32>;
+@group(1) @binding(1) var marched: texture_storage_2d<rgba16float, write>;
 
-@vertex
-fn vs_main(@builtin(vertex_index) index: u32) -> @builtin(position) vec4<f32> {
-    let uv = vec2<f32>(f32((index << 1u) & 2u), f32(index & 2u));
-    return vec4<f32>(uv * 2.0 - 1.0, 0.0, 1.0);
+@compute @workgroup_size(8, 8)
+fn cs_main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (f32(id.x) >= params.viewport.x || f32(id.y) >= params.viewport.y) {
+        return;
+    }
+    let c = march(vec2<f32>(id.xy) + vec2<f32>(0.5));
+    textureStore(marched, vec2<i32>(id.xy), c);
 }
 
 fn unproject(ndc: vec3<f32>) -> vec3<f32> {
@@ -49,14 +57,14 @@ fn value_at(p: vec3<f32>) -> Sample {
     return sample_nearest(p, params.data_size);
 }
 
-@fragment
-fn fs_main(@builtin(position) frag: vec4<f32>) -> @location(0) vec4<f32> {
+// The colour of the ray through pixel centre `frag` (non-premultiplied; alpha 0: nothing).
+fn march(frag: vec2<f32>) -> vec4<f32> {
     let ndc_xy = vec2<f32>(frag.x / params.viewport.x * 2.0 - 1.0, 1.0 - frag.y / params.viewport.y * 2.0);
     let origin = unproject(vec3<f32>(ndc_xy, 0.0));
     let far = unproject(vec3<f32>(ndc_xy, 1.0));
     let dir = normalize(far - origin);
     // Stop at what the opaque pass drew.
-    let depth = textureLoad(scene_depth, vec2<i32>(frag.xy), 0);
+    let depth = unpack_depth(textureLoad(scene_depth, vec2<i32>(frag), 0));
     let t_depth = dot(unproject(vec3<f32>(ndc_xy, depth)) - origin, dir);
 
     // Slab intersection with the box [0, data_size].
@@ -69,7 +77,7 @@ fn fs_main(@builtin(position) frag: vec4<f32>) -> @location(0) vec4<f32> {
     let t0 = max(t_enter, 0.0);
     let t1 = min(t_exit, t_depth);
     if (t1 <= t0) {
-        discard;
+        return vec4<f32>(0.0);
     }
 
     let d = params.display;
@@ -89,7 +97,7 @@ fn fs_main(@builtin(position) frag: vec4<f32>) -> @location(0) vec4<f32> {
             }
         }
         if (!found) {
-            discard;
+            return vec4<f32>(0.0);
         }
         let c = colormap(d, normalize_value(d, best));
         return vec4<f32>(c.rgb, c.a * params.opacity);
@@ -112,7 +120,7 @@ fn fs_main(@builtin(position) frag: vec4<f32>) -> @location(0) vec4<f32> {
             }
         }
         if (alpha <= 0.0) {
-            discard;
+            return vec4<f32>(0.0);
         }
         return vec4<f32>(color / alpha, alpha * params.opacity);
     }
@@ -152,6 +160,5 @@ fn fs_main(@builtin(position) frag: vec4<f32>) -> @location(0) vec4<f32> {
         previous = v;
         previous_t = t;
     }
-    discard;
     return vec4<f32>(0.0);
 }
