@@ -6,7 +6,7 @@ demo:
 
 # The whole test suite, as CI runs it.
 test:
-    cargo test --workspace
+    bash scripts/test.sh
 
 # Upload and render benchmarks (images; volumes and meshes); every figure is a ratio against a
 # ceiling measured in the same run.
