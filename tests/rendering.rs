@@ -636,3 +636,24 @@ fn upload_alone_brings_sources_up_to_date_without_drawing() {
     assert_eq!((stats.bytes_uploaded, stats.visuals_drawn), (0, 1));
     assert_pixel(&r.read_image(&target).unwrap(), 3, 3, [50, 50, 50, 255], 0);
 }
+
+#[test]
+fn a_replacement_over_the_texture_limit_keeps_failing_clearly() {
+    let mut r = renderer();
+    let source = Arc::new(ArraySource::new(Array2::from_elem((4, 4), 9u8)).unwrap());
+    let mut scene = Scene::new();
+    scene.add(Image::new(source.clone()));
+    let target = r.create_target(4, 4).unwrap();
+    let cam = pixel_camera(4, 4);
+    r.render(&scene, &cam, &target).unwrap();
+    let limit = r.max_texture_dimension_2d() as usize;
+    source.replace(Array2::<u8>::zeros((2, limit + 1))).unwrap();
+    for _ in 0..2 {
+        let e = r.render(&scene, &cam, &target).unwrap_err().to_string();
+        assert!(e.contains(&format!("[2, {}]", limit + 1)), "{e}");
+    }
+    // A fitting replacement recovers.
+    source.replace(Array2::from_elem((4, 4), 77u8)).unwrap();
+    r.render(&scene, &cam, &target).unwrap();
+    assert_pixel(&r.read_image(&target).unwrap(), 1, 1, [77, 77, 77, 255], 0);
+}

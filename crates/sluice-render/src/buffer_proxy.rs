@@ -101,7 +101,10 @@ impl BufferProxy {
             return Ok(false);
         };
         if let Some(layout) = begun.new_layout {
-            check_attribute_layout(&self.source, &layout, self.format)?;
+            if let Err(e) = check_attribute_layout(&self.source, &layout, self.format) {
+                self.state.reset();
+                return Err(e);
+            }
             ctx.counters.resident_bytes -= self.buffer.size();
             self.buffer.destroy();
             self.buffer = create_buffer(ctx.device, &layout, self.format);
@@ -283,7 +286,11 @@ impl BufferProxy {
         if outcome == DeviceCopyOutcome::NotReady {
             return Ok(false);
         }
-        ctx.counters.device_bytes_copied += (region.size[2] * self.format.element_bytes()) as u64;
+        let per_sample = match self.format {
+            BufferFormat::U32 => self.layout.channels() * 4,
+            f => f.element_bytes(),
+        };
+        ctx.counters.device_bytes_copied += (region.size[2] * per_sample) as u64;
         ctx.counters.copies_issued += 1;
         Ok(true)
     }

@@ -149,7 +149,12 @@ impl TextureProxy {
             return Ok(false);
         };
         if let Some(layout) = begun.new_layout {
-            self.recreate(ctx.device, layout, ctx.counters)?;
+            if let Err(e) = self.recreate(ctx.device, layout, ctx.counters) {
+                // Keep failing clearly until the source changes again, rather than uploading
+                // the new data into the old texture.
+                self.state.reset();
+                return Err(e);
+            }
         }
         // Take planned copies while the budget allows (bytes other proxies uploaded this frame
         // count too).
@@ -361,7 +366,9 @@ impl TextureProxy {
             }
         };
         if outcome == LendOutcome::NotLendable {
-            // Read each piece packed, then stage it.
+            // Read each piece packed, then stage it. A source may have lent some pieces before
+            // refusing one: those are staged again from the reads, in order.
+            staged.clear();
             let sample_bytes = self.layout.sample_bytes();
             for (piece, request) in pieces.iter().zip(&requests) {
                 let mut packed = vec![0u8; piece.region.len() * sample_bytes];

@@ -700,8 +700,8 @@ impl Renderer {
                 occlusion_query_set: None,
                 multiview_mask: None,
             });
-            // Opaque visuals first, then those with opacity below 1 (which test depth but do
-            // not write it), each group in scene order.
+            // Opaque visuals first, then those with opacity below 1, each group in scene order
+            // (translucent images test depth without writing it; translucent meshes write it).
             let translucent = |v: &Visual| match v {
                 Visual::Image(image) => image.opacity() < 1.0,
                 Visual::Mesh(mesh) => mesh.opacity() < 1.0,
