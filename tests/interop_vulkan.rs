@@ -516,3 +516,61 @@ fn a_3d_source_in_shared_memory_renders_as_a_volume() {
     assert_eq!(c.bytes_uploaded, 0, "nothing went through host staging");
     assert_eq!(c.copies_issued, 1, "one command for the whole volume");
 }
+
+#[test]
+fn device_indices_draw_and_attributes_a_texture_cannot_hold_are_refused_as_images() {
+    let interop = interop();
+    // A quad from 4 shared vertices and 2 triangles of u32x3 indices, both in shared memory.
+    let corners = [
+        [4.0f32, 4.0, 5.0],
+        [28.0, 4.0, 5.0],
+        [28.0, 28.0, 5.0],
+        [4.0, 28.0, 5.0],
+    ];
+    let vertices = Layout::new(Shape::new(&[4]).unwrap(), ElementType::F32, 3).unwrap();
+    let indices = Layout::new(Shape::new(&[2]).unwrap(), ElementType::U32, 3).unwrap();
+    let shared = |layout: &Layout, bytes: &[u8]| {
+        let pitches = Pitches::packed(layout);
+        let exported = interop.export_buffer(pitches.span(layout)).unwrap();
+        produce(&interop, exported.buffer(), bytes);
+        let memory = exported.memory(0, pitches).unwrap();
+        // The source's memory keeps its fd; the exported buffer may go.
+        Arc::new(VulkanSource::new(layout.clone(), memory).unwrap())
+    };
+    let positions = shared(&vertices, &f32_bytes(&corners));
+    let index_bytes: Vec<u8> = [0u32, 1, 2, 0, 2, 3]
+        .iter()
+        .flat_map(|i| i.to_le_bytes())
+        .collect();
+    let triangles = shared(&indices, &index_bytes);
+    let mut renderer = interop.renderer();
+    let mut scene = Scene::new();
+    scene.add(
+        Mesh::new(positions.clone())
+            .with_indices(triangles)
+            .with_shading(Shading::Unlit)
+            .with_color([1.0, 0.0, 0.0, 1.0]),
+    );
+    let img = render(&mut renderer, &scene, &Front { n: 32.0 }, 32, 32);
+    let quad = [
+        [[4.0, 4.0], [28.0, 4.0], [28.0, 28.0]],
+        [[4.0, 4.0], [28.0, 28.0], [4.0, 28.0]],
+    ];
+    assert_triangles(&img, &quad);
+    let c = renderer.counters();
+    assert_eq!(c.bytes_uploaded, 0);
+    assert_eq!(c.device_bytes_copied, 4 * 12 + 2 * 12);
+
+    // f32x3 is a vertex attribute, not a texture format: as an image it is refused, by name.
+    let mut scene = Scene::new();
+    scene.add(Image::new(positions));
+    let target = renderer.create_target(4, 1).unwrap();
+    let e = renderer
+        .render(&scene, &common::pixel_camera(4, 1), &target)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("f32 data with 3 channels would need conversion"),
+        "{e}"
+    );
+}

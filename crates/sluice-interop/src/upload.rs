@@ -403,3 +403,26 @@ pub(crate) fn record_copies(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use sluice_core::{ElementType, Shape};
+
+    use super::*;
+
+    fn layout(dims: &[usize], element: ElementType, channels: usize) -> Layout {
+        Layout::new(Shape::new(dims).unwrap(), element, channels).unwrap()
+    }
+
+    #[test]
+    fn attribute_copies_are_whole_aligned_elements_of_1d_sources() {
+        let positions = layout(&[10], ElementType::F32, 3);
+        assert_eq!(check_attribute(&positions, &(2..10)).unwrap(), 12);
+        let e = check_attribute(&layout(&[4, 4], ElementType::F32, 1), &(0..4)).unwrap_err();
+        assert!(e.to_string().contains("not 1-D"), "{e}");
+        let e = check_attribute(&positions, &(8..11)).unwrap_err();
+        assert!(e.to_string().contains("8..11"), "{e}");
+        let e = check_attribute(&layout(&[10], ElementType::U16, 3), &(0..10)).unwrap_err();
+        assert!(e.to_string().contains("element size of 6 bytes"), "{e}");
+    }
+}
