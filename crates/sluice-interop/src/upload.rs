@@ -4,7 +4,8 @@
 //! copied into the proxy's texture by `copy_buffer_to_texture`; the frame's submit waits for
 //! the source's semaphore value first and signals the next after. CUDA memory (feature
 //! `cuda`) is first copied on the producer's stream into a staging buffer the renderer
-//! exported, then the same way.
+//! exported, then the same way. Mesh attributes (1-D sources) take the same paths, ending in
+//! a `copy_buffer_to_buffer` of their element range into the vertex buffer.
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
