@@ -1,15 +1,17 @@
-//! CUDA kernels animate two images every frame, and sluice draws them without the CPU ever
-//! touching a pixel:
+//! CUDA kernels animate two images, a volume and a mesh every frame, and sluice draws them
+//! without the CPU ever touching a pixel or a vertex:
 //!
 //! - left, RGBA8 written by a kernel straight into memory the renderer owns and exported to
 //!   CUDA (`CudaWritableSource`, with an explicit begin/end-write handoff);
 //! - right, an f32 field in CUDA memory the program owns (`CudaSource`), copied device to
-//!   device on its stream and shown through a colormap.
+//!   device on its stream and shown through a colormap;
+//! - a 96^3 f32 volume in CUDA memory (`CudaSource`), drawn as a maximum intensity projection;
+//! - a mesh of 20,000 triangles whose f32x3 positions a kernel rewrites in renderer memory
+//!   (`CudaWritableSource`) every frame, flat shaded.
 //!
 //! Run on a machine with an NVIDIA GPU: `cargo run --release --features cuda --example
-//! cuda_animation`. It writes PNG frames and prints where they went; without CUDA it says why
-//! and exits. (Volumes and meshes join once sluice has Volume and Mesh visuals: the sources and
-//! the upload path already take 3-D layouts.)
+//! cuda_animation`. It writes PNG frames of each (`cuda_animation-*.png`, `cuda_volume-*.png`,
+//! `cuda_mesh-*.png`) and prints where they went; without CUDA it says why and exits.
 
 // Sharing memory by file descriptor is Linux-only.
 #[cfg(not(target_os = "linux"))]
@@ -27,13 +29,18 @@ mod linux {
     use std::path::PathBuf;
     use std::sync::Arc;
 
+    use sluice::interop::cuda::kernels::MeshGrid;
     use sluice::interop::cuda::{self, kernels, CudaSource, CudaWritableSource};
     use sluice::interop::{Interop, Pitches};
     use sluice::prelude::*;
+    use sluice::{Mesh, OrbitCamera, Shading, Volume};
 
     const SIDE: usize = 384;
     const FRAMES: u32 = 48;
     const SAVE_EVERY: u32 = 12;
+    const VOLUME_SIDE: usize = 96;
+    const MESH_GRID: MeshGrid = MeshGrid { side: 100, cell: 4 };
+    const MESH_VERTICES: usize = 3 * 20_000;
 
     pub fn main() -> Result<(), Box<dyn std::error::Error>> {
         if let Err(e) = cuda::driver_available() {
@@ -79,7 +86,42 @@ mod linux {
             Mat4::from_translation(Vec3::new(SIDE as f32 + 8.0, 0.0, 0.0)),
         );
 
+        // A volume in CUDA memory the program owns.
+        let cube = Layout::new(
+            Shape::new(&[VOLUME_SIDE, VOLUME_SIDE, VOLUME_SIDE])?,
+            ElementType::F32,
+            1,
+        )?;
+        let cube_pitches = Pitches::packed(&cube);
+        let volume = Arc::new(CudaSource::from_slice(
+            &cuda,
+            cube.clone(),
+            cube_pitches,
+            stream.alloc_zeros::<u8>(cube.total_bytes())?,
+        )?);
+        let mut volume_scene = Scene::new();
+        volume_scene.add(
+            Volume::new(volume.clone() as SharedSource)
+                .with_clim(0.0, 1.0)
+                .with_colormap(Colormap::Inferno),
+        );
+        let volume_camera =
+            OrbitCamera::fit(Vec3::ZERO, Vec3::splat(VOLUME_SIDE as f32), 35.0, 25.0);
+
+        // Mesh positions in renderer memory a kernel writes.
+        let positions = Layout::new(Shape::new(&[MESH_VERTICES])?, ElementType::F32, 3)?;
+        let mesh = Arc::new(CudaWritableSource::new(&cuda, positions)?);
+        let mut mesh_scene = Scene::new();
+        mesh_scene.add(
+            Mesh::new(mesh.clone() as SharedSource)
+                .with_shading(Shading::Flat)
+                .with_color([0.3, 0.7, 1.0, 1.0]),
+        );
+        let extent = ((MESH_GRID.side + 1) * MESH_GRID.cell) as f32;
+        let mesh_camera = OrbitCamera::fit(Vec3::ZERO, Vec3::new(extent, extent, 9.0), 20.0, 35.0);
+
         let mut renderer = interop.renderer();
+        let view_target = renderer.create_target(SIDE as u32, SIDE as u32)?;
         let (w, h) = (2 * SIDE as u32 + 8, SIDE as u32);
         let target = renderer.create_target(w, h)?;
         let camera = PanZoomCamera::fit(Vec2::ZERO, Vec2::new(w as f32, h as f32), target.size());
@@ -93,11 +135,27 @@ mod linux {
                     kernels::fill_f32_slice(&cuda, &s, slice, &field, pitches, frame * 2)
                 })
                 .ok_or("the source owns its slice")??;
-            let _ = renderer.render(&scene, &camera, &target)?;
-            if frame % SAVE_EVERY == 0 {
-                let path = out_dir.join(format!("cuda_animation-{frame:03}.png"));
-                renderer.read_image(&target)?.save(&path)?;
-                println!("frame {frame} -> {}", path.display());
+            volume
+                .write(|slice| {
+                    let s = slice.stream().clone();
+                    kernels::fill_f32_slice(&cuda, &s, slice, &cube, cube_pitches, frame * 4)
+                })
+                .ok_or("the source owns its slice")??;
+            let write = mesh.begin_write(&stream)?;
+            kernels::fill_mesh_positions(&write, MESH_GRID, frame)?;
+            write.end()?;
+            let save = frame % SAVE_EVERY == 0;
+            for (name, scene, camera, target) in [
+                ("cuda_animation", &scene, &camera as &dyn Camera, &target),
+                ("cuda_volume", &volume_scene, &volume_camera, &view_target),
+                ("cuda_mesh", &mesh_scene, &mesh_camera, &view_target),
+            ] {
+                let _ = renderer.render(scene, camera, target)?;
+                if save {
+                    let path = out_dir.join(format!("{name}-{frame:03}.png"));
+                    renderer.read_image(target)?.save(&path)?;
+                    println!("frame {frame} -> {}", path.display());
+                }
             }
         }
         renderer.wait_idle()?;

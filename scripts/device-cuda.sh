@@ -25,8 +25,8 @@
 #   run(kind="nvidia-h200", carry=[".gl", ".device-cuda"], timeout_s=600,
 #       command="bash scripts/device-cuda.sh remote")
 #
-# What comes back in $OUT: env.log, tests.log, bench.log, examples.log and two PNG frames of
-# the CUDA animation (first and last).
+# What comes back in $OUT: env.log, tests.log, bench.log, examples.log and two PNG frames
+# (first and last) of each CUDA animation: images, volume and mesh.
 #
 # Environment (remote): SLUICE_BENCH_ITERS (default 15), SLUICE_BENCH_STRICT=1 (a missed
 # bench target fails the run), SLUICE_DEVICE_UNPACK=auto|always|never (loader .debs, default
@@ -237,11 +237,13 @@ remote() {
       SLUICE_OUT="$frames" run_logged "$out/examples.log" "${SLUICE_DEVICE_EXAMPLES_TIMEOUT:-90}" \
         "$bin/example-$e" || status=1
     done
-    local pngs
-    pngs="$(ls "$frames"/cuda_animation-*.png 2>/dev/null || true)"
-    if [ -n "$pngs" ]; then
-      cp "$(echo "$pngs" | head -n1)" "$(echo "$pngs" | tail -n1)" "$out/"
-    fi
+    local pngs kind
+    for kind in cuda_animation cuda_volume cuda_mesh; do
+      pngs="$(ls "$frames"/"$kind"-*.png 2>/dev/null || true)"
+      if [ -n "$pngs" ]; then
+        cp "$(echo "$pngs" | head -n1)" "$(echo "$pngs" | tail -n1)" "$out/"
+      fi
+    done
   fi
   echo "device-cuda: logs in $out; overall status $status"
   return "$status"

@@ -41,7 +41,10 @@ mod cuda_tests {
     use sluice::prelude::*;
     use sluice::{Changes, CudaMemory, DataSource, ReadRequest, ReadStatus, Residency};
 
-    use super::common::{expected_entry, render_pixels};
+    use sluice::interop::cuda::kernels::MeshGrid;
+    use sluice::{Mesh, Shading, Volume};
+
+    use super::common::{assert_pixel, expected_entry, in_triangle, render, render_pixels, Front};
     use super::skip;
 
     /// The interop device and its CUDA side, or `None` after reporting why the test skips.
@@ -222,6 +225,151 @@ mod cuda_tests {
             write.end().unwrap();
             let img = render_pixels(&mut renderer, &scene, 130, 90);
             assert_rgba_frame(&img, frame);
+        }
+        assert_eq!(renderer.counters().bytes_uploaded, 0);
+    }
+
+    /// The triangles of [`kernels::mesh_position_pattern`] for `count` vertices, in screen
+    /// coordinates under `Front`.
+    fn pattern_triangles(count: u32, grid: MeshGrid, frame: u32) -> Vec<[[f32; 2]; 3]> {
+        (0..count / 3)
+            .map(|t| {
+                [0, 1, 2].map(|c| {
+                    let p = kernels::mesh_position_pattern(t * 3 + c, grid, frame);
+                    [p[0], p[1]]
+                })
+            })
+            .collect()
+    }
+
+    #[track_caller]
+    fn assert_mesh(img: &image::RgbaImage, triangles: &[[[f32; 2]; 3]], what: &str) {
+        for y in 0..img.height() {
+            for x in 0..img.width() {
+                let inside: Vec<_> = triangles.iter().map(|&t| in_triangle(x, y, t)).collect();
+                if inside.contains(&Some(true)) {
+                    assert_pixel(img, x, y, [255, 0, 0, 255], 1);
+                } else if inside.iter().all(|&i| i == Some(false)) {
+                    assert_pixel(img, x, y, [0, 0, 0, 255], 0);
+                }
+            }
+        }
+        let red = img.pixels().filter(|p| p.0 == [255, 0, 0, 255]).count();
+        assert!(red > 100, "{what}: only {red} pixels of the mesh drawn");
+    }
+
+    fn red_mesh(positions: SharedSource) -> Mesh {
+        Mesh::new(positions)
+            .with_shading(Shading::Unlit)
+            .with_color([1.0, 0.0, 0.0, 1.0])
+    }
+
+    #[test]
+    fn mesh_positions_a_cuda_kernel_wrote_draw_the_expected_triangles() {
+        let test = "mesh_positions_a_cuda_kernel_wrote_draw_the_expected_triangles";
+        let Some((interop, cuda)) = cuda_or_skip(test) else {
+            return;
+        };
+        // 16 triangles on a 4 x 4 grid of 8-unit cells, shifted right by the frame.
+        let grid = MeshGrid { side: 4, cell: 8 };
+        let count = 48u32;
+        let layout =
+            Layout::new(Shape::new(&[count as usize]).unwrap(), ElementType::F32, 3).unwrap();
+        let cam = Front { n: 32.0 };
+
+        // User CUDA memory (a CudaSource): copied through the renderer's staging buffer.
+        let stream = cuda.context().new_stream().unwrap();
+        let slice = stream.alloc_zeros::<u8>(layout.total_bytes()).unwrap();
+        let pitches = Pitches::packed(&layout);
+        let user = Arc::new(CudaSource::from_slice(&cuda, layout.clone(), pitches, slice).unwrap());
+        let mut renderer = interop.renderer();
+        let mut scene = Scene::new();
+        scene.add(red_mesh(user.clone() as SharedSource));
+        for frame in [0, 3] {
+            user.write(|slice| {
+                let stream = slice.stream().clone();
+                kernels::fill_mesh_positions_slice(&cuda, &stream, slice, &layout, grid, frame)
+            })
+            .unwrap()
+            .unwrap();
+            let img = render(&mut renderer, &scene, &cam, 32, 32);
+            assert_mesh(
+                &img,
+                &pattern_triangles(count, grid, frame),
+                &format!("CudaSource, frame {frame}"),
+            );
+        }
+        assert_eq!(renderer.counters().bytes_uploaded, 0);
+
+        // Renderer memory the kernel writes in place (a CudaWritableSource).
+        let writable = Arc::new(CudaWritableSource::new(&cuda, layout.clone()).unwrap());
+        let mut renderer = interop.renderer();
+        let mut scene = Scene::new();
+        scene.add(red_mesh(writable.clone() as SharedSource));
+        for frame in [1, 6] {
+            let write = writable.begin_write(&stream).unwrap();
+            kernels::fill_mesh_positions(&write, grid, frame).unwrap();
+            write.end().unwrap();
+            let img = render(&mut renderer, &scene, &cam, 32, 32);
+            assert_mesh(
+                &img,
+                &pattern_triangles(count, grid, frame),
+                &format!("CudaWritableSource, frame {frame}"),
+            );
+        }
+        assert_eq!(renderer.counters().bytes_uploaded, 0);
+    }
+
+    #[test]
+    fn a_3d_cuda_source_renders_as_a_volume() {
+        let Some((interop, cuda)) = cuda_or_skip("a_3d_cuda_source_renders_as_a_volume") else {
+            return;
+        };
+        let n = 32usize;
+        let layout = Layout::new(Shape::new(&[n, n, n]).unwrap(), ElementType::F32, 1).unwrap();
+        // Packed, as PyTorch stores a contiguous tensor: the staging pitches rows to 256.
+        let pitches = Pitches::packed(&layout);
+        let stream = cuda.context().new_stream().unwrap();
+        let slice = stream
+            .alloc_zeros::<u8>(pitches.span(&layout) as usize)
+            .unwrap();
+        let source =
+            Arc::new(CudaSource::from_slice(&cuda, layout.clone(), pitches, slice).unwrap());
+        let frame = 5;
+        source
+            .write(|slice| {
+                let stream = slice.stream().clone();
+                kernels::fill_f32_slice(&cuda, &stream, slice, &layout, pitches, frame)
+            })
+            .unwrap()
+            .unwrap();
+        let mut renderer = interop.renderer();
+        let mut scene = Scene::new();
+        scene.add(
+            Volume::new(source as SharedSource)
+                .with_clim(0.0, 1.0)
+                .with_interpolation(Interpolation::Nearest)
+                .with_colormap(Colormap::Viridis),
+        );
+        let img = render(
+            &mut renderer,
+            &scene,
+            &Front { n: n as f32 },
+            n as u32,
+            n as u32,
+        );
+        for y in 0..n as u32 {
+            for x in 0..n as u32 {
+                let max = (0..n as u32)
+                    .map(|z| kernels::f32_pattern(x, y, z, frame))
+                    .fold(0.0f32, f32::max);
+                let (want, near) = expected_entry(&Colormap::Viridis, max, [0.0, 1.0], 1.0);
+                let got = img.get_pixel(x, y).0;
+                assert!(
+                    got == want || Some(got) == near,
+                    "pixel ({x}, {y}): {got:?}, MIP {max} -> {want:?}"
+                );
+            }
         }
         assert_eq!(renderer.counters().bytes_uploaded, 0);
     }

@@ -8,10 +8,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{assert_pixel, render_pixels};
+use common::{assert_pixel, in_triangle, render, render_pixels, Front};
 use sluice::interop::{Interop, InteropError, Pitches, VulkanSource};
 use sluice::prelude::*;
-use sluice::{RendererOptions, TimelineSemaphore};
+use sluice::{Mesh, RendererOptions, Shading, TimelineSemaphore, Volume};
 
 fn interop() -> Interop {
     Interop::new().unwrap_or_else(|e| panic!("no Vulkan device with external memory: {e}"))
@@ -378,4 +378,199 @@ fn teardown_in_any_order_leaves_the_devices_usable() {
     // The producer still works after all of it.
     let exported = producer.export_buffer(4096).unwrap();
     produce(&producer, exported.buffer(), &[7; 4096]);
+}
+
+fn f32_bytes(values: &[[f32; 3]]) -> Vec<u8> {
+    values
+        .iter()
+        .flatten()
+        .flat_map(|v| v.to_le_bytes())
+        .collect()
+}
+
+#[track_caller]
+fn assert_triangles(img: &image::RgbaImage, triangles: &[[[f32; 2]; 3]]) {
+    for y in 0..img.height() {
+        for x in 0..img.width() {
+            let inside: Vec<_> = triangles.iter().map(|&t| in_triangle(x, y, t)).collect();
+            if inside.contains(&Some(true)) {
+                assert_pixel(img, x, y, [255, 0, 0, 255], 1);
+            } else if inside.iter().all(|&i| i == Some(false)) {
+                assert_pixel(img, x, y, [0, 0, 0, 255], 0);
+            }
+        }
+    }
+}
+
+#[test]
+fn mesh_positions_in_shared_memory_draw_and_partial_updates_copy_only_their_range() {
+    let producer = interop();
+    let display = interop();
+    // 1024 triangles (3 chunks of 1024 vertices): the first is the visible one, the others
+    // are degenerate (zero area, never drawn) until the last is moved.
+    let n = 3072;
+    let first = [[4.0, 4.0], [28.0, 4.0], [4.0, 28.0]];
+    let last = [[28.0, 28.0], [28.0, 8.0], [8.0, 28.0]];
+    let mut positions = vec![[1.0f32, 1.0, 5.0]; n];
+    for (i, p) in first.iter().enumerate() {
+        positions[i] = [p[0], p[1], 5.0];
+    }
+    let layout = Layout::new(Shape::new(&[n]).unwrap(), ElementType::F32, 3).unwrap();
+    let pitches = Pitches::packed(&layout);
+    let exported = producer.export_buffer(pitches.span(&layout)).unwrap();
+    produce(&producer, exported.buffer(), &f32_bytes(&positions));
+    let source = Arc::new(VulkanSource::new(layout, exported.memory(0, pitches).unwrap()).unwrap());
+    let mut renderer = display.renderer();
+    let mut scene = Scene::new();
+    scene.add(
+        Mesh::new(source.clone())
+            .with_shading(Shading::Unlit)
+            .with_color([1.0, 0.0, 0.0, 1.0]),
+    );
+    let cam = Front { n: 32.0 };
+    let img = render(&mut renderer, &scene, &cam, 32, 32);
+    assert_triangles(&img, &[first]);
+    let c = renderer.counters();
+    assert_eq!(c.bytes_uploaded, 0, "nothing went through host staging");
+    assert_eq!(c.device_bytes_copied, (n * 12) as u64);
+
+    // The producer moves the last triangle (in the last chunk) and publishes that chunk only.
+    // It also scribbles over the first triangle without publishing it: a copy of more than
+    // the published range would show that.
+    let before = renderer.counters();
+    for (i, p) in last.iter().enumerate() {
+        positions[n - 3 + i] = [p[0], p[1], 5.0];
+    }
+    let mut written = positions.clone();
+    written[0] = [30.0, 30.0, 5.0];
+    produce(&producer, exported.buffer(), &f32_bytes(&written));
+    source.publish_region(Region::d1(2048, 1024)).unwrap();
+    let img = render(&mut renderer, &scene, &cam, 32, 32);
+    assert_triangles(&img, &[first, last]);
+    let d = renderer.counters().since(&before);
+    assert_eq!(d.device_bytes_copied, 1024 * 12, "one chunk of positions");
+    assert_eq!(d.copies_issued, 1);
+    assert_eq!(d.bytes_uploaded, 0);
+
+    // Regions outside the layout are refused.
+    assert!(source.publish_region(Region::d1(3000, 100)).is_err());
+}
+
+#[test]
+fn a_3d_source_in_shared_memory_renders_as_a_volume() {
+    let producer = interop();
+    let display = interop();
+    let n = 16;
+    let layout = Layout::new(Shape::new(&[n, n, n]).unwrap(), ElementType::U8, 1).unwrap();
+    // Rows padded to 256 bytes: one copy command for the whole volume.
+    let pitches = Pitches::aligned(&layout);
+    let mut data = vec![10u8; n * n * n];
+    let at = |z: usize, y: usize, x: usize| (z * n + y) * n + x;
+    for &((z, y, x), v) in &[
+        ((3, 5, 7), 200u8),
+        ((12, 5, 7), 120),
+        ((15, 11, 2), 90),
+        ((0, 15, 15), 255),
+        ((8, 8, 8), 60),
+    ] {
+        data[at(z, y, x)] = v;
+    }
+    let mut bytes = vec![0xABu8; pitches.span(&layout) as usize];
+    for z in 0..n {
+        for y in 0..n {
+            let row = z * pitches.plane + y * pitches.row;
+            bytes[row..row + n].copy_from_slice(&data[at(z, y, 0)..at(z, y, 0) + n]);
+        }
+    }
+    bytes.resize(bytes.len().next_multiple_of(4), 0xAB);
+    let exported = producer.export_buffer(pitches.span(&layout)).unwrap();
+    produce(&producer, exported.buffer(), &bytes);
+    let source = Arc::new(VulkanSource::new(layout, exported.memory(0, pitches).unwrap()).unwrap());
+    let mut renderer = display.renderer();
+    let mut scene = Scene::new();
+    scene.add(
+        Volume::new(source)
+            .with_interpolation(Interpolation::Nearest)
+            .with_colormap(Colormap::Viridis),
+    );
+    let img = render(
+        &mut renderer,
+        &scene,
+        &Front { n: n as f32 },
+        n as u32,
+        n as u32,
+    );
+    for y in 0..n {
+        for x in 0..n {
+            let max = (0..n).map(|z| data[at(z, y, x)]).max().unwrap();
+            let (want, near) =
+                common::expected_entry(&Colormap::Viridis, max as f32, [0.0, 255.0], 1.0);
+            let got = img.get_pixel(x as u32, y as u32).0;
+            assert!(
+                got == want || Some(got) == near,
+                "pixel ({x}, {y}): {got:?}, MIP {max} -> {want:?}"
+            );
+        }
+    }
+    let c = renderer.counters();
+    assert_eq!(c.bytes_uploaded, 0, "nothing went through host staging");
+    assert_eq!(c.copies_issued, 1, "one command for the whole volume");
+}
+
+#[test]
+fn device_indices_draw_and_attributes_a_texture_cannot_hold_are_refused_as_images() {
+    let interop = interop();
+    // A quad from 4 shared vertices and 2 triangles of u32x3 indices, both in shared memory.
+    let corners = [
+        [4.0f32, 4.0, 5.0],
+        [28.0, 4.0, 5.0],
+        [28.0, 28.0, 5.0],
+        [4.0, 28.0, 5.0],
+    ];
+    let vertices = Layout::new(Shape::new(&[4]).unwrap(), ElementType::F32, 3).unwrap();
+    let indices = Layout::new(Shape::new(&[2]).unwrap(), ElementType::U32, 3).unwrap();
+    let shared = |layout: &Layout, bytes: &[u8]| {
+        let pitches = Pitches::packed(layout);
+        let exported = interop.export_buffer(pitches.span(layout)).unwrap();
+        produce(&interop, exported.buffer(), bytes);
+        let memory = exported.memory(0, pitches).unwrap();
+        // The source's memory keeps its fd; the exported buffer may go.
+        Arc::new(VulkanSource::new(layout.clone(), memory).unwrap())
+    };
+    let positions = shared(&vertices, &f32_bytes(&corners));
+    let index_bytes: Vec<u8> = [0u32, 1, 2, 0, 2, 3]
+        .iter()
+        .flat_map(|i| i.to_le_bytes())
+        .collect();
+    let triangles = shared(&indices, &index_bytes);
+    let mut renderer = interop.renderer();
+    let mut scene = Scene::new();
+    scene.add(
+        Mesh::new(positions.clone())
+            .with_indices(triangles)
+            .with_shading(Shading::Unlit)
+            .with_color([1.0, 0.0, 0.0, 1.0]),
+    );
+    let img = render(&mut renderer, &scene, &Front { n: 32.0 }, 32, 32);
+    let quad = [
+        [[4.0, 4.0], [28.0, 4.0], [28.0, 28.0]],
+        [[4.0, 4.0], [28.0, 28.0], [4.0, 28.0]],
+    ];
+    assert_triangles(&img, &quad);
+    let c = renderer.counters();
+    assert_eq!(c.bytes_uploaded, 0);
+    assert_eq!(c.device_bytes_copied, 4 * 12 + 2 * 12);
+
+    // f32x3 is a vertex attribute, not a texture format: as an image it is refused, by name.
+    let mut scene = Scene::new();
+    scene.add(Image::new(positions));
+    let target = renderer.create_target(4, 1).unwrap();
+    let e = renderer
+        .render(&scene, &common::pixel_camera(4, 1), &target)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("f32 data with 3 channels would need conversion"),
+        "{e}"
+    );
 }

@@ -88,3 +88,26 @@ impl Camera for Front {
         Mat4::orthographic_rh(-h, h, -h, h, 1.0, 10.0 + self.n + 10.0) * view
     }
 }
+
+/// Whether pixel (x, y)'s centre lies inside triangle `t` (screen = world x, y under
+/// `Front`) by more than a pixel (`Some(true)`), outside by more than one (`Some(false)`), or
+/// on an edge (`None`).
+pub fn in_triangle(x: u32, y: u32, t: [[f32; 2]; 3]) -> Option<bool> {
+    let p = [x as f32 + 0.5, y as f32 + 0.5];
+    let area =
+        (t[1][0] - t[0][0]) * (t[2][1] - t[0][1]) - (t[1][1] - t[0][1]) * (t[2][0] - t[0][0]);
+    let min = (0..3)
+        .map(|i| {
+            let (a, b) = (t[i], t[(i + 1) % 3]);
+            let cross = (b[0] - a[0]) * (p[1] - a[1]) - (b[1] - a[1]) * (p[0] - a[0]);
+            cross * area.signum() / (b[0] - a[0]).hypot(b[1] - a[1])
+        })
+        .fold(f32::INFINITY, f32::min);
+    if min > 1.0 {
+        Some(true)
+    } else if min < -1.0 {
+        Some(false)
+    } else {
+        None
+    }
+}

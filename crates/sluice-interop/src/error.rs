@@ -178,6 +178,12 @@ pub enum InteropError {
         /// Why not.
         reason: String,
     },
+    /// Device-resident data that cannot be copied into a mesh attribute buffer as it is.
+    #[error("a device-resident mesh attribute must be a 1-D array of 4-byte-aligned elements the vertex buffer holds as they are: {reason}")]
+    UnsupportedAttribute {
+        /// Why not.
+        reason: String,
+    },
     /// A write was begun twice, or ended without being begun.
     #[error("{0}")]
     WriteHandoff(&'static str),

@@ -3,8 +3,8 @@
 
 use parking_lot::Mutex;
 use sluice_core::{
-    ChangeLog, Changes, DataSource, Layout, ReadRequest, ReadStatus, Residency, SourceError,
-    UploadFormat, Version, VulkanMemory,
+    ChangeLog, Changes, DataSource, Layout, ReadRequest, ReadStatus, Region, Residency,
+    SourceError, UploadFormat, Version, VulkanMemory,
 };
 
 use crate::error::InteropError;
@@ -72,7 +72,13 @@ impl Pitches {
                 needed: plane_span,
             });
         }
-        for (what, value) in [("row pitch", self.row), ("plane pitch", self.plane)] {
+        // A pitch only matters where there is a next row or plane (a 1-D attribute's row
+        // pitch may be any span of at least its bytes).
+        let used = [
+            ("row pitch", self.row, shape.height() > 1),
+            ("plane pitch", self.plane, shape.depth() > 1),
+        ];
+        for (what, value, _) in used.into_iter().filter(|u| u.2) {
             check_aligned(what, value as u64, sample_bytes)?;
         }
         Ok(())
@@ -91,9 +97,20 @@ fn check_aligned(what: &'static str, value: u64, sample_bytes: usize) -> Result<
     Ok(())
 }
 
-/// Device-resident data is copied into the texture as it is: the layout must be one the GPU
-/// holds without conversion (1, 2 or 4 channels, no f64).
+/// Device-resident data is copied as it is: a texture's layout must be one the GPU holds
+/// without conversion (1, 2 or 4 channels, no f64). 1-D layouts may also be mesh attributes,
+/// copied into vertex buffers as they are (f32x3 positions, say): any channel count but f64
+/// passes here, and [`check_texture_layout`] refuses those a texture cannot take when one is
+/// drawn as an image.
 pub(crate) fn check_device_layout(layout: &Layout) -> Result<(), InteropError> {
+    if layout.shape().ndim() == 1 && layout.element() != sluice_core::ElementType::F64 {
+        return Ok(());
+    }
+    check_texture_layout(layout)
+}
+
+/// The layout must be one a texture holds without conversion (1, 2 or 4 channels, no f64).
+pub(crate) fn check_texture_layout(layout: &Layout) -> Result<(), InteropError> {
     if UploadFormat::for_layout(layout).converts() {
         return Err(InteropError::UnsupportedLayout {
             reason: format!(
@@ -133,6 +150,9 @@ pub(crate) fn check_vulkan_memory(
     Ok(())
 }
 
+/// Region changes a [`VulkanSource`] remembers; a renderer further behind copies everything.
+const CHANGES_KEPT: usize = 64;
+
 struct State {
     memory: VulkanMemory,
     log: ChangeLog,
@@ -163,7 +183,7 @@ impl VulkanSource {
             layout,
             state: Mutex::new(State {
                 memory,
-                log: ChangeLog::new(1),
+                log: ChangeLog::new(CHANGES_KEPT),
             }),
         })
     }
@@ -171,6 +191,21 @@ impl VulkanSource {
     /// The producer wrote new data into the memory: renderers copy it on their next frame.
     pub fn publish(&self) -> Version {
         self.state.lock().log.record_all()
+    }
+
+    /// The producer rewrote only `region` of the memory: renderers copy just that region on
+    /// their next frame (a range of a mesh attribute's elements, say). Fails if the region
+    /// is not within the layout.
+    pub fn publish_region(&self, region: Region) -> Result<Version, InteropError> {
+        if !region.is_within(&self.layout.shape()) {
+            return Err(InteropError::UnsupportedLayout {
+                reason: format!(
+                    "the published region {region:?} is not within the shape {}",
+                    self.layout.shape()
+                ),
+            });
+        }
+        Ok(self.state.lock().log.record(region))
     }
 
     /// Shows the data in other memory from now on (the next slot of a ring of frames, or the

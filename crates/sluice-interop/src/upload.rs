@@ -4,7 +4,8 @@
 //! copied into the proxy's texture by `copy_buffer_to_texture`; the frame's submit waits for
 //! the source's semaphore value first and signals the next after. CUDA memory (feature
 //! `cuda`) is first copied on the producer's stream into a staging buffer the renderer
-//! exported, then the same way.
+//! exported, then the same way. Mesh attributes (1-D sources) take the same paths, ending in
+//! a `copy_buffer_to_buffer` of their element range into the vertex buffer.
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -12,11 +13,11 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use sluice_core::{Layout, Residency, VulkanMemory};
-use sluice_render::{DeviceCopy, DeviceCopyOutcome, DeviceUpload, RenderError};
+use sluice_render::{DeviceBufferCopy, DeviceCopy, DeviceCopyOutcome, DeviceUpload, RenderError};
 
 use crate::error::InteropError;
 use crate::interop::Interop;
-use crate::source::{check_vulkan_memory, Pitches, COPY_ROW_ALIGNMENT};
+use crate::source::{check_texture_layout, check_vulkan_memory, Pitches, COPY_ROW_ALIGNMENT};
 use crate::vulkan::semaphore::SharedSemaphore;
 
 /// Identity of a shared fd: the address of its `Arc`. Entries keep a `Weak` to it, so the
@@ -60,7 +61,17 @@ impl InteropUpload {
         }
     }
 
+    /// Checks a source drawn through a texture.
     fn check_residency(&self, residency: &Residency, layout: &Layout) -> Result<(), InteropError> {
+        if !matches!(residency, Residency::Host) {
+            check_texture_layout(layout)?;
+        }
+        self.check_memory(residency, layout)
+    }
+
+    /// Checks that the memory holds `layout` and that this renderer can read it (layouts
+    /// texture or attribute copies take are checked by their callers).
+    fn check_memory(&self, residency: &Residency, layout: &Layout) -> Result<(), InteropError> {
         match residency {
             Residency::Vulkan(memory) => {
                 check_vulkan_memory(layout, memory)?;
@@ -184,6 +195,90 @@ impl InteropUpload {
         record_copies(copy, &buffer, first, pitches);
         Ok(true)
     }
+
+    /// Records the copy of elements `copy.range` of a 1-D source into a mesh attribute
+    /// buffer: Vulkan memory as `copy_vulkan` does (import once, the same semaphore wait and
+    /// handoff), CUDA memory through a staging buffer as textures are. `false` where the
+    /// texture path would skip (a writer holds the data).
+    fn copy_attribute(&self, copy: &mut DeviceBufferCopy<'_>) -> Result<bool, InteropError> {
+        let element = check_attribute(copy.layout, &copy.range)?;
+        let dst_offset = copy.range.start as u64 * element;
+        let bytes = copy.range.len() as u64 * element;
+        match copy.residency {
+            Residency::Vulkan(memory) => {
+                self.check_memory(copy.residency, copy.layout)?;
+                check_copy_aligned("offset in the shared memory", memory.offset)?;
+                let buffer = self.import(memory)?;
+                if !self.synchronize(memory)? {
+                    return Ok(false);
+                }
+                if bytes > 0 {
+                    // 1-D: the elements are back to back from the memory's offset (the row
+                    // pitch only spaces rows, and there is one).
+                    copy.encoder.copy_buffer_to_buffer(
+                        &buffer,
+                        memory.offset + dst_offset,
+                        copy.buffer,
+                        dst_offset,
+                        bytes,
+                    );
+                }
+                Ok(true)
+            }
+            #[cfg(feature = "cuda")]
+            Residency::Cuda(memory) => {
+                self.cuda.copy_to_buffer(copy, memory, dst_offset, bytes)?;
+                Ok(true)
+            }
+            Residency::Host => Err(InteropError::UnsupportedAttribute {
+                reason: "host data goes through the renderer's host upload".into(),
+            }),
+            other => self.check_memory(other, copy.layout).and_then(|()| {
+                Err(InteropError::UnsupportedAttribute {
+                    reason: "this residency has no device copy path".into(),
+                })
+            }),
+        }
+    }
+}
+
+/// Attribute copies are whole elements of a 1-D layout, 4-byte aligned (GPU buffer copies
+/// need it). Returns the element's bytes.
+pub(crate) fn check_attribute(
+    layout: &Layout,
+    range: &std::ops::Range<usize>,
+) -> Result<u64, InteropError> {
+    let shape = layout.shape();
+    if shape.ndim() != 1 {
+        return Err(InteropError::UnsupportedAttribute {
+            reason: format!("this source has shape {shape}, not 1-D"),
+        });
+    }
+    if range.start > range.end || range.end > shape.len() {
+        return Err(InteropError::UnsupportedAttribute {
+            reason: format!(
+                "elements {}..{} are not within its {} elements",
+                range.start,
+                range.end,
+                shape.len()
+            ),
+        });
+    }
+    let element = layout.sample_bytes() as u64;
+    check_copy_aligned("element size", element)?;
+    Ok(element)
+}
+
+fn check_copy_aligned(what: &str, value: u64) -> Result<(), InteropError> {
+    if !value.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT) {
+        return Err(InteropError::UnsupportedAttribute {
+            reason: format!(
+                "its {what} of {value} bytes is not a multiple of {} bytes",
+                wgpu::COPY_BUFFER_ALIGNMENT
+            ),
+        });
+    }
+    Ok(())
 }
 
 impl DeviceUpload for InteropUpload {
@@ -216,6 +311,21 @@ impl DeviceUpload for InteropUpload {
             source_label: copy.source.label(),
             reason: e.to_string(),
         })
+    }
+
+    fn copy_to_buffer(
+        &self,
+        mut copy: DeviceBufferCopy<'_>,
+    ) -> Result<DeviceCopyOutcome, RenderError> {
+        match self.copy_attribute(&mut copy) {
+            Ok(true) => Ok(DeviceCopyOutcome::Copied),
+            Ok(false) => Ok(DeviceCopyOutcome::NotReady),
+            Err(e) => Err(RenderError::UnsupportedSource {
+                visual: "Mesh",
+                source_label: copy.source.label(),
+                reason: e.to_string(),
+            }),
+        }
     }
 
     fn frame_submitted(&self, _queue: &wgpu::Queue) {
@@ -292,5 +402,28 @@ pub(crate) fn record_copies(
                 one(z, y, 1, 1, None, None);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sluice_core::{ElementType, Shape};
+
+    use super::*;
+
+    fn layout(dims: &[usize], element: ElementType, channels: usize) -> Layout {
+        Layout::new(Shape::new(dims).unwrap(), element, channels).unwrap()
+    }
+
+    #[test]
+    fn attribute_copies_are_whole_aligned_elements_of_1d_sources() {
+        let positions = layout(&[10], ElementType::F32, 3);
+        assert_eq!(check_attribute(&positions, &(2..10)).unwrap(), 12);
+        let e = check_attribute(&layout(&[4, 4], ElementType::F32, 1), &(0..4)).unwrap_err();
+        assert!(e.to_string().contains("not 1-D"), "{e}");
+        let e = check_attribute(&positions, &(8..11)).unwrap_err();
+        assert!(e.to_string().contains("8..11"), "{e}");
+        let e = check_attribute(&layout(&[10], ElementType::U16, 3), &(0..10)).unwrap_err();
+        assert!(e.to_string().contains("element size of 6 bytes"), "{e}");
     }
 }

@@ -286,11 +286,8 @@ impl BufferProxy {
         if outcome == DeviceCopyOutcome::NotReady {
             return Ok(false);
         }
-        let per_sample = match self.format {
-            BufferFormat::U32 => self.layout.channels() * 4,
-            f => f.element_bytes(),
-        };
-        ctx.counters.device_bytes_copied += (region.size[2] * per_sample) as u64;
+        // Elements as the source holds them (3 u32 per triangle for 3-channel indices).
+        ctx.counters.device_bytes_copied += (region.size[2] * self.layout.sample_bytes()) as u64;
         ctx.counters.copies_issued += 1;
         Ok(true)
     }

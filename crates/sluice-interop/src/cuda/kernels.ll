@@ -115,6 +115,55 @@ done:
   ret void
 }
 
-!nvvm.annotations = !{!0, !1}
+; Mesh positions (f32x3) of vertex i = block x * ntid x + thread x, for i < count: triangle
+; t = i / 3, corner c = i % 3, in cell (col, row) = (t % side, t / side) of `cell` units,
+; shifted right by frame % cell; corner 0 at the cell's origin, 1 one cell right, 2 one cell
+; down; z = 1 + (t & 7). Takes (dst, count, side, cell, frame); side and cell are nonzero.
+define void @sluice_mesh_positions(float addrspace(1)* %dst, i32 %count, i32 %side, i32 %cell, i32 %frame) {
+entry:
+  %tx = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %nx = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()
+  %bx = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
+  %bxn = mul i32 %bx, %nx
+  %i = add i32 %bxn, %tx
+  %in = icmp ult i32 %i, %count
+  br i1 %in, label %write, label %done
+write:
+  %t = udiv i32 %i, 3
+  %c = urem i32 %i, 3
+  %col = urem i32 %t, %side
+  %row = udiv i32 %t, %side
+  %shift = urem i32 %frame, %cell
+  %x0 = mul i32 %col, %cell
+  %x1 = add i32 %x0, %shift
+  %is1 = icmp eq i32 %c, 1
+  %dx = select i1 %is1, i32 %cell, i32 0
+  %x = add i32 %x1, %dx
+  %y0 = mul i32 %row, %cell
+  %is2 = icmp eq i32 %c, 2
+  %dy = select i1 %is2, i32 %cell, i32 0
+  %y = add i32 %y0, %dy
+  %t7 = and i32 %t, 7
+  %z = add i32 %t7, 1
+  %xf = uitofp i32 %x to float
+  %yf = uitofp i32 %y to float
+  %zf = uitofp i32 %z to float
+  %i64 = zext i32 %i to i64
+  %b0 = mul i64 %i64, 3
+  %px = getelementptr float, float addrspace(1)* %dst, i64 %b0
+  store float %xf, float addrspace(1)* %px, align 4
+  %b1 = add i64 %b0, 1
+  %py = getelementptr float, float addrspace(1)* %dst, i64 %b1
+  store float %yf, float addrspace(1)* %py, align 4
+  %b2 = add i64 %b0, 2
+  %pz = getelementptr float, float addrspace(1)* %dst, i64 %b2
+  store float %zf, float addrspace(1)* %pz, align 4
+  br label %done
+done:
+  ret void
+}
+
+!nvvm.annotations = !{!0, !1, !2}
 !0 = !{void (i8 addrspace(1)*, i64, i64, i32, i32, i32, i32)* @sluice_fill_rgba8, !"kernel", i32 1}
 !1 = !{void (i8 addrspace(1)*, i64, i64, i32, i32, i32, i32)* @sluice_fill_f32, !"kernel", i32 1}
+!2 = !{void (float addrspace(1)*, i32, i32, i32, i32)* @sluice_mesh_positions, !"kernel", i32 1}

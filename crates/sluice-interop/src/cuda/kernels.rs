@@ -36,6 +36,129 @@ pub fn f32_pattern(x: u32, y: u32, z: u32, frame: u32) -> f32 {
     v as f32 / 256.0
 }
 
+/// The mesh of triangles [`fill_mesh_positions`] writes: `side` cells a row, each `cell`
+/// world units square. Both must be nonzero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MeshGrid {
+    /// Cells per row.
+    pub side: u32,
+    /// Cell size in world units.
+    pub cell: u32,
+}
+
+/// The position [`fill_mesh_positions`] writes for vertex `i` of frame `frame`: triangle
+/// `t = i / 3` lies in cell `(t % side, t / side)`, shifted right by `frame % cell`; corner
+/// `i % 3` is the cell's origin (0), one cell right (1) or one cell down (2); z is
+/// `1 + (t & 7)`. Exact in `f32` while coordinates stay below 2^24.
+pub fn mesh_position_pattern(i: u32, grid: MeshGrid, frame: u32) -> [f32; 3] {
+    let (t, c) = (i / 3, i % 3);
+    let (col, row) = (t % grid.side, t / grid.side);
+    let x = col * grid.cell + frame % grid.cell + if c == 1 { grid.cell } else { 0 };
+    let y = row * grid.cell + if c == 2 { grid.cell } else { 0 };
+    [x as f32, y as f32, (1 + (t & 7)) as f32]
+}
+
+/// Fills a renderer-owned buffer being written (a 1-D layout of f32x3 positions) with
+/// [`mesh_position_pattern`] for `frame`, on the write's stream.
+pub fn fill_mesh_positions(
+    write: &CudaWrite<'_>,
+    grid: MeshGrid,
+    frame: u32,
+) -> Result<(), InteropError> {
+    let count = check_positions(write.layout(), grid)?;
+    // The write's buffer holds the whole layout, its elements back to back (1-D).
+    launch_positions(
+        write.cuda(),
+        write.stream_handle(),
+        write.ptr(),
+        count,
+        grid,
+        frame,
+    )
+}
+
+/// Fills `slice`, holding `layout` (1-D f32x3 positions, back to back), with
+/// [`mesh_position_pattern`] for `frame`, on `stream`.
+pub fn fill_mesh_positions_slice(
+    cuda: &CudaInterop,
+    stream: &CudaStream,
+    slice: &mut CudaSlice<u8>,
+    layout: &Layout,
+    grid: MeshGrid,
+    frame: u32,
+) -> Result<(), InteropError> {
+    let count = check_positions(layout, grid)?;
+    let needed = layout.total_bytes();
+    if needed > slice.len() {
+        return Err(InteropError::CudaBufferTooSmall {
+            needed,
+            len: slice.len(),
+        });
+    }
+    // The guard orders the launch after earlier work on the slice and records it as a write.
+    let (ptr, _guard) = slice.device_ptr_mut(stream);
+    launch_positions(
+        cuda,
+        StreamHandle(stream.cu_stream()),
+        ptr,
+        count,
+        grid,
+        frame,
+    )
+}
+
+/// The vertex count of a 1-D f32x3 layout the position kernel can fill.
+fn check_positions(layout: &Layout, grid: MeshGrid) -> Result<u32, InteropError> {
+    let shape = layout.shape();
+    let count = u32::try_from(shape.len())
+        .ok()
+        .filter(|c| *c < u32::MAX / 2);
+    match count {
+        Some(count)
+            if shape.ndim() == 1
+                && layout.element() == ElementType::F32
+                && layout.channels() == 3
+                && grid.side > 0
+                && grid.cell > 0 =>
+        {
+            Ok(count)
+        }
+        _ => Err(InteropError::UnsupportedAttribute {
+            reason: format!(
+                "the position kernel writes a 1-D array of f32x3 (under 2^31 vertices) on a grid of nonzero side and cell; got shape {shape}, {} channel(s) of {}, {grid:?}",
+                layout.channels(),
+                layout.element()
+            ),
+        }),
+    }
+}
+
+/// Launches the position kernel over `count` vertices at `ptr`: the caller checked that
+/// `count * 12` bytes from `ptr` are writable.
+fn launch_positions(
+    cuda: &CudaInterop,
+    stream: StreamHandle,
+    ptr: u64,
+    count: u32,
+    grid: MeshGrid,
+    frame: u32,
+) -> Result<(), InteropError> {
+    const BLOCK: u32 = 256;
+    cuda.device().kernels()?.launch(
+        c"sluice_mesh_positions",
+        stream,
+        [count.div_ceil(BLOCK).max(1), 1, 1],
+        [BLOCK, 1, 1],
+        &[
+            Arg::U64(ptr),
+            Arg::U32(count),
+            Arg::U32(grid.side),
+            Arg::U32(grid.cell),
+            Arg::U32(frame),
+        ],
+    )
+}
+
 /// Fills a renderer-owned buffer being written (RGBA8 layout) with [`rgba8_pattern`] for
 /// `frame`, on the write's stream.
 pub fn fill_rgba8(write: &CudaWrite<'_>, frame: u32) -> Result<(), InteropError> {
@@ -189,9 +312,10 @@ fn launch(
 }
 
 /// The kernels, compiled from `kernels.ll` by LLVM's NVPTX back end (the command is in that
-/// file). Both take `(dst, row_pitch, plane_pitch, width, height, depth, frame)` and write the
+/// file). The pattern fills take `(dst, row_pitch, plane_pitch, width, height, depth, frame)` and write the
 /// sample (x, y, z) = (thread in x, thread in y, block in z) at
-/// `dst + z * plane_pitch + y * row_pitch + x * 4`.
+/// `dst + z * plane_pitch + y * row_pitch + x * 4`; `sluice_mesh_positions` takes
+/// `(dst, count, side, cell, frame)` (see [`mesh_position_pattern`]).
 pub(crate) const PTX: &CStr =
     match CStr::from_bytes_with_nul(concat!(include_str!("kernels.ptx"), "\0").as_bytes()) {
         Ok(ptx) => ptx,
@@ -208,5 +332,9 @@ mod tests {
         assert_eq!(rgba8_pattern(250, 1, 2, 10), [4, 21, 249, 255]);
         assert_eq!(f32_pattern(1, 1, 1, 1), 7.0 / 256.0);
         assert_eq!(f32_pattern(255, 0, 0, 1), 0.0);
+        let grid = MeshGrid { side: 4, cell: 8 };
+        assert_eq!(mesh_position_pattern(0, grid, 3), [3.0, 0.0, 1.0]);
+        assert_eq!(mesh_position_pattern(16, grid, 9), [17.0, 8.0, 6.0]);
+        assert_eq!(mesh_position_pattern(17, grid, 9), [9.0, 16.0, 6.0]);
     }
 }

@@ -10,7 +10,7 @@
 
 use parking_lot::Mutex;
 use sluice_core::{CudaMemory, Layout};
-use sluice_render::DeviceCopy;
+use sluice_render::{DeviceBufferCopy, DeviceCopy};
 
 use super::driver::{
     copy_into, stream_wait_event, Event, ExternalBuffer, ExternalSemaphore, Pitched, StreamHandle,
@@ -19,7 +19,7 @@ use super::source::vouch_key;
 use super::CudaInterop;
 use crate::error::InteropError;
 use crate::interop::Interop;
-use crate::source::{check_device_layout, Pitches};
+use crate::source::{check_device_layout, check_texture_layout, Pitches};
 use crate::upload::record_copies;
 use crate::vulkan::memory::ExportedBuffer;
 use crate::vulkan::semaphore::SharedSemaphore;
@@ -117,6 +117,7 @@ impl CudaStaging {
     }
 
     pub fn copy(&self, copy: &mut DeviceCopy<'_>, memory: &CudaMemory) -> Result<(), InteropError> {
+        check_texture_layout(copy.layout)?;
         self.check(memory, copy.layout)?;
         let cuda = self.cuda()?;
         let ctx = cuda.context();
@@ -171,6 +172,66 @@ impl CudaStaging {
             .vulkan_semaphore
             .wait_before_next_submit(staging.value);
         record_copies(copy, staging.buffer.buffer(), 0, pitches);
+        staging.value += 1;
+        staging
+            .vulkan_semaphore
+            .signal_after_next_submit(staging.value);
+        self.pool.lock().busy.push(staging);
+        Ok(())
+    }
+
+    /// Copies `bytes` of a 1-D source from byte `offset` (elements `copy.range`) into the
+    /// mesh attribute buffer at the same offset: on the source's stream into a staging
+    /// buffer, then `copy_buffer_to_buffer` on the renderer's queue, ordered by the staging
+    /// buffer's semaphore exactly as texture copies are.
+    pub fn copy_to_buffer(
+        &self,
+        copy: &mut DeviceBufferCopy<'_>,
+        memory: &CudaMemory,
+        offset: u64,
+        bytes: u64,
+    ) -> Result<(), InteropError> {
+        self.check(memory, copy.layout)?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        let cuda = self.cuda()?;
+        let ctx = cuda.context();
+        let width_bytes = bytes as usize;
+        let mut staging = self.take(&cuda, bytes)?;
+        let stream = StreamHandle::from_raw(memory.stream);
+        // 1-D: one row, its elements back to back from `memory.ptr`.
+        let src = Pitched {
+            ptr: memory.ptr + offset,
+            row: memory.row_pitch.max(width_bytes),
+            plane: memory.plane_pitch.max(width_bytes),
+        };
+        let dst = Pitched {
+            ptr: staging.mapping.ptr(),
+            row: width_bytes,
+            plane: width_bytes,
+        };
+        let enqueued = (|| {
+            if let Some(event) = memory.ready_event {
+                stream_wait_event(ctx, stream, event)?;
+            }
+            if staging.value > 0 {
+                staging.cuda_semaphore.wait(stream, staging.value)?;
+            }
+            copy_into(ctx, stream, src, dst, &staging.mapping, [1, 1, width_bytes])?;
+            staging.cuda_semaphore.signal(stream, staging.value + 1)?;
+            staging.value += 1;
+            staging.done.record(stream)
+        })();
+        if let Err(e) = enqueued {
+            self.pool.lock().free.push(staging);
+            return Err(e);
+        }
+        staging
+            .vulkan_semaphore
+            .wait_before_next_submit(staging.value);
+        copy.encoder
+            .copy_buffer_to_buffer(staging.buffer.buffer(), 0, copy.buffer, offset, bytes);
         staging.value += 1;
         staging
             .vulkan_semaphore
