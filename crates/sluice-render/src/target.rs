@@ -45,39 +45,9 @@ impl RenderTarget {
                 limit,
             });
         }
-        let texture = device.create_texture(&wgpu::TextureDescriptor {
-            label: Some("sluice render target"),
-            size: wgpu::Extent3d {
-                width,
-                height,
-                depth_or_array_layers: 1,
-            },
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: wgpu::TextureDimension::D2,
-            format: TARGET_FORMAT,
-            usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::COPY_SRC,
-            view_formats: &[],
-        });
-        let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
-        let depth = device.create_texture(&wgpu::TextureDescriptor {
-            label: Some("sluice depth"),
-            size: wgpu::Extent3d {
-                width,
-                height,
-                depth_or_array_layers: 1,
-            },
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: wgpu::TextureDimension::D2,
-            format: DEPTH_FORMAT,
-            usage: wgpu::TextureUsages::RENDER_ATTACHMENT,
-            view_formats: &[],
-        });
-        let depth_view = depth.create_view(&wgpu::TextureViewDescriptor::default());
-        let depth_color_view = device
-            .create_texture(&wgpu::TextureDescriptor {
-                label: Some("sluice depth as colour"),
+        let plane = |label, format, usage| {
+            device.create_texture(&wgpu::TextureDescriptor {
+                label: Some(label),
                 size: wgpu::Extent3d {
                     width,
                     height,
@@ -86,28 +56,30 @@ impl RenderTarget {
                 mip_level_count: 1,
                 sample_count: 1,
                 dimension: wgpu::TextureDimension::D2,
-                format: DEPTH_COLOR_FORMAT,
-                usage: wgpu::TextureUsages::RENDER_ATTACHMENT
-                    | wgpu::TextureUsages::TEXTURE_BINDING,
+                format,
+                usage,
                 view_formats: &[],
             })
-            .create_view(&wgpu::TextureViewDescriptor::default());
-        let marched = device
-            .create_texture(&wgpu::TextureDescriptor {
-                label: Some("sluice marched volumes"),
-                size: wgpu::Extent3d {
-                    width,
-                    height,
-                    depth_or_array_layers: 1,
-                },
-                mip_level_count: 1,
-                sample_count: 1,
-                dimension: wgpu::TextureDimension::D2,
-                format: crate::volume_pipeline::MARCHED_FORMAT,
-                usage: wgpu::TextureUsages::STORAGE_BINDING | wgpu::TextureUsages::TEXTURE_BINDING,
-                view_formats: &[],
-            })
-            .create_view(&wgpu::TextureViewDescriptor::default());
+        };
+        let view_of = |t: &wgpu::Texture| t.create_view(&wgpu::TextureViewDescriptor::default());
+        use wgpu::TextureUsages as U;
+        let texture = plane(
+            "sluice render target",
+            TARGET_FORMAT,
+            U::RENDER_ATTACHMENT | U::COPY_SRC,
+        );
+        let view = view_of(&texture);
+        let depth_view = view_of(&plane("sluice depth", DEPTH_FORMAT, U::RENDER_ATTACHMENT));
+        let depth_color_view = view_of(&plane(
+            "sluice depth as colour",
+            DEPTH_COLOR_FORMAT,
+            U::RENDER_ATTACHMENT | U::TEXTURE_BINDING,
+        ));
+        let marched = view_of(&plane(
+            "sluice marched volumes",
+            crate::volume_pipeline::MARCHED_FORMAT,
+            U::STORAGE_BINDING | U::TEXTURE_BINDING,
+        ));
         let volume_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("sluice volume target"),
             layout: volume_layout,
