@@ -299,6 +299,49 @@ pub(crate) fn shader_source(body: &str, kind: SampleKind, dim: TexDim) -> String
     format!("{COMMON}\n{}\n{body}", dim.fetch_wgsl(kind))
 }
 
+/// What differs between sluice's render pipelines; everything else (`vs_main`, no vertex
+/// buffers, no multisampling) is common.
+pub(crate) struct PipelineSpec<'a> {
+    pub label: &'a str,
+    pub layout: &'a wgpu::PipelineLayout,
+    pub module: &'a wgpu::ShaderModule,
+    pub topology: wgpu::PrimitiveTopology,
+    pub depth: Option<wgpu::DepthStencilState>,
+    pub fragment_entry: &'a str,
+    pub targets: &'a [Option<wgpu::ColorTargetState>],
+}
+
+/// Builds a render pipeline from `spec`.
+pub(crate) fn render_pipeline(
+    device: &wgpu::Device,
+    spec: PipelineSpec<'_>,
+) -> wgpu::RenderPipeline {
+    device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+        label: Some(spec.label),
+        layout: Some(spec.layout),
+        vertex: wgpu::VertexState {
+            module: spec.module,
+            entry_point: Some("vs_main"),
+            compilation_options: Default::default(),
+            buffers: &[],
+        },
+        primitive: wgpu::PrimitiveState {
+            topology: spec.topology,
+            ..Default::default()
+        },
+        depth_stencil: spec.depth,
+        multisample: wgpu::MultisampleState::default(),
+        fragment: Some(wgpu::FragmentState {
+            module: spec.module,
+            entry_point: Some(spec.fragment_entry),
+            compilation_options: Default::default(),
+            targets: spec.targets,
+        }),
+        multiview_mask: None,
+        cache: None,
+    })
+}
+
 /// The colour targets of the opaque pass: the image, blended; and the depth as a colour, for
 /// the volume marcher, written only by visuals that write depth.
 pub(crate) fn opaque_targets(depth_write: bool) -> [Option<wgpu::ColorTargetState>; 2] {
@@ -395,27 +438,18 @@ impl ImagePipelines {
         let build = |depth_write: bool| {
             let mut depth = opaque_depth();
             depth.depth_write_enabled = Some(depth_write);
-            device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-                label: Some("sluice image"),
-                layout: Some(&pipeline_layout),
-                vertex: wgpu::VertexState {
+            render_pipeline(
+                device,
+                PipelineSpec {
+                    label: "sluice image",
+                    layout: &pipeline_layout,
                     module: &module,
-                    entry_point: Some("vs_main"),
-                    compilation_options: Default::default(),
-                    buffers: &[],
-                },
-                primitive: wgpu::PrimitiveState::default(),
-                depth_stencil: Some(depth),
-                multisample: wgpu::MultisampleState::default(),
-                fragment: Some(wgpu::FragmentState {
-                    module: &module,
-                    entry_point: Some("fs_main"),
-                    compilation_options: Default::default(),
+                    topology: wgpu::PrimitiveTopology::TriangleList,
+                    depth: Some(depth),
+                    fragment_entry: "fs_main",
                     targets: &opaque_targets(depth_write),
-                }),
-                multiview_mask: None,
-                cache: None,
-            })
+                },
+            )
         };
         ImagePipeline {
             opaque: build(true),

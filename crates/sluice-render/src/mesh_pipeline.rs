@@ -7,7 +7,8 @@ use glam::{Mat4, Vec3};
 
 use crate::format::SampleKind;
 use crate::image_pipeline::{
-    alpha_scale, lut_entry, opaque_depth, opaque_targets, shader_source, DisplayParams, TexDim,
+    alpha_scale, lut_entry, opaque_depth, opaque_targets, render_pipeline, shader_source,
+    DisplayParams, PipelineSpec, TexDim,
 };
 use crate::visual::{Mesh, Shading};
 
@@ -186,38 +187,26 @@ impl MeshPipelines {
                     clamp: 0.0,
                 };
             }
-            let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-                label: Some(if wire {
-                    "sluice mesh wireframe"
-                } else {
-                    "sluice mesh"
-                }),
-                layout: Some(&pipeline_layout),
-                vertex: wgpu::VertexState {
+            let pipeline = render_pipeline(
+                device,
+                PipelineSpec {
+                    label: if wire {
+                        "sluice mesh wireframe"
+                    } else {
+                        "sluice mesh"
+                    },
+                    layout: &pipeline_layout,
                     module: &module,
-                    entry_point: Some("vs_main"),
-                    compilation_options: Default::default(),
-                    buffers: &[],
-                },
-                primitive: wgpu::PrimitiveState {
                     topology: if wire {
                         wgpu::PrimitiveTopology::LineList
                     } else {
                         wgpu::PrimitiveTopology::TriangleList
                     },
-                    ..Default::default()
-                },
-                depth_stencil: Some(depth),
-                multisample: wgpu::MultisampleState::default(),
-                fragment: Some(wgpu::FragmentState {
-                    module: &module,
-                    entry_point: Some(if wire { "fs_wire" } else { "fs_main" }),
-                    compilation_options: Default::default(),
+                    depth: Some(depth),
+                    fragment_entry: if wire { "fs_wire" } else { "fs_main" },
                     targets: &opaque_targets(true),
-                }),
-                multiview_mask: None,
-                cache: None,
-            });
+                },
+            );
             self.pipelines.insert((kind, wire), pipeline);
         }
         self.layouts.insert(kind, layout);

@@ -7,7 +7,8 @@ use sluice_core::Layout;
 
 use crate::format::SampleKind;
 use crate::image_pipeline::{
-    data_texture_entries, lut_entry, shader_source, BrickParams, DisplayParams, TexDim,
+    data_texture_entries, lut_entry, render_pipeline, shader_source, BrickParams, DisplayParams,
+    PipelineSpec, TexDim,
 };
 use crate::proxy::Bricking;
 use crate::target::TARGET_FORMAT;
@@ -199,31 +200,22 @@ fn build_composite(device: &wgpu::Device, layout: &wgpu::BindGroupLayout) -> wgp
         bind_group_layouts: &[Some(layout)],
         immediate_size: 0,
     });
-    device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-        label: Some("sluice volume composite"),
-        layout: Some(&pipeline_layout),
-        vertex: wgpu::VertexState {
+    render_pipeline(
+        device,
+        PipelineSpec {
+            label: "sluice volume composite",
+            layout: &pipeline_layout,
             module: &module,
-            entry_point: Some("vs_main"),
-            compilation_options: Default::default(),
-            buffers: &[],
-        },
-        primitive: wgpu::PrimitiveState::default(),
-        depth_stencil: None,
-        multisample: wgpu::MultisampleState::default(),
-        fragment: Some(wgpu::FragmentState {
-            module: &module,
-            entry_point: Some("fs_main"),
-            compilation_options: Default::default(),
+            topology: wgpu::PrimitiveTopology::TriangleList,
+            depth: None,
+            fragment_entry: "fs_main",
             targets: &[Some(wgpu::ColorTargetState {
                 format: TARGET_FORMAT,
                 blend: Some(wgpu::BlendState::ALPHA_BLENDING),
                 write_mask: wgpu::ColorWrites::ALL,
             })],
-        }),
-        multiview_mask: None,
-        cache: None,
-    })
+        },
+    )
 }
 
 /// Group 1 of the marcher: the opaque pass's depth (rays stop there) and the texture the
