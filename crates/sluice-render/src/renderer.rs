@@ -591,53 +591,40 @@ impl Renderer {
         draws: &[Draw<'_>],
         encoder: &mut wgpu::CommandEncoder,
     ) -> Result<bool, RenderError> {
-        let mut seen = Vec::new();
-        let mut seen_buffers = Vec::new();
-        let mut pending = false;
-        let frame_start_bytes = self.counters.bytes_uploaded;
+        // Each source once, buffers before textures, in draw order.
+        let mut buffer_keys: Vec<BufferKey> = Vec::new();
+        let mut texture_keys: Vec<SourceKey> = Vec::new();
         for draw in draws {
             let v = &self.visuals[&visual_id(draw.visual)];
             for key in v.buffers.iter().flatten() {
-                if seen_buffers.contains(key) {
-                    continue;
+                if !buffer_keys.contains(key) {
+                    buffer_keys.push(*key);
                 }
-                seen_buffers.push(*key);
-                let proxy = self.buffers.get_mut(key).expect("prepared");
-                let mut ctx = UploadContext {
-                    device: &self.device,
-                    queue: &self.queue,
-                    device_upload: self.device_upload.as_deref(),
-                    encoder,
-                    staging: &mut self.staging,
-                    counters: &mut self.counters,
-                    budget: self.upload_budget,
-                    frame_start_bytes,
-                    waker: &self.waker,
-                    scratch: &mut self.scratch,
-                };
-                pending |= proxy.upload(&mut ctx)?;
             }
-            let v = &self.visuals[&visual_id(draw.visual)];
-            let Some(key) = v.texture else {
-                continue;
-            };
-            if seen.contains(&key) {
-                continue;
+            if let Some(key) = v.texture.filter(|k| !texture_keys.contains(k)) {
+                texture_keys.push(key);
             }
-            seen.push(key);
-            let proxy = self.proxies.get_mut(&key).expect("prepared");
-            let mut ctx = UploadContext {
-                device: &self.device,
-                queue: &self.queue,
-                device_upload: self.device_upload.as_deref(),
-                encoder,
-                staging: &mut self.staging,
-                counters: &mut self.counters,
-                budget: self.upload_budget,
-                frame_start_bytes,
-                waker: &self.waker,
-                scratch: &mut self.scratch,
-            };
+        }
+        let frame_start_bytes = self.counters.bytes_uploaded;
+        let mut ctx = UploadContext {
+            device: &self.device,
+            queue: &self.queue,
+            device_upload: self.device_upload.as_deref(),
+            encoder,
+            staging: &mut self.staging,
+            counters: &mut self.counters,
+            budget: self.upload_budget,
+            frame_start_bytes,
+            waker: &self.waker,
+            scratch: &mut self.scratch,
+        };
+        let mut pending = false;
+        for key in &buffer_keys {
+            let proxy = self.buffers.get_mut(key).expect("prepared");
+            pending |= proxy.upload(&mut ctx)?;
+        }
+        for key in &texture_keys {
+            let proxy = self.proxies.get_mut(key).expect("prepared");
             pending |= proxy.upload(&mut ctx)?;
         }
         Ok(pending)
