@@ -12,7 +12,7 @@
 #                                      manifest.txt, run.sh). Needs network access to Debian's
 #                                      package registry.
 #
-#   scripts/device-run.sh remote [bench|tests|all]
+#   scripts/device-run.sh remote [bench|tests|all|frames]
 #                                      THERE, in the repo root copy on the device machine:
 #                                      unpacks .gl/*.deb into / (only where no Vulkan/EGL loader
 #                                      is installed), points Vulkan/EGL at the NVIDIA driver when
@@ -21,7 +21,8 @@
 #                                      cargo runs them) teeing to $OUT/bench.log and
 #                                      $OUT/visuals.log, then (all, the default) every test
 #                                      binary teeing to $OUT/tests.log. Exits non-zero if
-#                                      any of them failed.
+#                                      any of them failed. `frames` runs only the frame-cost
+#                                      breakdown (benches/frames.rs) into $OUT/frames.log.
 #
 # The device tool call (after `prepare` here; .gl and .device are ignored, so they must be
 # carried):
@@ -110,10 +111,10 @@ prepare() {
   stage="$(mktemp -d /tmp/sluice-device.XXXXXX)"
   msgs="$(mktemp)"
   mkdir -p "$stage/bin"
-  (cd "$src" && cargo bench --bench upload --bench visuals --no-run \
+  (cd "$src" && cargo bench --bench upload --bench visuals --bench frames --no-run \
     --message-format=json-render-diagnostics) >"$msgs"
   local bench name
-  for name in upload visuals; do
+  for name in upload visuals frames; do
     bench="$(jq -r --arg name "$name" \
       'select(.reason == "compiler-artifact" and .target.name == $name
               and (.target.kind | index("bench")) and .executable != null)
@@ -163,7 +164,7 @@ EOF
   # One quick pass of each bench on this machine's GPU or lavapipe: a binary that fails here
   # would only waste device time. SLUICE_DEVICE_SMOKE=0 skips it.
   if [ "${SLUICE_DEVICE_SMOKE:-1}" != 0 ]; then
-    for name in upload visuals; do
+    for name in upload visuals frames; do
       echo "== smoke run of the $name bench here (1 iteration)"
       if ! SLUICE_BENCH_ITERS=1 SLUICE_BENCH_WARMUP=0 SLUICE_BENCH_RAYMARCH_ITERS=1 \
         SLUICE_BACKEND="${SLUICE_BACKEND:-vulkan}" \
@@ -202,14 +203,14 @@ loader_present() {
 
 remote() {
   local what="${1:-all}"
-  case "$what" in bench | tests | all) ;; *) die "remote takes bench, tests or all, not '$what'" ;; esac
+  case "$what" in bench | tests | all | frames) ;; *) die "remote takes bench, tests, all or frames, not '$what'" ;; esac
   local name f
   # Binaries travel gzipped: unpack them next to themselves.
   for f in .device/bin/*.gz; do
     [ -e "$f" ] || continue
     gunzip -c "$f" >"${f%.gz}" && chmod 755 "${f%.gz}" && rm -f "$f"
   done
-  for name in upload visuals; do
+  for name in upload visuals frames; do
     [ -x ".device/bin/$name-bench" ] || die ".device/bin/$name-bench missing: run 'prepare' here and carry .device"
   done
   local out="${OUT:-${TMPDIR:-/tmp}/sluice-device-out}"
@@ -255,6 +256,16 @@ remote() {
   } 2>&1 | tee "$out/env.log"
 
   local status=0
+  if [ "$what" = frames ]; then
+    # The frame-cost breakdown alone (benches/frames.rs).
+    echo "== bench: frames-bench --bench"
+    set +e
+    timeout "${SLUICE_DEVICE_BENCH_TIMEOUT:-300}" .device/bin/frames-bench --bench 2>&1 | tee "$out/frames.log"
+    local rc=${PIPESTATUS[0]}
+    set -e
+    echo "device-run: logs in $out; frames bench status $rc"
+    return "$rc"
+  fi
   if [ "$what" != tests ]; then
     # Both benches share one time budget.
     local bench_deadline=$((SECONDS + ${SLUICE_DEVICE_BENCH_TIMEOUT:-300}))
