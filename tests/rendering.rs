@@ -623,6 +623,39 @@ fn translucent_images_show_what_is_behind_them() {
 }
 
 #[test]
+fn images_at_one_depth_draw_in_order_and_nearer_images_win_otherwise() {
+    // A frame of images that all face the camera at one depth skips the depth buffer (a
+    // cheaper pass); it must give what the depth test gives: the later image on top.
+    let mut r = renderer();
+    let solid = |rgb: [u8; 3]| {
+        Arc::new(
+            ArraySource::with_channels(Array3::from_shape_fn((4, 4, 3), |(_, _, c)| rgb[c]))
+                .unwrap(),
+        )
+    };
+    let mut scene = Scene::new();
+    scene.add(Image::new(solid([255, 0, 0])));
+    let second = scene.add(Image::new(solid([0, 255, 0])));
+    scene.set_transform(second, Mat4::from_translation(Vec3::new(2.0, 0.0, 0.0)));
+    let img = render_pixels(&mut r, &scene, 8, 4);
+    assert_pixel(&img, 1, 1, [255, 0, 0, 255], 0);
+    assert_pixel(&img, 3, 1, [0, 255, 0, 255], 0);
+    assert_pixel(&img, 5, 1, [0, 255, 0, 255], 0);
+    // At different depths the nearer image wins whatever the order: green (listed second)
+    // lies behind red here, so the overlap stays red.
+    scene.set_transform(second, Mat4::from_translation(Vec3::new(2.0, 0.0, 3.0)));
+    let first = scene.add(Image::new(solid([0, 0, 255])));
+    scene.set_transform(first, Mat4::from_translation(Vec3::new(0.0, 4.0, 5.0)));
+    let img = render(&mut r, &scene, &common::Front { n: 8.0 }, 8, 8);
+    // Front looks along +z at [0, 8]^2 with y down: pixel (x, y) shows world (x + 0.5, y + 0.5).
+    assert_pixel(&img, 1, 1, [255, 0, 0, 255], 0);
+    assert_pixel(&img, 3, 1, [255, 0, 0, 255], 0);
+    assert_pixel(&img, 5, 1, [0, 255, 0, 255], 0);
+    // Blue, farthest of all and listed last, shows where nothing else is.
+    assert_pixel(&img, 1, 5, [0, 0, 255, 255], 0);
+}
+
+#[test]
 fn upload_alone_brings_sources_up_to_date_without_drawing() {
     let mut r = renderer();
     let source = Arc::new(ArraySource::new(Array2::from_elem((64, 64), 50u8)).unwrap());

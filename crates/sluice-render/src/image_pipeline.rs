@@ -187,9 +187,9 @@ impl TexDim {
     /// and interpolation across their borders is seamless.
     fn fetch_wgsl(self, kind: SampleKind) -> String {
         match self {
-            TexDim::D2 => "fn fetch(p: vec3<i32>) -> vec4<f32> { return vec4<f32>(textureLoad(data, p.xy, 0)); }\n".into(),
+            TexDim::D2 => "const DATA_3D: bool = false;\nfn fetch(p: vec3<i32>) -> vec4<f32> { return vec4<f32>(textureLoad(data, p.xy, 0)); }\n".into(),
             TexDim::D3 => {
-                let mut out = String::new();
+                let mut out = String::from("const DATA_3D: bool = true;\n");
                 for slot in 1..BRICK_SLOTS {
                     out += &format!(
                         "@group(0) @binding({}) var brick{slot}: texture_3d<{}>;\n",
@@ -342,16 +342,31 @@ pub(crate) fn render_pipeline(
     })
 }
 
-/// The colour targets of the opaque pass: the image, blended; and the depth as a colour, for
-/// the volume marcher, written only by visuals that write depth.
-pub(crate) fn opaque_targets(depth_write: bool) -> [Option<wgpu::ColorTargetState>; 2] {
-    [
-        Some(wgpu::ColorTargetState {
+/// The attachments of a frame's opaque pass, chosen per frame from what it draws: every
+/// attachment costs a clear and its writes, which on GPUs with few graphics units (an H200
+/// clears 1024 x 1024 RGBA8 in about 0.08 ms) are a large part of a small frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum PassKind {
+    /// Images that all lie at one depth, and nothing else: the colour target alone. Without
+    /// a depth buffer later draws cover earlier ones, which is what the depth test
+    /// (`LessEqual`) gives when every fragment has the same depth.
+    Flat,
+    /// Colour and depth: meshes, or images at different depths.
+    Depth,
+    /// Colour, depth, and the depth again as a colour for the volume marcher.
+    DepthColor,
+}
+
+impl PassKind {
+    /// The colour targets: the image, blended; and, in a pass with volumes, the depth as a
+    /// colour, written only by visuals that write depth. The second slot is empty otherwise.
+    pub fn targets(self, depth_write: bool) -> [Option<wgpu::ColorTargetState>; 2] {
+        let color = wgpu::ColorTargetState {
             format: TARGET_FORMAT,
             blend: Some(wgpu::BlendState::ALPHA_BLENDING),
             write_mask: wgpu::ColorWrites::ALL,
-        }),
-        Some(wgpu::ColorTargetState {
+        };
+        let depth_color = (self == PassKind::DepthColor).then_some(wgpu::ColorTargetState {
             format: DEPTH_COLOR_FORMAT,
             blend: None,
             write_mask: if depth_write {
@@ -359,28 +374,32 @@ pub(crate) fn opaque_targets(depth_write: bool) -> [Option<wgpu::ColorTargetStat
             } else {
                 wgpu::ColorWrites::empty()
             },
-        }),
-    ]
-}
+        });
+        [Some(color), depth_color]
+    }
 
-/// Depth state of the opaque pass: test and write, later draws win ties (2-D scenes draw
-/// everything at depth 0 in scene order).
-pub(crate) fn opaque_depth() -> wgpu::DepthStencilState {
-    wgpu::DepthStencilState {
-        format: DEPTH_FORMAT,
-        depth_write_enabled: Some(true),
-        depth_compare: Some(wgpu::CompareFunction::LessEqual),
-        stencil: wgpu::StencilState::default(),
-        bias: wgpu::DepthBiasState::default(),
+    /// Depth state: test (later draws win ties) and write when `depth_write`; none in a flat
+    /// pass.
+    pub fn depth(self, depth_write: bool) -> Option<wgpu::DepthStencilState> {
+        (self != PassKind::Flat).then_some(wgpu::DepthStencilState {
+            format: DEPTH_FORMAT,
+            depth_write_enabled: Some(depth_write),
+            depth_compare: Some(wgpu::CompareFunction::LessEqual),
+            stencil: wgpu::StencilState::default(),
+            bias: wgpu::DepthBiasState::default(),
+        })
     }
 }
 
-/// An image pipeline pair: one writes depth (opaque images), one only tests it (images with
-/// opacity below 1, so that what is behind them stays visible).
+/// The image pipelines of one texture kind and dimension: the shader, and a pipeline per
+/// pass kind and translucency, each built the first time a frame needs it. Opaque images
+/// write depth; images with opacity below 1 only test it, so what is behind them stays
+/// visible.
 struct ImagePipeline {
     layout: wgpu::BindGroupLayout,
-    opaque: wgpu::RenderPipeline,
-    translucent: wgpu::RenderPipeline,
+    pipeline_layout: wgpu::PipelineLayout,
+    module: wgpu::ShaderModule,
+    pipelines: HashMap<(PassKind, bool), wgpu::RenderPipeline>,
 }
 
 pub(crate) struct ImagePipelines {
@@ -389,14 +408,14 @@ pub(crate) struct ImagePipelines {
 
 impl ImagePipelines {
     /// No pipeline yet: each is built on first use (shader compilation is slow on some
-    /// drivers, and most programs use one or two of the six).
+    /// drivers, and most programs use few of them).
     pub fn new() -> Self {
         ImagePipelines {
             by_kind: HashMap::new(),
         }
     }
 
-    /// Builds the pipeline for `kind` and `dim` if it does not exist yet.
+    /// Builds the bind group layout and shader for `kind` and `dim` if they do not exist yet.
     pub fn ensure(&mut self, device: &wgpu::Device, kind: SampleKind, dim: TexDim) {
         self.by_kind
             .entry((kind, dim))
@@ -435,26 +454,11 @@ impl ImagePipelines {
             bind_group_layouts: &[Some(&layout)],
             immediate_size: 0,
         });
-        let build = |depth_write: bool| {
-            let mut depth = opaque_depth();
-            depth.depth_write_enabled = Some(depth_write);
-            render_pipeline(
-                device,
-                PipelineSpec {
-                    label: "sluice image",
-                    layout: &pipeline_layout,
-                    module: &module,
-                    topology: wgpu::PrimitiveTopology::TriangleList,
-                    depth: Some(depth),
-                    fragment_entry: "fs_main",
-                    targets: &opaque_targets(depth_write),
-                },
-            )
-        };
         ImagePipeline {
-            opaque: build(true),
-            translucent: build(false),
             layout,
+            pipeline_layout,
+            module,
+            pipelines: HashMap::new(),
         }
     }
 
@@ -462,13 +466,41 @@ impl ImagePipelines {
         &self.by_kind[&(kind, dim)].layout
     }
 
-    /// The pipeline for an image of `opacity`.
-    pub fn pipeline(&self, kind: SampleKind, dim: TexDim, opacity: f32) -> &wgpu::RenderPipeline {
-        let p = &self.by_kind[&(kind, dim)];
-        if opacity < 1.0 {
-            &p.translucent
-        } else {
-            &p.opaque
-        }
+    /// Builds the pipeline for an image of `opacity` in a `pass` if it does not exist yet
+    /// (after [`ImagePipelines::ensure`]).
+    pub fn ensure_pass(
+        &mut self,
+        device: &wgpu::Device,
+        (kind, dim): (SampleKind, TexDim),
+        pass: PassKind,
+        opacity: f32,
+    ) {
+        let p = self.by_kind.get_mut(&(kind, dim)).expect("ensured");
+        let depth_write = opacity >= 1.0;
+        p.pipelines.entry((pass, depth_write)).or_insert_with(|| {
+            render_pipeline(
+                device,
+                PipelineSpec {
+                    label: "sluice image",
+                    layout: &p.pipeline_layout,
+                    module: &p.module,
+                    topology: wgpu::PrimitiveTopology::TriangleList,
+                    depth: pass.depth(depth_write),
+                    fragment_entry: "fs_main",
+                    targets: &pass.targets(depth_write),
+                },
+            )
+        });
+    }
+
+    /// The pipeline for an image of `opacity` in a `pass` (after
+    /// [`ImagePipelines::ensure_pass`]).
+    pub fn pipeline(
+        &self,
+        (kind, dim): (SampleKind, TexDim),
+        pass: PassKind,
+        opacity: f32,
+    ) -> &wgpu::RenderPipeline {
+        &self.by_kind[&(kind, dim)].pipelines[&(pass, opacity >= 1.0)]
     }
 }

@@ -7,8 +7,8 @@ use glam::{Mat4, Vec3};
 
 use crate::format::SampleKind;
 use crate::image_pipeline::{
-    alpha_scale, lut_entry, opaque_depth, opaque_targets, render_pipeline, shader_source,
-    DisplayParams, PipelineSpec, TexDim,
+    alpha_scale, lut_entry, render_pipeline, shader_source, DisplayParams, PassKind, PipelineSpec,
+    TexDim,
 };
 use crate::visual::{Mesh, Shading};
 
@@ -109,22 +109,30 @@ impl MeshParams {
     }
 }
 
+/// The shader and layouts of meshes with textures of one kind.
+struct MeshShader {
+    layout: wgpu::BindGroupLayout,
+    pipeline_layout: wgpu::PipelineLayout,
+    module: wgpu::ShaderModule,
+}
+
 pub(crate) struct MeshPipelines {
-    layouts: HashMap<SampleKind, wgpu::BindGroupLayout>,
-    pipelines: HashMap<(SampleKind, bool), wgpu::RenderPipeline>,
+    shaders: HashMap<SampleKind, MeshShader>,
+    /// By texture kind, wireframe or not, and pass kind; built on first use.
+    pipelines: HashMap<(SampleKind, bool, PassKind), wgpu::RenderPipeline>,
 }
 
 impl MeshPipelines {
     pub fn new() -> Self {
         MeshPipelines {
-            layouts: HashMap::new(),
+            shaders: HashMap::new(),
             pipelines: HashMap::new(),
         }
     }
 
-    /// Builds the triangle and wireframe pipelines for textures of `kind` if needed.
+    /// Builds the bind group layout and shader for textures of `kind` if needed.
     pub fn ensure(&mut self, device: &wgpu::Device, kind: SampleKind) {
-        if self.layouts.contains_key(&kind) {
+        if self.shaders.contains_key(&kind) {
             return;
         }
         let storage = |binding| wgpu::BindGroupLayoutEntry {
@@ -177,9 +185,30 @@ impl MeshPipelines {
             bind_group_layouts: &[Some(&layout)],
             immediate_size: 0,
         });
-        for wire in [false, true] {
-            let mut depth = opaque_depth();
-            if !wire {
+        self.shaders.insert(
+            kind,
+            MeshShader {
+                layout,
+                pipeline_layout,
+                module,
+            },
+        );
+    }
+
+    /// Builds the triangle (or, with `wire`, wireframe) pipeline for textures of `kind` in a
+    /// `pass` if needed (after [`MeshPipelines::ensure`]). Meshes are never in a flat pass.
+    pub fn ensure_pass(
+        &mut self,
+        device: &wgpu::Device,
+        kind: SampleKind,
+        wire: bool,
+        pass: PassKind,
+    ) {
+        debug_assert!(pass != PassKind::Flat, "meshes need the depth test");
+        let shader = &self.shaders[&kind];
+        self.pipelines.entry((kind, wire, pass)).or_insert_with(|| {
+            let mut depth = pass.depth(true);
+            if let (Some(depth), false) = (depth.as_mut(), wire) {
                 // Push triangles back a little so their own wireframe wins the depth test.
                 depth.bias = wgpu::DepthBiasState {
                     constant: 2,
@@ -187,7 +216,7 @@ impl MeshPipelines {
                     clamp: 0.0,
                 };
             }
-            let pipeline = render_pipeline(
+            render_pipeline(
                 device,
                 PipelineSpec {
                     label: if wire {
@@ -195,29 +224,28 @@ impl MeshPipelines {
                     } else {
                         "sluice mesh"
                     },
-                    layout: &pipeline_layout,
-                    module: &module,
+                    layout: &shader.pipeline_layout,
+                    module: &shader.module,
                     topology: if wire {
                         wgpu::PrimitiveTopology::LineList
                     } else {
                         wgpu::PrimitiveTopology::TriangleList
                     },
-                    depth: Some(depth),
+                    depth,
                     fragment_entry: if wire { "fs_wire" } else { "fs_main" },
-                    targets: &opaque_targets(true),
+                    targets: &pass.targets(true),
                 },
-            );
-            self.pipelines.insert((kind, wire), pipeline);
-        }
-        self.layouts.insert(kind, layout);
+            )
+        });
     }
 
     pub fn layout(&self, kind: SampleKind) -> &wgpu::BindGroupLayout {
-        &self.layouts[&kind]
+        &self.shaders[&kind].layout
     }
 
-    pub fn pipeline(&self, kind: SampleKind, wire: bool) -> &wgpu::RenderPipeline {
-        &self.pipelines[&(kind, wire)]
+    /// The pipeline built by [`MeshPipelines::ensure_pass`].
+    pub fn pipeline(&self, kind: SampleKind, wire: bool, pass: PassKind) -> &wgpu::RenderPipeline {
+        &self.pipelines[&(kind, wire, pass)]
     }
 }
 

@@ -15,7 +15,7 @@ use crate::device_upload::DeviceUpload;
 use crate::error::RenderError;
 use crate::format::SampleKind;
 use crate::image_pipeline::{
-    brick_binding, slice_geometry, ImageParams, ImagePipelines, TexDim, BRICK_SLOTS,
+    brick_binding, slice_geometry, ImageParams, ImagePipelines, PassKind, TexDim, BRICK_SLOTS,
 };
 use crate::mesh_pipeline::{
     vertex_normals, wireframe_edges, MeshParams, MeshPipelines, MeshTexture, HAS_COLORS,
@@ -104,6 +104,10 @@ struct VisualGpu {
     /// The uniform bytes last written.
     params: Vec<u8>,
     bind: Option<BindState>,
+    /// Images: the depth of the whole rectangle this frame when it is the same everywhere on
+    /// it (a plane facing the camera), which lets a frame of such images skip the depth
+    /// buffer.
+    flat_depth: Option<f32>,
 }
 
 /// Draws scenes on one GPU and owns the GPU copies of every source they show.
@@ -539,6 +543,7 @@ impl Renderer {
                         uniform,
                         params: Vec::new(),
                         bind: None,
+                        flat_depth: None,
                     },
                 );
                 self.add_users(texture, &buffers);
@@ -650,9 +655,12 @@ impl Renderer {
             };
             self.update_bind_group(visual_id(draw.visual), key);
         }
+        let pass_kind = self.pass_kind(draws);
+        self.ensure_pass_pipelines(draws, pass_kind);
         let [r, g, b, a] = scene.background().map(f64::from);
         let mut drawn = 0;
         {
+            let with_depth = pass_kind != PassKind::Flat;
             let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
                 label: Some("sluice opaque"),
                 color_attachments: &[
@@ -665,24 +673,28 @@ impl Renderer {
                             store: wgpu::StoreOp::Store,
                         },
                     }),
-                    Some(wgpu::RenderPassColorAttachment {
-                        view: &target.depth_color_view,
-                        depth_slice: None,
-                        resolve_target: None,
-                        ops: wgpu::Operations {
-                            load: wgpu::LoadOp::Clear(wgpu::Color::WHITE),
-                            store: wgpu::StoreOp::Store,
+                    (pass_kind == PassKind::DepthColor).then_some(
+                        wgpu::RenderPassColorAttachment {
+                            view: &target.depth_color_view,
+                            depth_slice: None,
+                            resolve_target: None,
+                            ops: wgpu::Operations {
+                                load: wgpu::LoadOp::Clear(wgpu::Color::WHITE),
+                                store: wgpu::StoreOp::Store,
+                            },
                         },
-                    }),
+                    ),
                 ],
-                depth_stencil_attachment: Some(wgpu::RenderPassDepthStencilAttachment {
-                    view: &target.depth_view,
-                    depth_ops: Some(wgpu::Operations {
-                        load: wgpu::LoadOp::Clear(1.0),
-                        store: wgpu::StoreOp::Store,
-                    }),
-                    stencil_ops: None,
-                }),
+                depth_stencil_attachment: with_depth.then_some(
+                    wgpu::RenderPassDepthStencilAttachment {
+                        view: &target.depth_view,
+                        depth_ops: Some(wgpu::Operations {
+                            load: wgpu::LoadOp::Clear(1.0),
+                            store: wgpu::StoreOp::Store,
+                        }),
+                        stencil_ops: None,
+                    },
+                ),
                 timestamp_writes: None,
                 occlusion_query_set: None,
                 multiview_mask: None,
@@ -705,13 +717,17 @@ impl Renderer {
                         let PipelineKey::Image(kind, dim) = bind.key else {
                             continue;
                         };
-                        pass.set_pipeline(self.images.pipeline(kind, dim, image.opacity()));
+                        pass.set_pipeline(self.images.pipeline(
+                            (kind, dim),
+                            pass_kind,
+                            image.opacity(),
+                        ));
                         pass.set_bind_group(0, &bind.group, &[]);
                         pass.draw(0..6, 0..1);
                         drawn += 1;
                     }
                     Visual::Mesh(mesh) => {
-                        self.draw_mesh(&mut pass, mesh);
+                        self.draw_mesh(&mut pass, mesh, pass_kind);
                         drawn += 1;
                     }
                     Visual::Volume(_) => {}
@@ -767,13 +783,58 @@ impl Renderer {
         Ok(drawn)
     }
 
-    fn draw_mesh(&self, pass: &mut wgpu::RenderPass<'_>, mesh: &Mesh) {
+    /// The attachments this frame's opaque pass needs: the depth as a colour only with a
+    /// volume to march, depth only with meshes or images at different depths.
+    fn pass_kind(&self, draws: &[Draw<'_>]) -> PassKind {
+        let mut depth = None;
+        let mut flat = true;
+        for draw in draws {
+            match draw.visual {
+                Visual::Volume(_) => return PassKind::DepthColor,
+                Visual::Mesh(_) => flat = false,
+                Visual::Image(image) => match (self.visuals[&image.token.id].flat_depth, depth) {
+                    (Some(z), None) => depth = Some(z),
+                    (Some(z), Some(d)) if z == d => {}
+                    _ => flat = false,
+                },
+            }
+        }
+        if flat {
+            PassKind::Flat
+        } else {
+            PassKind::Depth
+        }
+    }
+
+    /// Builds the pipelines the visuals of a `pass` draw with, where missing.
+    fn ensure_pass_pipelines(&mut self, draws: &[Draw<'_>], pass: PassKind) {
+        for draw in draws {
+            let Some(bind) = self.visuals[&visual_id(draw.visual)].bind.as_ref() else {
+                continue;
+            };
+            match (draw.visual, bind.key) {
+                (Visual::Image(image), PipelineKey::Image(kind, dim)) => {
+                    self.images
+                        .ensure_pass(&self.device, (kind, dim), pass, image.opacity());
+                }
+                (Visual::Mesh(mesh), PipelineKey::Mesh(kind)) => {
+                    self.meshes.ensure_pass(&self.device, kind, false, pass);
+                    if mesh.wireframe().is_some() {
+                        self.meshes.ensure_pass(&self.device, kind, true, pass);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn draw_mesh(&self, pass: &mut wgpu::RenderPass<'_>, mesh: &Mesh, pass_kind: PassKind) {
         let v = &self.visuals[&mesh.token.id];
         let bind = v.bind.as_ref().expect("bound");
         let PipelineKey::Mesh(kind) = bind.key else {
             return;
         };
-        pass.set_pipeline(self.meshes.pipeline(kind, false));
+        pass.set_pipeline(self.meshes.pipeline(kind, false, pass_kind));
         pass.set_bind_group(0, &bind.group, &[]);
         match v.buffers[MESH_INDICES] {
             Some(key) => {
@@ -787,7 +848,7 @@ impl Renderer {
             }
         }
         if let (Some(_), Some((edges, count, _, _))) = (mesh.wireframe(), &v.derived.edges) {
-            pass.set_pipeline(self.meshes.pipeline(kind, true));
+            pass.set_pipeline(self.meshes.pipeline(kind, true, pass_kind));
             pass.set_index_buffer(edges.slice(..), wgpu::IndexFormat::Uint32);
             pass.draw_indexed(0..*count, 0, 0..1);
         }
@@ -837,6 +898,8 @@ impl Renderer {
         let key = PipelineKey::Image(proxy.sample_kind(), dim);
         self.images.ensure(&self.device, proxy.sample_kind(), dim);
         self.write_params(image.token.id, bytemuck::bytes_of(&params));
+        let v = self.visuals.get_mut(&image.token.id).expect("prepared");
+        v.flat_depth = flat_depth(mvp, geometry.size);
         (key, colormap_key)
     }
 
@@ -1246,6 +1309,27 @@ impl Drop for Renderer {
             proxy.retire(&mut counters);
         }
     }
+}
+
+/// The depth (z / w in clip space) of the rectangle `[0, size]` in the plane z = 0 under
+/// `mvp` when it is the same at all four corners and in front of the camera: then it is the
+/// same everywhere on the rectangle.
+fn flat_depth(mvp: glam::Mat4, size: [f32; 2]) -> Option<f32> {
+    let [w, h] = size;
+    let mut depth = None;
+    for (x, y) in [(0.0, 0.0), (w, 0.0), (0.0, h), (w, h)] {
+        let clip = mvp * glam::Vec4::new(x, y, 0.0, 1.0);
+        if clip.w <= 0.0 || !clip.w.is_finite() {
+            return None;
+        }
+        let z = clip.z / clip.w;
+        match depth {
+            None => depth = Some(z),
+            Some(d) if d == z => {}
+            Some(_) => return None,
+        }
+    }
+    depth
 }
 
 fn visual_id(visual: &Visual) -> u64 {

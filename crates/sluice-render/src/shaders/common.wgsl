@@ -58,8 +58,9 @@ fn sample_nearest(p: vec3<f32>, size: vec3<i32>) -> Sample {
     return Sample(v, !has_nan(v));
 }
 
-// Trilinear (bilinear on 2-D data) between sample centres, clamped at the edges; NaN samples
-// are left out and the remaining weights renormalized.
+// Trilinear (bilinear on 2-D textures: four taps) between sample centres, clamped at the
+// edges; NaN samples are left out and the remaining weights renormalized. `DATA_3D` is
+// declared with `fetch`.
 fn sample_linear(p: vec3<f32>, size: vec3<i32>) -> Sample {
     let last = size - vec3<i32>(1);
     let q = p - vec3<f32>(0.5);
@@ -68,7 +69,8 @@ fn sample_linear(p: vec3<f32>, size: vec3<i32>) -> Sample {
     let i0 = vec3<i32>(base);
     var acc = vec4<f32>(0.0);
     var weight = 0.0;
-    for (var k = 0u; k < 8u; k = k + 1u) {
+    let taps = select(4u, 8u, DATA_3D);
+    for (var k = 0u; k < taps; k = k + 1u) {
         let o = vec3<i32>(i32(k & 1u), i32((k >> 1u) & 1u), i32(k >> 2u));
         let w3 = select(vec3<f32>(1.0) - f, f, o == vec3<i32>(1));
         let w = w3.x * w3.y * w3.z;
