@@ -191,6 +191,15 @@ mod linux {
             renderer.wait_idle()?;
             Ok(start.elapsed() / frames as u32)
         };
+        // The frame alone: the same scene drawn again with nothing new to copy.
+        let draw_only = |renderer: &mut Renderer, frames: usize| -> Res<Duration> {
+            let start = Instant::now();
+            for _ in 0..frames {
+                renderer.render(&sluice_scene, &camera, &target)?;
+            }
+            renderer.wait_idle()?;
+            Ok(start.elapsed() / frames as u32)
+        };
         let mut ceiling = |frames: usize| -> Res<Duration> {
             let start = Instant::now();
             for _ in 0..frames {
@@ -227,13 +236,18 @@ mod linux {
 
         let (mut s_lat, mut n_lat, mut c_lat, mut s_thr, mut n_thr) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut d_lat, mut d_thr) = (Vec::new(), Vec::new());
         for i in 0..warmup + iters {
             let s1 = sluice_frame(&mut renderer, 1)?;
             let n1 = naive_frame(&mut renderer, 1)?;
             let c1 = ceiling(1)?;
             let sb = sluice_frame(&mut renderer, batch)?;
             let nb = naive_frame(&mut renderer, batch.min(5))?;
+            let d1 = draw_only(&mut renderer, 1)?;
+            let db = draw_only(&mut renderer, batch)?;
             if i >= warmup {
+                d_lat.push(d1);
+                d_thr.push(db);
                 s_lat.push(s1);
                 n_lat.push(n1);
                 c_lat.push(ceiling(batch)?.min(c1));
@@ -248,6 +262,7 @@ mod linux {
             median(s_thr),
             median(n_thr),
         );
+        let (d_lat, d_thr) = (median(d_lat), median(d_thr));
         let gb = bytes as f64 / 1e9;
         println!("4K RGBA8 frame ({bytes} bytes) from CUDA memory to a drawn {TARGET_SIDE}x{TARGET_SIDE} target, medians of {iters}:");
         println!(
@@ -257,6 +272,11 @@ mod linux {
         println!(
             "  sluice, {batch} frames before waiting:                {:8.3} ms/frame",
             ms(s_thr)
+        );
+        println!(
+            "  sluice, frame with nothing new (draw only), waiting: {:8.3} ms; {batch} before waiting: {:.3} ms/frame",
+            ms(d_lat),
+            ms(d_thr)
         );
         println!(
             "  naive   (DtoH + upload + draw), waiting each frame: {:8.3} ms",

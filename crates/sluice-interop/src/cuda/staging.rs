@@ -7,6 +7,11 @@
 //! the renderer's submit waits for `n + 1`, copies into the texture, signals `n + 2`. A buffer
 //! is used by one copy per frame and goes back to the pool when the frame is submitted, so a
 //! later frame's CUDA copy into it waits on the GPU for this frame's read, never on the CPU.
+//!
+//! A buffer the renderer still reads is not taken while the pool may grow: the next frame
+//! then copies into another one, so CUDA's copy for frame `n + 1` does not wait for the
+//! renderer's frame `n`, and frames in flight overlap instead of alternating between the two
+//! APIs.
 
 use parking_lot::Mutex;
 use sluice_core::{CudaMemory, Layout};
@@ -25,7 +30,11 @@ use crate::vulkan::memory::ExportedBuffer;
 use crate::vulkan::semaphore::SharedSemaphore;
 
 /// Staging buffers kept for reuse beyond those the last frame used.
-const SPARE_BUFFERS: usize = 4;
+const SPARE_BUFFERS: usize = 8;
+
+/// Bytes of staging beyond which a busy buffer is reused (its next copy waits on the GPU for
+/// the renderer's read) rather than a new one made.
+const MAX_STAGING_BYTES: u64 = 256 << 20;
 
 struct Staging {
     buffer: ExportedBuffer,
@@ -240,18 +249,35 @@ impl CudaStaging {
         Ok(())
     }
 
-    /// The smallest free staging buffer of at least `bytes`, or a new one.
+    /// A staging buffer of at least `bytes`: the smallest free one the renderer has finished
+    /// reading; else a new one while the pool holds less than `MAX_STAGING_BYTES`; else the
+    /// smallest free one (its copy then waits on the GPU for the renderer's read).
     fn take(&self, cuda: &CudaInterop, bytes: u64) -> Result<Staging, InteropError> {
         let mut pool = self.pool.lock();
-        let best = pool
+        let fitting = |read_done: bool| {
+            pool.free
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.mapping.len() >= bytes)
+                .filter(|(_, s)| {
+                    !read_done || s.vulkan_semaphore.value().is_ok_and(|v| v >= s.value)
+                })
+                .min_by_key(|(_, s)| s.mapping.len())
+                .map(|(i, _)| i)
+        };
+        if let Some(i) = fitting(true) {
+            return Ok(pool.free.swap_remove(i));
+        }
+        let held: u64 = pool
             .free
             .iter()
-            .enumerate()
-            .filter(|(_, s)| s.mapping.len() >= bytes)
-            .min_by_key(|(_, s)| s.mapping.len())
-            .map(|(i, _)| i);
-        if let Some(i) = best {
-            return Ok(pool.free.swap_remove(i));
+            .chain(&pool.busy)
+            .map(|s| s.mapping.len())
+            .sum();
+        if held + bytes > MAX_STAGING_BYTES {
+            if let Some(i) = fitting(false) {
+                return Ok(pool.free.swap_remove(i));
+            }
         }
         drop(pool);
         Staging::new(cuda, bytes)
