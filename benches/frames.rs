@@ -565,6 +565,104 @@ fn main() -> Res<()> {
         },
     )?;
 
+    // ---- a GPU-resident 4K frame into a texture: copy command against a compute pass -------
+    // (the last step of the CUDA path: CUDA writes a buffer the renderer shares, which then
+    // lands in the texture the image samples).
+    let (fw, fh) = (3840u32, 2160u32);
+    let frame_bytes = u64::from(fw * fh * 4);
+    let frame_buffer = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("bare 4K frame"),
+        size: frame_bytes,
+        usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    let frame_texture = device.create_texture(&wgpu::TextureDescriptor {
+        label: Some("bare 4K texture"),
+        size: wgpu::Extent3d {
+            width: fw,
+            height: fh,
+            depth_or_array_layers: 1,
+        },
+        mip_level_count: 1,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D2,
+        format: wgpu::TextureFormat::Rgba8Unorm,
+        usage: wgpu::TextureUsages::TEXTURE_BINDING
+            | wgpu::TextureUsages::COPY_DST
+            | wgpu::TextureUsages::STORAGE_BINDING,
+        view_formats: &[],
+    });
+    let unpack_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("bare unpack"),
+        source: wgpu::ShaderSource::Wgsl(
+            r#"
+@group(0) @binding(0) var<storage, read> src: array<u32>;
+@group(0) @binding(1) var dst: texture_storage_2d<rgba8unorm, write>;
+@compute @workgroup_size(16, 16)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    let size = textureDimensions(dst);
+    if (id.x >= size.x || id.y >= size.y) { return; }
+    textureStore(dst, id.xy, unpack4x8unorm(src[id.y * size.x + id.x]));
+}
+"#
+            .into(),
+        ),
+    });
+    let unpack = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("bare unpack"),
+        layout: None,
+        module: &unpack_module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let frame_view = frame_texture.create_view(&Default::default());
+    let unpack_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("bare unpack"),
+        layout: &unpack.get_bind_group_layout(0),
+        entries: &[
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: frame_buffer.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: wgpu::BindingResource::TextureView(&frame_view),
+            },
+        ],
+    });
+    b.run(
+        "bare: copy 3840x2160 RGBA8 GPU buffer -> texture",
+        |b, _| {
+            b.bare(|e| {
+                e.copy_buffer_to_texture(
+                    wgpu::TexelCopyBufferInfo {
+                        buffer: &frame_buffer,
+                        layout: wgpu::TexelCopyBufferLayout {
+                            offset: 0,
+                            bytes_per_row: Some(fw * 4),
+                            rows_per_image: None,
+                        },
+                    },
+                    frame_texture.as_image_copy(),
+                    wgpu::Extent3d {
+                        width: fw,
+                        height: fh,
+                        depth_or_array_layers: 1,
+                    },
+                )
+            })
+        },
+    )?;
+    b.run("bare: same by a compute pass (textureStore)", |b, _| {
+        b.bare(|e| {
+            let mut pass = e.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&unpack);
+            pass.set_bind_group(0, &unpack_group, &[]);
+            pass.dispatch_workgroups(fw.div_ceil(16), fh.div_ceil(16), 1);
+        })
+    })?;
+
     // ---- sluice ---------------------------------------------------------------------------
     let side = SIDE as usize;
     let source = Arc::new(ArraySource::with_channels(Array3::<u8>::zeros((
