@@ -515,6 +515,80 @@ fn a_3d_source_in_shared_memory_renders_as_a_volume() {
     let c = renderer.counters();
     assert_eq!(c.bytes_uploaded, 0, "nothing went through host staging");
     assert_eq!(c.copies_issued, 1, "one command for the whole volume");
+    // u8 textures (r8uint) cannot be storage: a copy command, not a compute pass.
+    assert_eq!(c.compute_copies, 0);
+}
+
+#[test]
+fn an_f32_volume_in_shared_memory_is_stored_by_a_compute_pass() {
+    // f32 (an r32float texture, storable) at unaligned 72-byte rows: the compute path takes
+    // it in one pass, where copy commands would need one per row.
+    let producer = interop();
+    let display = interop();
+    let n = 16;
+    let layout = Layout::new(Shape::new(&[n, n, n]).unwrap(), ElementType::F32, 1).unwrap();
+    let pitches = Pitches {
+        row: 72,
+        plane: 72 * n,
+    };
+    let at = |z: usize, y: usize, x: usize| (z * n + y) * n + x;
+    let mut data = vec![0.25f32; n * n * n];
+    for &((z, y, x), v) in &[
+        ((3, 5, 7), 2.0f32),
+        ((12, 5, 7), 1.5),
+        ((15, 11, 2), -1.0),
+        ((0, 15, 15), 3.5),
+        ((8, 8, 8), 0.75),
+    ] {
+        data[at(z, y, x)] = v;
+    }
+    let mut bytes = vec![0xABu8; pitches.span(&layout) as usize];
+    for z in 0..n {
+        for y in 0..n {
+            for x in 0..n {
+                let i = z * pitches.plane + y * pitches.row + 4 * x;
+                bytes[i..i + 4].copy_from_slice(&data[at(z, y, x)].to_le_bytes());
+            }
+        }
+    }
+    bytes.resize(bytes.len().next_multiple_of(4), 0xAB);
+    let exported = producer.export_buffer(bytes.len() as u64).unwrap();
+    produce(&producer, exported.buffer(), &bytes);
+    let source = Arc::new(VulkanSource::new(layout, exported.memory(0, pitches).unwrap()).unwrap());
+    let mut renderer = display.renderer();
+    let mut scene = Scene::new();
+    let clim = [0.0, 4.0];
+    scene.add(
+        Volume::new(source)
+            .with_interpolation(Interpolation::Nearest)
+            .with_clim(clim[0] as f64, clim[1] as f64)
+            .with_colormap(Colormap::Viridis),
+    );
+    let img = render(
+        &mut renderer,
+        &scene,
+        &Front { n: n as f32 },
+        n as u32,
+        n as u32,
+    );
+    for y in 0..n {
+        for x in 0..n {
+            let max = (0..n).map(|z| data[at(z, y, x)]).fold(f32::MIN, f32::max);
+            let (want, near) = common::expected_entry(&Colormap::Viridis, max, clim, 1.0);
+            let got = img.get_pixel(x as u32, y as u32).0;
+            assert!(
+                got == want || Some(got) == near,
+                "pixel ({x}, {y}): {got:?}, MIP {max} -> {want:?}"
+            );
+        }
+    }
+    let c = renderer.counters();
+    assert_eq!(c.bytes_uploaded, 0, "nothing went through host staging");
+    assert_eq!(
+        (c.copies_issued, c.compute_copies),
+        (1, 1),
+        "one compute pass for the whole volume"
+    );
 }
 
 #[test]

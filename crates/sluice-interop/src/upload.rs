@@ -17,7 +17,7 @@ use sluice_render::{DeviceBufferCopy, DeviceCopy, DeviceCopyOutcome, DeviceUploa
 
 use crate::error::InteropError;
 use crate::interop::Interop;
-use crate::source::{check_texture_layout, check_vulkan_memory, Pitches, COPY_ROW_ALIGNMENT};
+use crate::source::{check_texture_layout, check_vulkan_memory, Pitches};
 use crate::vulkan::semaphore::SharedSemaphore;
 
 /// Identity of a shared fd: the address of its `Arc`. Entries keep a `Weak` to it, so the
@@ -339,70 +339,16 @@ impl DeviceUpload for InteropUpload {
     }
 }
 
-/// Records the copies of `copy.region` from `buffer`, where the region's first sample is at
-/// byte `first` and rows and planes are `pitches` apart, into `copy.texture`. Rows pitched to
-/// [`COPY_ROW_ALIGNMENT`] go in one command (one per plane if planes are not a whole number
-/// of rows apart); other pitches take one command per row.
+/// Records the copy of `copy.region` from `buffer`, where the region's first sample is at
+/// byte `first` and rows and planes are `pitches` apart (the renderer picks a compute pass or
+/// copy commands).
 pub(crate) fn record_copies(
     copy: &mut DeviceCopy<'_>,
     buffer: &wgpu::Buffer,
     first: u64,
     pitches: Pitches,
 ) {
-    let region = copy.region;
-    let (row, plane) = (pitches.row as u64, pitches.plane as u64);
-    let [z0, y0, _] = region.origin;
-    let [depth, height, width] = region.size;
-    let mut one = |z: usize,
-                   y: usize,
-                   depth: usize,
-                   height: usize,
-                   rows_per_image: Option<u32>,
-                   bytes_per_row: Option<u32>| {
-        copy.encoder.copy_buffer_to_texture(
-            wgpu::TexelCopyBufferInfo {
-                buffer,
-                layout: wgpu::TexelCopyBufferLayout {
-                    offset: first + (z - z0) as u64 * plane + (y - y0) as u64 * row,
-                    bytes_per_row,
-                    rows_per_image,
-                },
-            },
-            wgpu::TexelCopyTextureInfo {
-                texture: copy.texture,
-                mip_level: 0,
-                // The texture may be one brick of a larger volume: place the region at the
-                // brick's origin for it.
-                origin: wgpu::Origin3d {
-                    x: copy.texture_origin[0],
-                    y: copy.texture_origin[1] + (y - y0) as u32,
-                    z: copy.texture_origin[2] + (z - z0) as u32,
-                },
-                aspect: wgpu::TextureAspect::All,
-            },
-            wgpu::Extent3d {
-                width: width as u32,
-                height: height as u32,
-                depth_or_array_layers: depth as u32,
-            },
-        );
-    };
-    if pitches.row.is_multiple_of(COPY_ROW_ALIGNMENT) {
-        if depth == 1 || plane.is_multiple_of(row) {
-            let rows_per_image = (depth > 1).then_some((plane / row) as u32);
-            one(z0, y0, depth, height, rows_per_image, Some(row as u32));
-        } else {
-            for z in z0..z0 + depth {
-                one(z, y0, 1, height, None, Some(row as u32));
-            }
-        }
-    } else {
-        for z in z0..z0 + depth {
-            for y in y0..y0 + height {
-                one(z, y, 1, 1, None, None);
-            }
-        }
-    }
+    copy.copy_from_buffer(buffer, first, pitches.row as u64, pitches.plane as u64);
 }
 
 #[cfg(test)]

@@ -14,6 +14,9 @@ pub struct Counters {
     pub device_bytes_copied: u64,
     /// GPU copy commands issued for source data.
     pub copies_issued: u64,
+    /// Of the device-resident copies, those done by a compute pass that stores texels
+    /// instead of a copy command (see `docs/gpu-interop.md`).
+    pub compute_copies: u64,
     /// Bytes of GPU memory held by source textures and buffers now.
     pub resident_bytes: u64,
     /// Source textures alive now: one per source shown, however many visuals show it (a
@@ -38,6 +41,7 @@ impl Counters {
             derived_bytes_uploaded: self.derived_bytes_uploaded - earlier.derived_bytes_uploaded,
             device_bytes_copied: self.device_bytes_copied - earlier.device_bytes_copied,
             copies_issued: self.copies_issued - earlier.copies_issued,
+            compute_copies: self.compute_copies - earlier.compute_copies,
             textures_created: self.textures_created - earlier.textures_created,
             staging_buffers_created: self.staging_buffers_created - earlier.staging_buffers_created,
             ..*self

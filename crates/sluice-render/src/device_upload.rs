@@ -8,6 +8,7 @@
 use sluice_core::{DataSource, Layout, Region, Residency};
 
 use crate::error::RenderError;
+use crate::unpack::{UnpackCopy, Unpacker};
 
 /// GPU-side uploads for sources that are not in host memory.
 pub trait DeviceUpload: Send + Sync {
@@ -71,6 +72,96 @@ pub struct DeviceCopy<'a> {
     pub texture: &'a wgpu::Texture,
     /// Where `region`'s first sample goes in `texture`, `[x, y, z]` (zero unless bricked).
     pub texture_origin: [u32; 3],
+    /// The renderer's compute path for buffer-to-texture copies.
+    pub(crate) unpack: &'a Unpacker,
+}
+
+impl DeviceCopy<'_> {
+    /// Records the copy of `region` from `buffer`, whose first sample is at byte `first` and
+    /// whose rows and planes are `row_pitch` and `plane_pitch` bytes apart, into `texture` at
+    /// `texture_origin`. The renderer picks the way: a compute pass that stores texels (much
+    /// faster than copy commands on some GPUs; used when the texture allows storage, the
+    /// buffer has `STORAGE` usage and the offsets are whole 32-bit words), else
+    /// `copy_buffer_to_texture` (one command when rows are pitched to
+    /// `COPY_BYTES_PER_ROW_ALIGNMENT` and planes are whole rows apart, one per plane or per row
+    /// otherwise). The caller has checked that the buffer holds the whole region.
+    pub fn copy_from_buffer(
+        &mut self,
+        buffer: &wgpu::Buffer,
+        first: u64,
+        row_pitch: u64,
+        plane_pitch: u64,
+    ) {
+        let [depth, height, width] = self.region.size;
+        let unpacked = self.unpack.record(
+            self.device,
+            self.encoder,
+            &UnpackCopy {
+                buffer,
+                first,
+                row_pitch,
+                plane_pitch,
+                texture: self.texture,
+                origin: self.texture_origin,
+                size: [width as u32, height as u32, depth as u32],
+            },
+        );
+        if unpacked {
+            return;
+        }
+        let (row, plane) = (row_pitch, plane_pitch);
+        let origin = self.texture_origin;
+        let texture = self.texture;
+        let encoder = &mut *self.encoder;
+        let mut one = |z: usize,
+                       y: usize,
+                       depth: usize,
+                       height: usize,
+                       rows_per_image: Option<u32>,
+                       bytes_per_row: Option<u32>| {
+            encoder.copy_buffer_to_texture(
+                wgpu::TexelCopyBufferInfo {
+                    buffer,
+                    layout: wgpu::TexelCopyBufferLayout {
+                        offset: first + z as u64 * plane + y as u64 * row,
+                        bytes_per_row,
+                        rows_per_image,
+                    },
+                },
+                wgpu::TexelCopyTextureInfo {
+                    texture,
+                    mip_level: 0,
+                    origin: wgpu::Origin3d {
+                        x: origin[0],
+                        y: origin[1] + y as u32,
+                        z: origin[2] + z as u32,
+                    },
+                    aspect: wgpu::TextureAspect::All,
+                },
+                wgpu::Extent3d {
+                    width: width as u32,
+                    height: height as u32,
+                    depth_or_array_layers: depth as u32,
+                },
+            );
+        };
+        if row.is_multiple_of(u64::from(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT)) {
+            if depth == 1 || plane.is_multiple_of(row) {
+                let rows_per_image = (depth > 1).then_some((plane / row) as u32);
+                one(0, 0, depth, height, rows_per_image, Some(row as u32));
+            } else {
+                for z in 0..depth {
+                    one(z, 0, 1, height, None, Some(row as u32));
+                }
+            }
+        } else {
+            for z in 0..depth {
+                for y in 0..height {
+                    one(z, y, 1, 1, None, None);
+                }
+            }
+        }
+    }
 }
 
 /// One GPU-side copy into a mesh attribute buffer, asked of a [`DeviceUpload`].

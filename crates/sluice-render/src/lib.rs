@@ -43,6 +43,7 @@ mod renderer;
 mod scene;
 mod staging;
 mod target;
+mod unpack;
 mod upload_state;
 mod visual;
 mod volume_pipeline;

@@ -16,6 +16,7 @@ use crate::device_upload::{DeviceCopy, DeviceCopyOutcome, DeviceUpload};
 use crate::error::RenderError;
 use crate::format::{texture_format, SampleKind};
 use crate::staging::{StagingRing, STAGING_ALIGNMENT};
+use crate::unpack::{self, Unpacker};
 use crate::upload_state::UploadState;
 
 /// Identity of a shared source: the address of its `Arc` allocation. The proxy holds a clone
@@ -45,6 +46,8 @@ pub(crate) struct UploadContext<'a> {
     pub waker: &'a std::task::Waker,
     /// Scratch for conversion and sources that cannot lend.
     pub scratch: &'a mut Vec<u8>,
+    /// Buffer-to-texture copies by compute, for device-resident sources.
+    pub unpack: &'a Unpacker,
 }
 
 pub(crate) struct TextureProxy {
@@ -467,6 +470,7 @@ impl TextureProxy {
                     region: part,
                     texture: &brick.texture,
                     texture_origin: [o[2] as u32, o[1] as u32, o[0] as u32],
+                    unpack: ctx.unpack,
                 })?;
                 if outcome == DeviceCopyOutcome::NotReady {
                     return Ok(false);
@@ -629,6 +633,11 @@ fn create_bricks(
     };
     let format = UploadFormat::for_layout(layout);
     let (texture_format, sample_kind) = texture_format(&format);
+    let mut usage = wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST;
+    if !matches!(source.residency(), Residency::Host) && unpack::supports(device, texture_format) {
+        // Device-resident data is copied in by a compute pass where it can (see `unpack`).
+        usage |= wgpu::TextureUsages::STORAGE_BINDING;
+    }
     let whole = shape.full_region();
     let mut bricks = Vec::new();
     for z in 0..count[0] {
@@ -650,7 +659,7 @@ fn create_bricks(
                     sample_count: 1,
                     dimension,
                     format: texture_format,
-                    usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+                    usage,
                     view_formats: &[],
                 });
                 let view = texture.create_view(&wgpu::TextureViewDescriptor::default());

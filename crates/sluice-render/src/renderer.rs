@@ -26,6 +26,7 @@ use crate::proxy::{SourceKey, TextureLimits, TextureProxy, UploadContext};
 use crate::scene::Scene;
 use crate::staging::StagingRing;
 use crate::target::RenderTarget;
+use crate::unpack::Unpacker;
 use crate::visual::{Image, Mesh, Shading, Visual, VisualToken, Volume, VolumeMode};
 use crate::volume_pipeline::{VolumeParams, VolumePipelines, MARCH_WORKGROUP};
 
@@ -140,6 +141,8 @@ pub struct Renderer {
     redraw: Arc<RedrawFlag>,
     waker: Waker,
     device_upload: Option<Arc<dyn DeviceUpload>>,
+    /// Compute pipelines for device-resident copies into textures.
+    unpack: Unpacker,
     texture_limits: TextureLimits,
 }
 
@@ -211,6 +214,7 @@ impl Renderer {
             redraw,
             waker,
             device_upload: None,
+            unpack: Unpacker::new(),
             texture_limits,
         };
         for colormap in Colormap::builtins() {
@@ -291,6 +295,7 @@ impl Renderer {
         Counters {
             staging_buffers_created: self.staging.created,
             staging_bytes: self.staging.held_bytes,
+            compute_copies: self.unpack.recorded(),
             ..self.counters
         }
     }
@@ -622,6 +627,7 @@ impl Renderer {
             frame_start_bytes,
             waker: &self.waker,
             scratch: &mut self.scratch,
+            unpack: &self.unpack,
         };
         let mut pending = false;
         for key in &buffer_keys {

@@ -100,7 +100,13 @@ impl StagingRing {
         fill: impl FnOnce(&mut wgpu::BufferViewMut),
     ) -> Staged {
         debug_assert!(size > 0 && size <= self.max_buffer);
-        let index = match self.active.iter().position(|c| c.room(size)) {
+        // Small uploads go to default-sized chunks only: a large chunk left over from big
+        // uploads would be re-mapped whole every frame for a few bytes (on an H200 that made
+        // a 256 KiB region frame 5x slower after a run of full 64 MiB updates).
+        let small = size <= self.chunk_bytes;
+        let chunk_bytes = self.chunk_bytes;
+        let suits = move |c: &Chunk| c.room(size) && (!small || c.buffer.size() <= chunk_bytes);
+        let index = match self.active.iter().position(suits) {
             Some(i) => i,
             None => {
                 self.reclaim();
@@ -108,7 +114,7 @@ impl StagingRing {
                     .free
                     .iter()
                     .enumerate()
-                    .filter(|(_, c)| c.room(size))
+                    .filter(|(_, c)| suits(c))
                     .min_by_key(|(_, c)| c.buffer.size())
                     .map(|(i, _)| i)
                 {
