@@ -365,3 +365,57 @@ fn bricked_and_unbricked_volumes_render_the_same() {
     let b = render(&mut whole, &scene, &cam, 126, 40);
     assert!(a == b, "bricked slices differ");
 }
+
+#[test]
+fn a_long_volume_is_bricked_along_its_long_axis_and_too_many_bricks_are_refused() {
+    // 60 x 12 x 20 under a limit of 16: 4 x 1 x 2 bricks (z, y, x), 8 in all, any grid.
+    let (d, h, w) = (60usize, 12usize, 20usize);
+    let data = Array3::from_shape_fn((d, h, w), |(z, y, x)| {
+        let p = Vec3::new(x as f32 - 9.5, y as f32 - 5.5, (z as f32 - 29.5) / 3.0);
+        (6.0 - p.length()) + 0.1 * ((x * 5 + y * 3 + z) % 7) as f32
+    });
+    let source = Arc::new(ArraySource::new(data).unwrap());
+    let mut small = sluice::RendererOptions::from_env().unwrap();
+    small.max_texture_dimension_3d = Some(16);
+    let mut bricked = Renderer::with_options(small.clone()).unwrap();
+    let mut whole = renderer();
+    let camera = OrbitCamera::fit(
+        Vec3::ZERO,
+        Vec3::new(w as f32, h as f32, d as f32),
+        60.0,
+        20.0,
+    );
+    for mode in [VolumeMode::Mip, VolumeMode::Iso { threshold: 1.0 }] {
+        let mut scene = Scene::new();
+        scene.add(
+            Volume::new(source.clone())
+                .with_mode(mode)
+                .with_clim(-5.0, 6.5)
+                .with_colormap(Colormap::Magma),
+        );
+        let a = render(&mut bricked, &scene, &camera, 96, 96);
+        let b = render(&mut whole, &scene, &camera, 96, 96);
+        let differing = a
+            .pixels()
+            .zip(b.pixels())
+            .filter(|(p, q)| p.0.iter().zip(q.0).any(|(u, v)| u.abs_diff(v) > 1))
+            .count();
+        assert_eq!(differing, 0, "{mode:?}: {differing} pixels differ");
+        assert!(
+            a.pixels().filter(|p| p.0 != BG).count() > 300,
+            "{mode:?} drew too little to compare"
+        );
+        assert_eq!(bricked.counters().textures_alive, 8);
+    }
+
+    // 40^3 under the same limit needs 3 x 3 x 3 = 27 bricks: a clear error, no panic.
+    let cube = Arc::new(ArraySource::new(Array3::<u8>::zeros((40, 40, 40))).unwrap());
+    let mut scene = Scene::new();
+    scene.add(Volume::new(cube));
+    let mut r = Renderer::with_options(small).unwrap();
+    let target = r.create_target(8, 8).unwrap();
+    let e = r.render(&scene, &camera, &target).unwrap_err().to_string();
+    for needle in ["[40, 40, 40]", "limit of 16", "27 bricks", "8"] {
+        assert!(e.contains(needle), "{e:?} should name {needle}");
+    }
+}

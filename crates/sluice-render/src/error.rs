@@ -49,6 +49,22 @@ pub enum RenderError {
         /// The device limit.
         limit: u32,
     },
+    /// A volume that would need more bricks than a visual can bind.
+    #[error("{source_label} has shape {shape:?}: under this device's 3-D texture limit of {limit} samples per axis it needs {grid:?} = {needed} bricks, more than the {max} a volume may have (show a downsampled or cropped source)")]
+    TooManyBricks {
+        /// The source.
+        source_label: String,
+        /// Its shape in numpy order.
+        shape: Vec<usize>,
+        /// The 3-D texture limit in use.
+        limit: u32,
+        /// Bricks needed per axis, numpy order.
+        grid: [usize; 3],
+        /// Their product.
+        needed: usize,
+        /// The most bricks a volume may have.
+        max: usize,
+    },
     /// A source a visual cannot show (wrong number of axes, residency not supported, ...).
     #[error("{visual} cannot show {source_label}: {reason}")]
     UnsupportedSource {

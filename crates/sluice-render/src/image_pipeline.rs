@@ -180,10 +180,10 @@ impl TexDim {
         }
     }
 
-    /// WGSL `fetch` of one texel at voxel coordinates. 3-D data may be split into up to
-    /// 2 x 2 x 2 bricks: `data` is brick slot 0 and `brick1`..`brick7` the others, slot
-    /// `x + 2 y + 4 z` for brick coordinates (x, y, z); `params.bricks` gives brick size and
-    /// count. Each texel is loaded from the one brick that holds it, so bricks need no overlap
+    /// WGSL `fetch` of one texel at voxel coordinates. 3-D data may be split into up to 8
+    /// bricks in any grid (8 x 1 x 1 to 2 x 2 x 2): `data` is brick slot 0 and
+    /// `brick1`..`brick7` the others, slot `x + cx (y + cy z)` for brick coordinates
+    /// (x, y, z) in a grid of (cx, cy, cz); `params.bricks` gives brick size and count. Each texel is loaded from the one brick that holds it, so bricks need no overlap
     /// and interpolation across their borders is seamless.
     fn fetch_wgsl(self, kind: SampleKind) -> String {
         match self {
@@ -200,7 +200,8 @@ impl TexDim {
                 out += "fn fetch(p: vec3<i32>) -> vec4<f32> {\n";
                 out += "    let b = min(p / params.bricks.size, params.bricks.count - vec3<i32>(1));\n";
                 out += "    let q = p - b * params.bricks.size;\n";
-                out += "    switch (b.x + 2 * b.y + 4 * b.z) {\n";
+                out += "    let c = params.bricks.count;\n";
+                out += "    switch (b.x + c.x * (b.y + c.y * b.z)) {\n";
                 out += "        case 0: { return vec4<f32>(textureLoad(data, q, 0)); }\n";
                 for slot in 1..BRICK_SLOTS - 1 {
                     out += &format!("        case {slot}: {{ return vec4<f32>(textureLoad(brick{slot}, q, 0)); }}\n");
@@ -216,7 +217,7 @@ impl TexDim {
     }
 }
 
-/// Brick slots of 3-D textures in a bind group (2 x 2 x 2).
+/// Brick slots of 3-D textures in a bind group (8 bricks in any grid).
 pub(crate) const BRICK_SLOTS: usize = 8;
 
 /// The binding of brick slot `slot` (slot 0 is binding 1, the others follow the colormap).

@@ -57,7 +57,7 @@ pub(crate) struct TextureProxy {
     format: UploadFormat,
     sample_kind: SampleKind,
     /// One brick (texture) for most sources; volumes over the device's 3-D limit are split
-    /// into up to [`MAX_BRICKS_PER_AXIS`]^3 bricks of equal size (the last on each axis may be
+    /// into up to [`MAX_BRICKS`] bricks of equal size (the last on each axis may be
     /// smaller).
     bricks: Vec<Brick>,
     bricking: Bricking,
@@ -105,14 +105,9 @@ impl TextureProxy {
     /// The view bound at brick slot `slot` (`x + 2 y + 4 z` for brick coordinates x, y, z);
     /// slots without a brick get brick 0's view, which the shaders never read through them.
     pub fn brick_view(&self, slot: usize) -> &wgpu::TextureView {
-        let [cx, cy, cz] = self.bricking.count.map(|c| c as usize);
-        let (x, y, z) = (slot & 1, (slot >> 1) & 1, slot >> 2);
-        let index = if x < cx && y < cy && z < cz {
-            x + cx * (y + cy * z)
-        } else {
-            0
-        };
-        &self.bricks[index].view
+        // Slot `x + cx (y + cy z)` holds brick (x, y, z), the order `create_bricks` makes
+        // them in; slots beyond the bricks repeat the first (never read).
+        &self.bricks.get(slot).unwrap_or(&self.bricks[0]).view
     }
 
     /// Brick size and count per axis, in samples, `[x, y, z]` order as the shaders take them.
@@ -565,8 +560,9 @@ fn texture_bytes(layout: &Layout, format: &UploadFormat) -> u64 {
     (layout.shape().len() * format.sample_bytes()) as u64
 }
 
-/// Most bricks per axis: the shaders bind up to 2 x 2 x 2 bricks.
-pub(crate) const MAX_BRICKS_PER_AXIS: usize = 2;
+/// Most bricks of one source, in any arrangement (8 x 1 x 1 up to 2 x 2 x 2): the shaders
+/// bind that many textures.
+pub(crate) const MAX_BRICKS: usize = crate::image_pipeline::BRICK_SLOTS;
 
 /// The largest textures a proxy may create, per dimension (the device's limits, or lower
 /// ones chosen by the user).
@@ -592,16 +588,16 @@ pub(crate) struct Bricking {
 
 /// The bricking rule: an axis longer than `limit` is cut into the fewest equal bricks that
 /// fit (`ceil(len / ceil(len / limit))` samples each). `None` if that takes more than
-/// [`MAX_BRICKS_PER_AXIS`] bricks on some axis.
+/// [`MAX_BRICKS`] bricks in all.
 pub(crate) fn plan_bricks(shape: [usize; 3], limit: usize) -> Option<([usize; 3], [usize; 3])> {
     let mut size = [0; 3];
     let mut count = [0; 3];
     for a in 0..3 {
         count[a] = shape[a].div_ceil(limit.max(1));
-        if count[a] > MAX_BRICKS_PER_AXIS {
-            return None;
-        }
         size[a] = shape[a].div_ceil(count[a]);
+    }
+    if count.iter().product::<usize>() > MAX_BRICKS {
+        return None;
     }
     Some((size, count))
 }
@@ -622,8 +618,19 @@ fn create_bricks(
         limit,
     };
     let (dimension, size, count) = if shape.ndim() == 3 {
-        let (size, count) = plan_bricks(shape.padded(), limits.d3 as usize)
-            .ok_or_else(|| too_large("3-D (after bricking, 2 bricks per axis)", limits.d3 * 2))?;
+        let (size, count) = plan_bricks(shape.padded(), limits.d3 as usize).ok_or_else(|| {
+            let grid = shape
+                .padded()
+                .map(|d| d.div_ceil(limits.d3.max(1) as usize));
+            RenderError::TooManyBricks {
+                source_label: source.label(),
+                shape: shape.dims().to_vec(),
+                limit: limits.d3,
+                grid,
+                needed: grid.iter().product(),
+                max: MAX_BRICKS,
+            }
+        })?;
         (wgpu::TextureDimension::D3, size, count)
     } else {
         if shape.padded().iter().any(|&d| d > limits.d2 as usize) {
