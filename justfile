@@ -8,10 +8,10 @@ demo:
 test:
     bash scripts/test.sh
 
-# Upload and render benchmarks (images; volumes and meshes); every figure is a ratio against a
-# ceiling measured in the same run.
+# Upload and render benchmarks (images; volumes and meshes; a frame's cost taken apart); every
+# judged figure is a ratio against a ceiling measured in the same run.
 bench:
-    cargo bench --bench upload && cargo bench --bench visuals
+    cargo bench --bench upload && cargo bench --bench visuals && cargo bench --bench frames
 
 # Formatting and lints, as required before a commit (with and without CUDA support).
 lint:

@@ -699,7 +699,18 @@ mod tests {
             plan_bricks([40, 40, 10], 24),
             Some(([20, 20, 10], [2, 2, 1]))
         );
-        assert_eq!(plan_bricks([3000, 10, 4097], 2048), None);
+        // Any grid of up to 8 bricks: 2 x 1 x 3, 8 x 1 x 1.
+        assert_eq!(
+            plan_bricks([3000, 10, 4097], 2048),
+            Some(([1500, 10, 1366], [2, 1, 3]))
+        );
+        assert_eq!(
+            plan_bricks([8 * 2048, 64, 64], 2048),
+            Some(([2048, 64, 64], [8, 1, 1]))
+        );
+        // Nine or more bricks are refused.
+        assert_eq!(plan_bricks([8 * 2048 + 1, 64, 64], 2048), None);
+        assert_eq!(plan_bricks([4097, 4097, 2049], 2048), None);
         assert_eq!(
             plan_bricks([4096, 1, 2049], 2048),
             Some(([2048, 1, 1025], [2, 1, 2]))
