@@ -572,6 +572,11 @@ fn main() -> Res<()> {
         "== 0 (ring reused)",
         timed_staging == 0,
     );
+    v.info(
+        "staging buffers created in b'), b'') loops",
+        uploads.counters.staging_buffers_created.to_string(),
+        "16 in flight",
+    );
 
     println!(
         "\nsummary: {} ({:?}), {iters} timed iterations, {:.1} s in all",

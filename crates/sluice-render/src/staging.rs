@@ -23,6 +23,8 @@ const MAX_FREE_BYTES: u64 = 512 << 20;
 struct Chunk {
     buffer: wgpu::Buffer,
     cursor: u64,
+    /// The frame that last filled it.
+    last_used: u64,
 }
 
 impl Chunk {
@@ -49,6 +51,8 @@ pub(crate) struct StagingRing {
     returned_rx: mpsc::Receiver<Chunk>,
     pub created: u64,
     pub held_bytes: u64,
+    /// Frames finished so far (for least-recently-used eviction).
+    frame: u64,
 }
 
 impl StagingRing {
@@ -63,6 +67,7 @@ impl StagingRing {
             returned_rx,
             created: 0,
             held_bytes: 0,
+            frame: 0,
         }
     }
 
@@ -78,12 +83,14 @@ impl StagingRing {
         }
         let mut free_bytes: u64 = self.free.iter().map(|c| c.buffer.size()).sum();
         while free_bytes > MAX_FREE_BYTES {
-            // Drop the smallest: large ones are the expensive ones to recreate.
+            // Drop the least recently used: chunks a workload still uses stay (dropping the
+            // small chunks of a stream of small edits because large ones sit idle would make
+            // every frame create one).
             let (i, _) = self
                 .free
                 .iter()
                 .enumerate()
-                .min_by_key(|(_, c)| c.buffer.size())
+                .min_by_key(|(_, c)| c.last_used)
                 .expect("free is not empty while it holds bytes");
             let chunk = self.free.swap_remove(i);
             free_bytes -= chunk.buffer.size();
@@ -127,6 +134,7 @@ impl StagingRing {
             }
         };
         let chunk = &mut self.active[index];
+        chunk.last_used = self.frame;
         let offset = chunk.cursor.next_multiple_of(STAGING_ALIGNMENT);
         chunk.cursor = offset + size;
         {
@@ -158,6 +166,7 @@ impl StagingRing {
                 mapped_at_creation: true,
             }),
             cursor: 0,
+            last_used: self.frame,
         }
     }
 
@@ -166,6 +175,7 @@ impl StagingRing {
         for chunk in &self.active {
             chunk.buffer.unmap();
         }
+        self.frame += 1;
     }
 
     /// Starts re-mapping this frame's chunks; call after submitting. They return to the free
