@@ -9,8 +9,9 @@
 //!   RGBA8 texture) drawn minified into the 1024 x 1024 target and at 1:1; a 256 x 256 copy
 //!   from a buffer into that texture; copy and draw together; and the same 16 times per wait;
 //! - sluice: an empty scene; an unchanged 4096 x 4096 image, fitted (nearest and linear) and
-//!   at 1:1; a 256 x 256 write with `Renderer::upload` and with a drawn frame; both 16 times
-//!   per wait.
+//!   at 1:1 (the target invalidated first, so the whole frame is drawn); a 256 x 256 write
+//!   with `Renderer::upload`, and with a drawn frame that redraws only what the region covers
+//!   (the default) or the whole target; and 16 times per wait.
 //!
 //! Every step ends with a wait for the GPU unless it says "16 per wait" (then the time is per
 //! frame). "gpu ms" is the GPU time between timestamps written at the start and the end of the
@@ -701,18 +702,21 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 
     b.run("sluice: render empty scene", |b, _| {
         b.around(|| {
+            target.invalidate();
             renderer.render(&empty, &fit, &target)?;
             Ok(())
         })
     })?;
     b.run("sluice: render unchanged image, fitted, nearest", |b, _| {
         b.around(|| {
+            target.invalidate();
             renderer.render(&scene, &fit, &target)?;
             Ok(())
         })
     })?;
     b.run("sluice: render unchanged image, fitted, linear", |b, _| {
         b.around(|| {
+            target.invalidate();
             renderer.render(&linear_scene, &fit, &target)?;
             Ok(())
         })
@@ -721,6 +725,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         "sluice: render unchanged u8 scalar image, viridis, fitted",
         |b, _| {
             b.around(|| {
+                target.invalidate();
                 renderer.render(&scalar_scene, &fit, &target)?;
                 Ok(())
             })
@@ -728,6 +733,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     )?;
     b.run("sluice: render unchanged image, 1:1, nearest", |b, _| {
         b.around(|| {
+            target.invalidate();
             renderer.render(&scene, &window, &target)?;
             Ok(())
         })
@@ -739,13 +745,27 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
             Ok(())
         })
     })?;
-    b.run("sluice: write 256^2 + render fitted", |b, i| {
-        b.around(|| {
-            source.write(&place(i), region.view())?;
-            renderer.render(&scene, &fit, &target)?;
-            Ok(())
-        })
-    })?;
+    b.run(
+        "sluice: write 256^2 + render fitted (partial redraw)",
+        |b, i| {
+            b.around(|| {
+                source.write(&place(i), region.view())?;
+                renderer.render(&scene, &fit, &target)?;
+                Ok(())
+            })
+        },
+    )?;
+    b.run(
+        "sluice: write 256^2 + render fitted, whole target",
+        |b, i| {
+            b.around(|| {
+                source.write(&place(i), region.view())?;
+                target.invalidate();
+                renderer.render(&scene, &fit, &target)?;
+                Ok(())
+            })
+        },
+    )?;
     let mut cpu = Vec::new();
     b.run(
         "sluice: write 256^2 + render fitted, 16 per wait",
@@ -777,6 +797,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     b.run("sluice: render unchanged fitted, 16 per wait", |b, _| {
         let t = Instant::now();
         for _ in 0..IN_FLIGHT {
+            target.invalidate();
             renderer.render(&scene, &fit, &target)?;
         }
         b.wait()?;

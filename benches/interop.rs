@@ -197,10 +197,11 @@ mod linux {
             renderer.wait_idle()?;
             Ok(start.elapsed() / frames as u32)
         };
-        // The frame alone: the same scene drawn again with nothing new to copy.
+        // The frame alone: the same scene drawn again, whole, with nothing new to copy.
         let draw_only = |renderer: &mut Renderer, frames: usize| -> Res<Duration> {
             let start = Instant::now();
             for _ in 0..frames {
+                target.invalidate();
                 renderer.render(&sluice_scene, &camera, &target)?;
             }
             renderer.wait_idle()?;

@@ -56,8 +56,12 @@ pub struct FrameStats {
     pub bytes_uploaded: u64,
     /// Copies issued for this frame.
     pub copies_issued: u64,
-    /// Visuals drawn.
+    /// Visuals drawn (0 when the target already showed this frame).
     pub visuals_drawn: u32,
+    /// Pixels of the target redrawn: all of them, those that the frame's changes can affect
+    /// (a 2-D scene whose camera and settings stayed as they were redraws only the screen
+    /// rectangle of the texels copied since), or 0 when nothing changed.
+    pub pixels_drawn: u64,
     /// Whether some uploads were left for later frames (upload budget, or data not ready):
     /// render again to finish them.
     pub uploads_pending: bool,

@@ -6,6 +6,9 @@
 //! the way) and records `copy_buffer_to_texture` commands. A per-frame byte budget spreads a
 //! large change over several frames.
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use sluice_core::{
     ConsumerId, HostView, Layout, LendOutcome, ReadRequest, ReadStatus, Region, Residency,
     SharedSource, UploadFormat,
@@ -18,6 +21,23 @@ use crate::format::{texture_format, SampleKind};
 use crate::staging::{StagingRing, STAGING_ALIGNMENT};
 use crate::unpack::{self, Unpacker};
 use crate::upload_state::UploadState;
+
+/// The texels `copies` changed: their parts inside the `changed` regions (or the copies
+/// whole, when the changes are many).
+fn damage_of(copies: &[Region], changed: &[Region]) -> Vec<Region> {
+    if changed.is_empty() || changed.len() > 64 {
+        return copies.to_vec();
+    }
+    copies
+        .iter()
+        .flat_map(|c| changed.iter().filter_map(|e| c.intersection(e)))
+        .collect()
+}
+
+/// Copied regions a proxy remembers for partial redraws.
+const DAMAGE_LOG: usize = 256;
+
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
 /// Identity of a shared source: the address of its `Arc` allocation. The proxy holds a clone
 /// of the `Arc`, so the address cannot be reused while the key is in use.
@@ -64,6 +84,15 @@ pub(crate) struct TextureProxy {
     limits: TextureLimits,
     /// Bumped whenever the texture is recreated, so bind groups know to follow.
     generation: u64,
+    /// Unique among all proxies ever made (keys are addresses, which can be reused).
+    serial: u64,
+    /// Moves on every frame that records copies into the textures.
+    content: u64,
+    /// Regions copied, with the `content` value they produced; the oldest are dropped past
+    /// `DAMAGE_LOG` entries.
+    damage: VecDeque<(u64, Region)>,
+    /// Changes up to this `content` value may be missing from `damage`.
+    damage_floor: u64,
     state: UploadState,
     /// Visuals using this proxy.
     pub users: usize,
@@ -97,13 +126,18 @@ impl TextureProxy {
             bricking,
             limits,
             generation: 0,
+            serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
+            content: 0,
+            damage: VecDeque::new(),
+            damage_floor: 0,
             state: UploadState::new(),
             users: 0,
         })
     }
 
-    /// The view bound at brick slot `slot` (`x + 2 y + 4 z` for brick coordinates x, y, z);
-    /// slots without a brick get brick 0's view, which the shaders never read through them.
+    /// The view bound at brick slot `slot` (`x + cx (y + cy z)` for brick coordinates x, y, z
+    /// in a grid of cx x cy x cz); slots without a brick get brick 0's view, which the shaders
+    /// never read through them.
     pub fn brick_view(&self, slot: usize) -> &wgpu::TextureView {
         // Slot `x + cx (y + cy z)` holds brick (x, y, z), the order `create_bricks` makes
         // them in; slots beyond the bricks repeat the first (never read).
@@ -117,6 +151,46 @@ impl TextureProxy {
 
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// Unique among all proxies ever made.
+    pub fn serial(&self) -> u64 {
+        self.serial
+    }
+
+    /// Moves on every frame that records copies into the textures.
+    pub fn content(&self) -> u64 {
+        self.content
+    }
+
+    /// The regions copied since the textures held `content` value `since`, or `None` when
+    /// that is no longer known (the log dropped them, or the textures were recreated).
+    pub fn damage_since(&self, since: u64) -> Option<Vec<Region>> {
+        if since < self.damage_floor || since > self.content {
+            return None;
+        }
+        Some(
+            self.damage
+                .iter()
+                .filter(|(v, _)| *v > since)
+                .map(|(_, r)| *r)
+                .collect(),
+        )
+    }
+
+    /// Records that `regions` were copied (or may have been) in this frame.
+    fn log_damage(&mut self, regions: &[Region]) {
+        if regions.is_empty() {
+            return;
+        }
+        self.content += 1;
+        for region in regions {
+            self.damage.push_back((self.content, *region));
+        }
+        while self.damage.len() > DAMAGE_LOG {
+            let (v, _) = self.damage.pop_front().expect("longer than the limit");
+            self.damage_floor = self.damage_floor.max(v);
+        }
     }
 
     pub fn sample_kind(&self) -> SampleKind {
@@ -154,6 +228,8 @@ impl TextureProxy {
                 return Err(e);
             }
         }
+        // What really changed (copies are whole chunks): a partial redraw needs only this.
+        let changed: Vec<Region> = self.state.pending().to_vec();
         // Take planned copies while the budget allows (bytes other proxies uploaded this frame
         // count too).
         let sample = self.format.sample_bytes() as u64;
@@ -190,6 +266,8 @@ impl TextureProxy {
         } else {
             self.copy_device(ctx, &batch)
         };
+        // Copies recorded before a failure or a not-ready answer stand: count them all.
+        self.log_damage(&damage_of(&batch, &changed));
         match copied {
             Ok(true) => {}
             // Not ready, or failed: retry these copies later (a failure is reported now).
@@ -264,6 +342,9 @@ impl TextureProxy {
         self.sample_kind = sample_kind;
         self.layout = layout;
         self.generation += 1;
+        self.content += 1;
+        self.damage.clear();
+        self.damage_floor = self.content;
         Ok(())
     }
 

@@ -111,6 +111,8 @@ struct VisualGpu {
     flat_depth: Option<f32>,
 }
 
+static NEXT_RENDERER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// Draws scenes on one GPU and owns the GPU copies of every source they show.
 ///
 /// One texture per source however many visuals show it, created on the first frame that
@@ -143,6 +145,10 @@ pub struct Renderer {
     device_upload: Option<Arc<dyn DeviceUpload>>,
     /// Compute pipelines for device-resident copies into textures.
     unpack: Unpacker,
+    /// Unique among renderers (what a target remembers drawing is per renderer).
+    id: u64,
+    /// Built on the first partial redraw.
+    clear_rect: Option<ClearRect>,
     texture_limits: TextureLimits,
 }
 
@@ -215,6 +221,8 @@ impl Renderer {
             waker,
             device_upload: None,
             unpack: Unpacker::new(),
+            id: NEXT_RENDERER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            clear_rect: None,
             texture_limits,
         };
         for colormap in Colormap::builtins() {
@@ -416,7 +424,7 @@ impl Renderer {
         let upload = self.upload_sources(&draws, &mut encoder);
         let drawn = match (&upload, target) {
             (Ok(_), Some(target)) => self.record_draws(scene, &draws, target, &mut encoder),
-            _ => Ok(0),
+            _ => Ok((0, 0)),
         };
         // Copies already recorded are real: submit them even if the frame failed, so proxies
         // and the GPU agree on what was uploaded.
@@ -426,15 +434,21 @@ impl Renderer {
         if let Some(upload) = &self.device_upload {
             upload.frame_submitted(&self.queue);
         }
-        if let Some(error) = pollster::block_on(scope.pop()) {
+        let error = pollster::block_on(scope.pop());
+        if let (Some(target), true) = (target, error.is_some() || drawn.is_err()) {
+            // What the target holds is not known: the next frame redraws all of it.
+            target.invalidate();
+        }
+        if let Some(error) = error {
             return Err(RenderError::Gpu(error.to_string()));
         }
         let uploads_pending = upload?;
-        let visuals_drawn = drawn?;
+        let (visuals_drawn, pixels_drawn) = drawn?;
         Ok(FrameStats {
             bytes_uploaded: self.counters.bytes_uploaded - before.bytes_uploaded,
             copies_issued: self.counters.copies_issued - before.copies_issued,
             visuals_drawn,
+            pixels_drawn,
             uploads_pending,
         })
     }
@@ -649,7 +663,7 @@ impl Renderer {
         draws: &[Draw<'_>],
         target: &RenderTarget,
         encoder: &mut wgpu::CommandEncoder,
-    ) -> Result<u32, RenderError> {
+    ) -> Result<(u32, u64), RenderError> {
         for draw in draws {
             let key = match draw.visual {
                 Visual::Image(image) => self.update_image_gpu(image, draw.mvp),
@@ -663,10 +677,31 @@ impl Renderer {
         }
         let pass_kind = self.pass_kind(draws);
         self.ensure_pass_pipelines(draws, pass_kind);
+        let (redraw, memory) = if pass_kind == PassKind::Flat {
+            let (redraw, memory) = self.plan_redraw(scene, draws, target);
+            (redraw, Some(memory))
+        } else {
+            (Redraw::Full, None)
+        };
+        // Stored before recording: a frame that fails afterwards invalidates the target.
+        *target.drawn.lock() = memory;
+        let [w, h] = target.size();
+        let pixels = match redraw {
+            Redraw::Nothing => return Ok((0, 0)),
+            Redraw::Full => u64::from(w) * u64::from(h),
+            Redraw::Rect([_, _, rw, rh]) => u64::from(rw) * u64::from(rh),
+        };
+        if let Redraw::Rect(_) = redraw {
+            self.ensure_clear_rect(scene.background());
+        }
         let [r, g, b, a] = scene.background().map(f64::from);
         let mut drawn = 0;
         {
             let with_depth = pass_kind != PassKind::Flat;
+            let load = match redraw {
+                Redraw::Rect(_) => wgpu::LoadOp::Load,
+                _ => wgpu::LoadOp::Clear(wgpu::Color { r, g, b, a }),
+            };
             let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
                 label: Some("sluice opaque"),
                 color_attachments: &[
@@ -675,7 +710,7 @@ impl Renderer {
                         depth_slice: None,
                         resolve_target: None,
                         ops: wgpu::Operations {
-                            load: wgpu::LoadOp::Clear(wgpu::Color { r, g, b, a }),
+                            load,
                             store: wgpu::StoreOp::Store,
                         },
                     }),
@@ -705,6 +740,15 @@ impl Renderer {
                 occlusion_query_set: None,
                 multiview_mask: None,
             });
+            if let Redraw::Rect([x, y, rw, rh]) = redraw {
+                // Only what changed: restore the background there, then draw everything over
+                // it as a whole frame would; the rest of the target keeps the last frame.
+                pass.set_scissor_rect(x, y, rw, rh);
+                let clear = self.clear_rect.as_ref().expect("ensured above");
+                pass.set_pipeline(&clear.pipeline);
+                pass.set_bind_group(0, &clear.group, &[]);
+                pass.draw(0..3, 0..1);
+            }
             // Opaque visuals first, then those with opacity below 1, each group in scene order
             // (translucent images test depth without writing it; translucent meshes write it).
             let translucent = |v: &Visual| match v {
@@ -786,7 +830,114 @@ impl Renderer {
             pass.draw(0..3, 0..1);
             drawn += 1;
         }
-        Ok(drawn)
+        Ok((drawn, pixels))
+    }
+
+    /// What a flat frame must redraw in `target`, and what to remember of it: nothing when
+    /// the scene, camera and textures are as the target last showed them; the screen
+    /// rectangle covering the texels copied since (a partial redraw); or everything.
+    fn plan_redraw(
+        &self,
+        scene: &Scene,
+        draws: &[Draw<'_>],
+        target: &RenderTarget,
+    ) -> (Redraw, DrawnFrame) {
+        let mut signature = FrameSignature {
+            renderer: self.id,
+            background: scene.background().map(f32::to_bits),
+            draws: Vec::with_capacity(draws.len()),
+        };
+        let mut contents = Vec::new();
+        for draw in draws {
+            let id = visual_id(draw.visual);
+            let v = &self.visuals[&id];
+            let bind = v.bind.as_ref().expect("bound");
+            let proxy = v.texture.map(|key| &self.proxies[&key]);
+            signature.draws.push(DrawSignature {
+                visual: id,
+                params: v.params.clone(),
+                proxy: proxy.map_or(0, TextureProxy::serial),
+                generation: bind.generation,
+                colormap: bind.colormap,
+                pipeline: bind.key,
+            });
+            if let Some(proxy) = proxy {
+                contents.push((proxy.serial(), proxy.content()));
+            }
+        }
+        let memory = DrawnFrame {
+            signature,
+            contents,
+        };
+        let last = target.drawn.lock();
+        let Some(last) = last.as_ref().filter(|l| l.signature == memory.signature) else {
+            return (Redraw::Full, memory);
+        };
+        let [w, h] = target.size();
+        let mut rect: Option<[f32; 4]> = None;
+        for draw in draws {
+            let Visual::Image(image) = draw.visual else {
+                return (Redraw::Full, memory);
+            };
+            let Some(key) = self.visuals[&image.token.id].texture else {
+                continue;
+            };
+            let proxy = &self.proxies[&key];
+            let Some(&(_, since)) = last.contents.iter().find(|(s, _)| *s == proxy.serial()) else {
+                return (Redraw::Full, memory);
+            };
+            if since == proxy.content() {
+                continue;
+            }
+            let Some(regions) = proxy.damage_since(since) else {
+                return (Redraw::Full, memory);
+            };
+            if proxy.layout().shape().ndim() == 3 {
+                return (Redraw::Full, memory);
+            }
+            for region in regions {
+                let Some(r) = screen_rect(draw.mvp, &region, [w, h]) else {
+                    return (Redraw::Full, memory);
+                };
+                rect = Some(match rect {
+                    None => r,
+                    Some(a) => [
+                        a[0].min(r[0]),
+                        a[1].min(r[1]),
+                        a[2].max(r[2]),
+                        a[3].max(r[3]),
+                    ],
+                });
+            }
+        }
+        let Some([x0, y0, x1, y1]) = rect else {
+            return (Redraw::Nothing, memory);
+        };
+        // Whole pixels, a pixel of margin, inside the target.
+        let x0 = (x0.floor() - 1.0).clamp(0.0, w as f32) as u32;
+        let y0 = (y0.floor() - 1.0).clamp(0.0, h as f32) as u32;
+        let x1 = (x1.ceil() + 1.0).clamp(0.0, w as f32) as u32;
+        let y1 = (y1.ceil() + 1.0).clamp(0.0, h as f32) as u32;
+        if x1 <= x0 || y1 <= y0 {
+            return (Redraw::Nothing, memory);
+        }
+        if x0 == 0 && y0 == 0 && x1 == w && y1 == h {
+            return (Redraw::Full, memory);
+        }
+        (Redraw::Rect([x0, y0, x1 - x0, y1 - y0]), memory)
+    }
+
+    /// The pipeline and colour that restore the background inside a partial redraw.
+    fn ensure_clear_rect(&mut self, background: [f32; 4]) {
+        if self.clear_rect.is_none() {
+            self.clear_rect = Some(ClearRect::new(&self.device));
+        }
+        let clear = self.clear_rect.as_mut().expect("just made");
+        if clear.color != background {
+            self.queue
+                .write_buffer(&clear.uniform, 0, bytemuck::cast_slice(&background));
+            clear.color = background;
+        }
     }
 
     /// The attachments this frame's opaque pass needs: the depth as a colour only with a
@@ -1313,6 +1464,148 @@ impl Drop for Renderer {
         }
         for (_, proxy) in self.buffers.drain() {
             proxy.retire(&mut counters);
+        }
+    }
+}
+
+/// The screen rectangle `[x0, y0, x1, y1]` (pixels, y down) of the part of a 2-D image that
+/// `region`'s texels can affect under `mvp`: the region widened by one texel on each side
+/// (linear interpolation reads neighbours). `None` if a corner is behind the camera.
+fn screen_rect(
+    mvp: glam::Mat4,
+    region: &sluice_core::Region,
+    [w, h]: [u32; 2],
+) -> Option<[f32; 4]> {
+    let [_, y, x] = region.origin.map(|v| v as f32);
+    let [_, rh, rw] = region.size.map(|v| v as f32);
+    let (lx0, ly0, lx1, ly1) = (x - 1.0, y - 1.0, x + rw + 1.0, y + rh + 1.0);
+    let mut out = [
+        f32::INFINITY,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NEG_INFINITY,
+    ];
+    for (lx, ly) in [(lx0, ly0), (lx1, ly0), (lx0, ly1), (lx1, ly1)] {
+        let clip = mvp * glam::Vec4::new(lx, ly, 0.0, 1.0);
+        if clip.w <= 0.0 || !clip.w.is_finite() {
+            return None;
+        }
+        let sx = (clip.x / clip.w + 1.0) * 0.5 * w as f32;
+        let sy = (1.0 - clip.y / clip.w) * 0.5 * h as f32;
+        if !sx.is_finite() || !sy.is_finite() {
+            return None;
+        }
+        out = [
+            out[0].min(sx),
+            out[1].min(sy),
+            out[2].max(sx),
+            out[3].max(sy),
+        ];
+    }
+    Some(out)
+}
+
+/// What a flat frame redraws.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Redraw {
+    /// The target already shows this frame.
+    Nothing,
+    /// `[x, y, width, height]` in pixels.
+    Rect([u32; 4]),
+    Full,
+}
+
+/// Everything that decides a flat frame's pixels besides texture contents.
+#[derive(Debug, PartialEq)]
+pub(crate) struct FrameSignature {
+    renderer: u64,
+    background: [u32; 4],
+    draws: Vec<DrawSignature>,
+}
+
+#[derive(Debug, PartialEq)]
+struct DrawSignature {
+    visual: u64,
+    /// The uniform block (transform, display settings, slice).
+    params: Vec<u8>,
+    proxy: u64,
+    generation: u64,
+    colormap: ColormapKey,
+    pipeline: PipelineKey,
+}
+
+/// What a target last showed: the frame's signature and the content value of each texture.
+#[derive(Debug)]
+pub(crate) struct DrawnFrame {
+    signature: FrameSignature,
+    contents: Vec<(u64, u64)>,
+}
+
+/// A scissored draw of the background colour, for partial redraws.
+struct ClearRect {
+    pipeline: wgpu::RenderPipeline,
+    uniform: wgpu::Buffer,
+    group: wgpu::BindGroup,
+    color: [f32; 4],
+}
+
+impl ClearRect {
+    fn new(device: &wgpu::Device) -> Self {
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("sluice clear rect"),
+            source: wgpu::ShaderSource::Wgsl(
+                "@group(0) @binding(0) var<uniform> color: vec4<f32>;
+@vertex fn vs(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> {
+    let p = vec2<f32>(f32((i << 1u) & 2u), f32(i & 2u));
+    return vec4<f32>(p * 2.0 - 1.0, 0.0, 1.0);
+}
+@fragment fn fs() -> @location(0) vec4<f32> { return color; }
+"
+                .into(),
+            ),
+        });
+        let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+            label: Some("sluice clear rect"),
+            layout: None,
+            vertex: wgpu::VertexState {
+                module: &module,
+                entry_point: Some("vs"),
+                compilation_options: Default::default(),
+                buffers: &[],
+            },
+            primitive: wgpu::PrimitiveState::default(),
+            depth_stencil: None,
+            multisample: wgpu::MultisampleState::default(),
+            fragment: Some(wgpu::FragmentState {
+                module: &module,
+                entry_point: Some("fs"),
+                compilation_options: Default::default(),
+                // The flat pass's attachments: the colour target, no depth as colour.
+                targets: &[Some(crate::target::TARGET_FORMAT.into()), None],
+            }),
+            multiview_mask: None,
+            cache: None,
+        });
+        let uniform = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("sluice clear rect colour"),
+            size: 16,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("sluice clear rect"),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: uniform.as_entire_binding(),
+            }],
+        });
+        ClearRect {
+            pipeline,
+            uniform,
+            group,
+            // Never a background (NaN): the first use writes the colour.
+            color: [f32::NAN; 4],
         }
     }
 }

@@ -27,6 +27,8 @@ pub struct RenderTarget {
     pub(crate) composite_group: wgpu::BindGroup,
     width: u32,
     height: u32,
+    /// What the last frame drawn here was, for redrawing only what changed since.
+    pub(crate) drawn: parking_lot::Mutex<Option<crate::renderer::DrawnFrame>>,
 }
 
 impl RenderTarget {
@@ -111,7 +113,15 @@ impl RenderTarget {
             composite_group,
             width,
             height,
+            drawn: parking_lot::Mutex::new(None),
         })
+    }
+
+    /// Makes the next frame drawn here redraw the whole target. Frames normally redraw only
+    /// what changed since the last one (see `Renderer::render`); call this after drawing into
+    /// the target's texture by other means, or to measure the cost of a whole frame.
+    pub fn invalidate(&self) {
+        *self.drawn.lock() = None;
     }
 
     /// Width in pixels.

@@ -80,6 +80,12 @@ impl UploadState {
     }
 
     /// Leaves regions for a later frame.
+    /// The regions known to have changed and not uploaded yet (after `begin`, before `plan`:
+    /// exactly what the source reported, plus deferred copies).
+    pub fn pending(&self) -> &[Region] {
+        &self.pending
+    }
+
     pub fn defer(&mut self, regions: impl IntoIterator<Item = Region>) {
         self.pending.extend(regions);
     }
