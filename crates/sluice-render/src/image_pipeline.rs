@@ -312,11 +312,21 @@ pub(crate) struct PipelineSpec<'a> {
     pub targets: &'a [Option<wgpu::ColorTargetState>],
 }
 
+/// Held while a pipeline is created: renderers on other threads share the device, and
+/// NVIDIA's Vulkan driver 580 was seen to crash (once, in its shader compiler library) while
+/// several threads created pipelines on one device at the same time. Pipelines are created
+/// once each, so the lock costs nothing in steady state.
+pub(crate) fn pipeline_creation_lock() -> parking_lot::MutexGuard<'static, ()> {
+    static LOCK: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+    LOCK.lock()
+}
+
 /// Builds a render pipeline from `spec`.
 pub(crate) fn render_pipeline(
     device: &wgpu::Device,
     spec: PipelineSpec<'_>,
 ) -> wgpu::RenderPipeline {
+    let _serial = pipeline_creation_lock();
     device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
         label: Some(spec.label),
         layout: Some(spec.layout),

@@ -1564,6 +1564,7 @@ impl ClearRect {
                 .into(),
             ),
         });
+        let serial = crate::image_pipeline::pipeline_creation_lock();
         let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
             label: Some("sluice clear rect"),
             layout: None,
@@ -1586,6 +1587,7 @@ impl ClearRect {
             multiview_mask: None,
             cache: None,
         });
+        drop(serial);
         let uniform = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("sluice clear rect colour"),
             size: 16,

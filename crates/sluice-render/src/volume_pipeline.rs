@@ -161,6 +161,7 @@ impl VolumePipelines {
             bind_group_layouts: &[Some(&layout), Some(target_layout)],
             immediate_size: 0,
         });
+        let _serial = crate::image_pipeline::pipeline_creation_lock();
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some("sluice volume"),
             layout: Some(&pipeline_layout),
