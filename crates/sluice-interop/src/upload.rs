@@ -328,11 +328,6 @@ impl DeviceUpload for InteropUpload {
         }
     }
 
-    fn before_submit(&self, _queue: &wgpu::Queue) {
-        #[cfg(feature = "cuda")]
-        self.cuda.before_submit();
-    }
-
     fn frame_submitted(&self, _queue: &wgpu::Queue) {
         self.frame.lock().clear();
         self.imports.lock().retain(|_, i| i.fd.strong_count() > 0);

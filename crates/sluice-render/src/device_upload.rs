@@ -35,12 +35,6 @@ pub trait DeviceUpload: Send + Sync {
         })
     }
 
-    /// Called just before the frame's commands are submitted, after every copy was recorded
-    /// (to decide the waits the submit needs, for example).
-    fn before_submit(&self, queue: &wgpu::Queue) {
-        let _ = queue;
-    }
-
     /// Called after the frame's commands were submitted (to signal producers, for example).
     fn frame_submitted(&self, queue: &wgpu::Queue) {
         let _ = queue;

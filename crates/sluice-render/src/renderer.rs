@@ -429,9 +429,6 @@ impl Renderer {
         // Copies already recorded are real: submit them even if the frame failed, so proxies
         // and the GPU agree on what was uploaded.
         self.staging.finish();
-        if let Some(upload) = &self.device_upload {
-            upload.before_submit(&self.queue);
-        }
         self.queue.submit([encoder.finish()]);
         self.staging.recall();
         if let Some(upload) = &self.device_upload {

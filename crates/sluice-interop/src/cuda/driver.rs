@@ -289,22 +289,6 @@ impl Event {
         Ok(())
     }
 
-    /// Whether the work before the last `record` has finished (never blocks).
-    pub fn is_complete(&self) -> Result<bool, InteropError> {
-        if !self.recorded {
-            return Ok(true);
-        }
-        self.ctx
-            .bind_to_thread()
-            .map_err(cuda_error("cuCtxSetCurrent"))?;
-        // SAFETY: a live event of this context.
-        match unsafe { result::event::query(self.event) } {
-            Ok(()) => Ok(true),
-            Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_NOT_READY => Ok(false),
-            Err(e) => Err(cuda_error("cuEventQuery")(e)),
-        }
-    }
-
     /// Blocks until the work before the last `record` has finished.
     pub fn synchronize(&self) -> Result<(), InteropError> {
         if !self.recorded {

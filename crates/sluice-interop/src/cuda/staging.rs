@@ -4,8 +4,7 @@
 //!
 //! Each staging buffer has its own timeline semaphore, shared by both APIs. Its values
 //! alternate: CUDA waits for the renderer's last read (value `n`), copies, signals `n + 1`;
-//! the renderer's submit waits for `n + 1` (unless CUDA's event for the copy already reports
-//! it done when the frame is submitted), copies into the texture, signals `n + 2`. A buffer
+//! the renderer's submit waits for `n + 1`, copies into the texture, signals `n + 2`. A buffer
 //! is used by one copy per frame and goes back to the pool when the frame is submitted, so a
 //! later frame's CUDA copy into it waits on the GPU for this frame's read, never on the CPU.
 //!
@@ -46,8 +45,6 @@ struct Staging {
     value: u64,
     /// Recorded after each CUDA copy into the buffer.
     done: Event,
-    /// The value this frame's submit must wait for, decided in `before_submit`.
-    wait: Option<u64>,
 }
 
 impl Staging {
@@ -71,7 +68,6 @@ impl Staging {
             cuda_semaphore,
             value: 0,
             done: Event::new(ctx)?,
-            wait: None,
         })
     }
 }
@@ -181,7 +177,9 @@ impl CudaStaging {
             self.pool.lock().free.push(staging);
             return Err(e);
         }
-        staging.wait = Some(staging.value);
+        staging
+            .vulkan_semaphore
+            .wait_before_next_submit(staging.value);
         record_copies(copy, staging.buffer.buffer(), 0, pitches);
         staging.value += 1;
         staging
@@ -238,7 +236,9 @@ impl CudaStaging {
             self.pool.lock().free.push(staging);
             return Err(e);
         }
-        staging.wait = Some(staging.value);
+        staging
+            .vulkan_semaphore
+            .wait_before_next_submit(staging.value);
         copy.encoder
             .copy_buffer_to_buffer(staging.buffer.buffer(), 0, copy.buffer, offset, bytes);
         staging.value += 1;
@@ -281,21 +281,6 @@ impl CudaStaging {
         }
         drop(pool);
         Staging::new(cuda, bytes)
-    }
-
-    /// Queues the semaphore waits of this frame's copies: none for a copy CUDA has already
-    /// finished (its event says so, without blocking), which spares the submit a wait on a
-    /// semaphore CUDA signals, so the renderer's work starts at once.
-    pub fn before_submit(&self) {
-        let mut pool = self.pool.lock();
-        for staging in &mut pool.busy {
-            let Some(value) = staging.wait.take() else {
-                continue;
-            };
-            if !staging.done.is_complete().unwrap_or(false) {
-                staging.vulkan_semaphore.wait_before_next_submit(value);
-            }
-        }
     }
 
     pub fn frame_submitted(&self) {
