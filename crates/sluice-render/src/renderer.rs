@@ -397,9 +397,7 @@ impl Renderer {
         view_projection: glam::Mat4,
         target: Option<&RenderTarget>,
     ) -> Result<FrameStats, RenderError> {
-        // Run map callbacks of staging chunks the GPU has finished with; errors surface on the
-        // error scope below.
-        let _ = self.device.poll(wgpu::PollType::Poll);
+        // The staging ring polls the device when it needs a chunk back (see `StagingRing`).
         self.collect_garbage();
         let draws: Vec<Draw<'_>> = scene
             .draw_list()

@@ -76,7 +76,8 @@ impl StagingRing {
         self.max_buffer
     }
 
-    /// Collects chunks the GPU has released (their map callbacks ran in a `device.poll`).
+    /// Collects chunks the GPU has released (their map callbacks ran in a poll of the device:
+    /// every `queue.submit` polls, and `stage` does when it needs a chunk).
     fn reclaim(&mut self) {
         while let Ok(chunk) = self.returned_rx.try_recv() {
             self.free.push(chunk);
@@ -118,6 +119,13 @@ impl StagingRing {
             Some(i) => i,
             None => {
                 self.reclaim();
+                if !self.free.iter().any(&suits) {
+                    // Run the map callbacks of chunks the GPU has finished with, then look
+                    // again (polling only when a chunk is needed keeps it off the path of
+                    // frames that find one free).
+                    let _ = device.poll(wgpu::PollType::Poll);
+                    self.reclaim();
+                }
                 let chunk = match self
                     .free
                     .iter()
@@ -179,7 +187,7 @@ impl StagingRing {
     }
 
     /// Starts re-mapping this frame's chunks; call after submitting. They return to the free
-    /// list once the GPU is done with them and a `device.poll` has run their callbacks.
+    /// list once the GPU is done with them and a poll of the device has run their callbacks.
     pub fn recall(&mut self) {
         for mut chunk in self.active.drain(..) {
             chunk.cursor = 0;
