@@ -216,6 +216,47 @@ mod linux {
             Ok(start.elapsed() / frames as u32)
         };
 
+        // Copy speed into memory the renderer exported (what the sluice path writes), against
+        // plain CUDA memory (the ceiling): 20 copies per sync.
+        let exported = CudaWritableSource::new(cuda, layout.clone())?;
+        let into_exported = |per_write: bool| -> Res<Duration> {
+            use sluice::interop::cuda::cudarc::driver::{result, DevicePtr};
+            let start = Instant::now();
+            let mut write = Some(exported.begin_write(&stream)?);
+            for _ in 0..batch {
+                let (src, _guard) = twin.device_ptr(&stream);
+                let dst = write.as_ref().expect("open").ptr();
+                // SAFETY: both are live device allocations of at least `bytes` bytes, on
+                // this context; the stream is the one both are used on.
+                unsafe { result::memcpy_dtod_async(dst, src, bytes, stream.cu_stream()) }?;
+                if per_write {
+                    write.take().expect("open").end()?;
+                    write = Some(exported.begin_write(&stream)?);
+                }
+            }
+            write.take().expect("open").end()?;
+            stream.synchronize()?;
+            Ok(start.elapsed() / batch as u32)
+        };
+        for _ in 0..3 {
+            into_exported(false)?;
+        }
+        let mut plain = Vec::new();
+        let mut exp = Vec::new();
+        let mut exp_handoff = Vec::new();
+        for _ in 0..iters {
+            plain.push(ceiling(batch)?);
+            exp.push(into_exported(false)?);
+            exp_handoff.push(into_exported(true)?);
+        }
+        println!(
+            "copy of the frame's bytes, {batch} per sync: into plain CUDA memory {:.3} ms, into \
+             renderer-exported memory {:.3} ms, the same with a begin/end-write handoff each {:.3} ms",
+            ms(median(plain)),
+            ms(median(exp)),
+            ms(median(exp_handoff))
+        );
+
         // Correctness first: both paths draw the kernel's pattern.
         for scene in [&sluice_scene, &naive_scene] {
             source.publish();

@@ -365,6 +365,19 @@ pub(crate) fn copy_into(
     }
     ctx.bind_to_thread()
         .map_err(cuda_error("cuCtxSetCurrent"))?;
+    // Rows back to back on both sides (and planes, if several): one linear copy.
+    let packed =
+        |p: Pitched| p.row == width_bytes && (depth == 1 || p.plane == width_bytes * height);
+    if packed(src) && packed(dst) {
+        let bytes = depth * height * width_bytes;
+        // SAFETY: the destination bytes lie in `into`'s mapping (checked above: with packed
+        // rows the span is exactly `bytes`); the source is device memory the caller's source
+        // vouched for; `stream` is valid (see `StreamHandle`).
+        unsafe { sys::cuMemcpyDtoDAsync_v2(dst.ptr, src.ptr, bytes, stream.0) }
+            .result()
+            .map_err(cuda_error("cuMemcpyDtoDAsync"))?;
+        return Ok(());
+    }
     let planes_whole = |p: Pitched| p.plane == p.row * height;
     if depth == 1 || !(planes_whole(src) && planes_whole(dst)) {
         for z in 0..depth {

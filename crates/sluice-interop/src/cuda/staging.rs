@@ -158,7 +158,13 @@ impl CudaStaging {
             if let Some(event) = memory.ready_event {
                 stream_wait_event(ctx, stream, event)?;
             }
-            if staging.value > 0 {
+            // The renderer's last read of this buffer: waited for on the stream only while it
+            // has not finished (checked on the host without blocking).
+            let read_done = staging
+                .vulkan_semaphore
+                .value()
+                .is_ok_and(|v| v >= staging.value);
+            if staging.value > 0 && !read_done {
                 staging.cuda_semaphore.wait(stream, staging.value)?;
             }
             copy_into(
@@ -224,7 +230,13 @@ impl CudaStaging {
             if let Some(event) = memory.ready_event {
                 stream_wait_event(ctx, stream, event)?;
             }
-            if staging.value > 0 {
+            // The renderer's last read of this buffer: waited for on the stream only while it
+            // has not finished (checked on the host without blocking).
+            let read_done = staging
+                .vulkan_semaphore
+                .value()
+                .is_ok_and(|v| v >= staging.value);
+            if staging.value > 0 && !read_done {
                 staging.cuda_semaphore.wait(stream, staging.value)?;
             }
             copy_into(ctx, stream, src, dst, &staging.mapping, [1, 1, width_bytes])?;

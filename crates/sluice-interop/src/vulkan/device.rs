@@ -176,11 +176,20 @@ impl VulkanDevice {
                 .enumerate()
                 .filter(move |(i, _)| allowed & (1 << i) != 0)
         };
+        let device_local = |t: &vk::MemoryType| {
+            t.property_flags
+                .contains(vk::MemoryPropertyFlags::DEVICE_LOCAL)
+        };
+        // Plain video memory first (a device-local type the host can also map is a limited
+        // BAR window on many GPUs), then any device-local type, then anything allowed.
         allowed_types()
             .find(|(_, t)| {
-                t.property_flags
-                    .contains(vk::MemoryPropertyFlags::DEVICE_LOCAL)
+                device_local(t)
+                    && !t
+                        .property_flags
+                        .contains(vk::MemoryPropertyFlags::HOST_VISIBLE)
             })
+            .or_else(|| allowed_types().find(|(_, t)| device_local(t)))
             .or_else(|| allowed_types().next())
             .map(|(i, _)| i as u32)
             .ok_or(InteropError::NoMemoryType {
