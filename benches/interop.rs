@@ -285,6 +285,9 @@ mod linux {
         let (mut s_lat, mut n_lat, mut c_lat, mut s_thr, mut n_thr) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut d_lat, mut d_thr) = (Vec::new(), Vec::new());
+        // One bare copy and its synchronize: CUDA's round trip from enqueue to the host seeing
+        // it done, on this machine.
+        let mut single = Vec::new();
         for i in 0..warmup + iters {
             let s1 = sluice_frame(&mut renderer, 1)?;
             let n1 = naive_frame(&mut renderer, 1)?;
@@ -299,6 +302,7 @@ mod linux {
                 s_lat.push(s1);
                 n_lat.push(n1);
                 c_lat.push(ceiling(batch)?.min(c1));
+                single.push(c1);
                 s_thr.push(sb);
                 n_thr.push(nb);
             }
@@ -311,6 +315,7 @@ mod linux {
             median(n_thr),
         );
         let (d_lat, d_thr) = (median(d_lat), median(d_thr));
+        let single = median(single);
         let gb = bytes as f64 / 1e9;
         println!("4K RGBA8 frame ({bytes} bytes) from CUDA memory to a drawn {TARGET_SIDE}x{TARGET_SIDE} target, medians of {iters}:");
         println!(
@@ -337,6 +342,10 @@ mod linux {
         println!(
             "  naive, 5 frames before waiting:                     {:8.3} ms/frame",
             ms(n_thr)
+        );
+        println!(
+            "  one bare cuMemcpyDtoD + stream synchronize (round trip): {:8.3} ms",
+            ms(single)
         );
         println!(
             "  ceiling (bare cuMemcpyDtoD of the same bytes):      {:8.3} ms ({:.0} GB/s)",
