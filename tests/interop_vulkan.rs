@@ -456,6 +456,40 @@ fn mesh_positions_in_shared_memory_draw_and_partial_updates_copy_only_their_rang
     assert!(source.publish_region(Region::d1(3000, 100)).is_err());
 }
 
+/// Draws `volume` (of an n^3 source) as a viridis MIP seen from the front on an n x n target,
+/// checks every pixel against the maximum of `value(z, y, x)` along z through `clim`, and
+/// returns the renderer's counters.
+fn assert_front_mip(
+    display: &Interop,
+    volume: Volume,
+    n: usize,
+    clim: [f32; 2],
+    value: impl Fn(usize, usize, usize) -> f32,
+) -> sluice::Counters {
+    let mut renderer = display.renderer();
+    let mut scene = Scene::new();
+    scene.add(volume.with_colormap(Colormap::Viridis));
+    let img = render(
+        &mut renderer,
+        &scene,
+        &Front { n: n as f32 },
+        n as u32,
+        n as u32,
+    );
+    for y in 0..n {
+        for x in 0..n {
+            let max = (0..n).map(|z| value(z, y, x)).fold(f32::MIN, f32::max);
+            let (want, near) = common::expected_entry(&Colormap::Viridis, max, clim, 1.0);
+            let got = img.get_pixel(x as u32, y as u32).0;
+            assert!(
+                got == want || Some(got) == near,
+                "pixel ({x}, {y}): {got:?}, MIP {max} -> {want:?}"
+            );
+        }
+    }
+    renderer.counters()
+}
+
 #[test]
 fn a_3d_source_in_shared_memory_renders_as_a_volume() {
     let producer = interop();
@@ -486,33 +520,10 @@ fn a_3d_source_in_shared_memory_renders_as_a_volume() {
     let exported = producer.export_buffer(pitches.span(&layout)).unwrap();
     produce(&producer, exported.buffer(), &bytes);
     let source = Arc::new(VulkanSource::new(layout, exported.memory(0, pitches).unwrap()).unwrap());
-    let mut renderer = display.renderer();
-    let mut scene = Scene::new();
-    scene.add(
-        Volume::new(source)
-            .with_interpolation(Interpolation::Nearest)
-            .with_colormap(Colormap::Viridis),
-    );
-    let img = render(
-        &mut renderer,
-        &scene,
-        &Front { n: n as f32 },
-        n as u32,
-        n as u32,
-    );
-    for y in 0..n {
-        for x in 0..n {
-            let max = (0..n).map(|z| data[at(z, y, x)]).max().unwrap();
-            let (want, near) =
-                common::expected_entry(&Colormap::Viridis, max as f32, [0.0, 255.0], 1.0);
-            let got = img.get_pixel(x as u32, y as u32).0;
-            assert!(
-                got == want || Some(got) == near,
-                "pixel ({x}, {y}): {got:?}, MIP {max} -> {want:?}"
-            );
-        }
-    }
-    let c = renderer.counters();
+    let volume = Volume::new(source).with_interpolation(Interpolation::Nearest);
+    let c = assert_front_mip(&display, volume, n, [0.0, 255.0], |z, y, x| {
+        f32::from(data[at(z, y, x)])
+    });
     assert_eq!(c.bytes_uploaded, 0, "nothing went through host staging");
     assert_eq!(c.copies_issued, 1, "one command for the whole volume");
     // u8 textures (r8uint) cannot be storage: a copy command, not a compute pass.
@@ -555,34 +566,10 @@ fn an_f32_volume_in_shared_memory_is_stored_by_a_compute_pass() {
     let exported = producer.export_buffer(bytes.len() as u64).unwrap();
     produce(&producer, exported.buffer(), &bytes);
     let source = Arc::new(VulkanSource::new(layout, exported.memory(0, pitches).unwrap()).unwrap());
-    let mut renderer = display.renderer();
-    let mut scene = Scene::new();
-    let clim = [0.0, 4.0];
-    scene.add(
-        Volume::new(source)
-            .with_interpolation(Interpolation::Nearest)
-            .with_clim(clim[0] as f64, clim[1] as f64)
-            .with_colormap(Colormap::Viridis),
-    );
-    let img = render(
-        &mut renderer,
-        &scene,
-        &Front { n: n as f32 },
-        n as u32,
-        n as u32,
-    );
-    for y in 0..n {
-        for x in 0..n {
-            let max = (0..n).map(|z| data[at(z, y, x)]).fold(f32::MIN, f32::max);
-            let (want, near) = common::expected_entry(&Colormap::Viridis, max, clim, 1.0);
-            let got = img.get_pixel(x as u32, y as u32).0;
-            assert!(
-                got == want || Some(got) == near,
-                "pixel ({x}, {y}): {got:?}, MIP {max} -> {want:?}"
-            );
-        }
-    }
-    let c = renderer.counters();
+    let volume = Volume::new(source)
+        .with_interpolation(Interpolation::Nearest)
+        .with_clim(0.0, 4.0);
+    let c = assert_front_mip(&display, volume, n, [0.0, 4.0], |z, y, x| data[at(z, y, x)]);
     assert_eq!(c.bytes_uploaded, 0, "nothing went through host staging");
     assert_eq!(
         (c.copies_issued, c.compute_copies),

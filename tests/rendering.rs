@@ -596,15 +596,16 @@ fn a_user_lookup_table_maps_values_to_its_entries() {
     }
 }
 
+/// A 4 x 4 RGB source of one colour.
+fn solid(rgb: [u8; 3]) -> Arc<ArraySource> {
+    Arc::new(
+        ArraySource::with_channels(Array3::from_shape_fn((4, 4, 3), |(_, _, c)| rgb[c])).unwrap(),
+    )
+}
+
 #[test]
 fn translucent_images_show_what_is_behind_them() {
     let mut r = renderer();
-    let solid = |rgb: [u8; 3]| {
-        Arc::new(
-            ArraySource::with_channels(Array3::from_shape_fn((4, 4, 3), |(_, _, c)| rgb[c]))
-                .unwrap(),
-        )
-    };
     // 2-D: a half-transparent red overlay listed before an opaque gray image still lies on
     // top of it (translucent visuals are drawn after opaque ones).
     let mut scene = Scene::new();
@@ -627,12 +628,6 @@ fn images_at_one_depth_draw_in_order_and_nearer_images_win_otherwise() {
     // A frame of images that all face the camera at one depth skips the depth buffer (a
     // cheaper pass); it must give what the depth test gives: the later image on top.
     let mut r = renderer();
-    let solid = |rgb: [u8; 3]| {
-        Arc::new(
-            ArraySource::with_channels(Array3::from_shape_fn((4, 4, 3), |(_, _, c)| rgb[c]))
-                .unwrap(),
-        )
-    };
     let mut scene = Scene::new();
     scene.add(Image::new(solid([255, 0, 0])));
     let second = scene.add(Image::new(solid([0, 255, 0])));

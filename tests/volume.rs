@@ -294,6 +294,32 @@ fn bad_volume_input_is_a_clear_error() {
     }
 }
 
+/// Renders `scene` with both renderers and checks the pictures agree within 1 per channel
+/// and show enough of the volume to compare.
+fn assert_bricked_equals_whole(
+    bricked: &mut Renderer,
+    whole: &mut Renderer,
+    scene: &Scene,
+    camera: &dyn Camera,
+    what: &str,
+) {
+    let a = render(bricked, scene, camera, 96, 96);
+    let b = render(whole, scene, camera, 96, 96);
+    let differing = a
+        .pixels()
+        .zip(b.pixels())
+        .filter(|(p, q)| p.0.iter().zip(q.0).any(|(u, v)| u.abs_diff(v) > 1))
+        .count();
+    assert_eq!(
+        differing, 0,
+        "{what}: {differing} pixels differ between bricked and whole"
+    );
+    assert!(
+        a.pixels().filter(|p| p.0 != BG).count() > 300,
+        "{what} drew too little to compare"
+    );
+}
+
 #[test]
 fn bricked_and_unbricked_volumes_render_the_same() {
     // 40^3 with bricks of at most 24 voxels per axis: 2 x 2 x 2 bricks of 20, meeting at 20.
@@ -320,20 +346,12 @@ fn bricked_and_unbricked_volumes_render_the_same() {
                 .with_clim(-5.0, 12.0)
                 .with_colormap(Colormap::Viridis),
         );
-        let a = render(&mut bricked, &scene, &camera, 96, 96);
-        let b = render(&mut whole, &scene, &camera, 96, 96);
-        let differing = a
-            .pixels()
-            .zip(b.pixels())
-            .filter(|(p, q)| p.0.iter().zip(q.0).any(|(u, v)| u.abs_diff(v) > 1))
-            .count();
-        assert_eq!(
-            differing, 0,
-            "{mode:?}: {differing} pixels differ between bricked and whole"
-        );
-        assert!(
-            a.pixels().filter(|p| p.0 != BG).count() > 300,
-            "{mode:?} drew too little to compare"
+        assert_bricked_equals_whole(
+            &mut bricked,
+            &mut whole,
+            &scene,
+            &camera,
+            &format!("{mode:?}"),
         );
         assert_eq!(bricked.counters().textures_alive, 8);
         assert_eq!(whole.counters().textures_alive, 1);
@@ -393,17 +411,12 @@ fn a_long_volume_is_bricked_along_its_long_axis_and_too_many_bricks_are_refused(
                 .with_clim(-5.0, 6.5)
                 .with_colormap(Colormap::Magma),
         );
-        let a = render(&mut bricked, &scene, &camera, 96, 96);
-        let b = render(&mut whole, &scene, &camera, 96, 96);
-        let differing = a
-            .pixels()
-            .zip(b.pixels())
-            .filter(|(p, q)| p.0.iter().zip(q.0).any(|(u, v)| u.abs_diff(v) > 1))
-            .count();
-        assert_eq!(differing, 0, "{mode:?}: {differing} pixels differ");
-        assert!(
-            a.pixels().filter(|p| p.0 != BG).count() > 300,
-            "{mode:?} drew too little to compare"
+        assert_bricked_equals_whole(
+            &mut bricked,
+            &mut whole,
+            &scene,
+            &camera,
+            &format!("{mode:?}"),
         );
         assert_eq!(bricked.counters().textures_alive, 8);
     }
