@@ -113,8 +113,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         volume.layout().total_bytes()
     );
     println!(
-        "edit of 16x16 samples: {} bytes uploaded in {} copy",
-        edit.bytes_uploaded, edit.copies_issued
+        "edit of 16x16 samples: {} bytes uploaded in {} copy; {} of {} pixels redrawn (the edit, \
+         in the three images that show the field)",
+        edit.bytes_uploaded,
+        edit.copies_issued,
+        edit.pixels_drawn,
+        target.width() * target.height()
     );
     println!("counters: {c:?}");
 
