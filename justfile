@@ -13,11 +13,12 @@ test:
 bench:
     cargo bench --bench upload && cargo bench --bench visuals && cargo bench --bench frames
 
-# Formatting and lints, as required before a commit (with and without CUDA support).
+# Formatting, lints and API docs, as required before a commit (with and without CUDA support).
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
     cargo clippy --workspace --all-targets --features cuda -- -D warnings
+    RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --features cuda
 
 # The CUDA interop tests here (they say they skip, and why, without an NVIDIA driver).
 test-cuda:

@@ -162,7 +162,8 @@ impl Renderer {
     ///
     /// Picks, among the adapters of the requested backends whose name matches, a discrete
     /// GPU over an integrated one over a virtual one over a CPU one, and Vulkan, Metal or DX12
-    /// over GL. Renderers on the same adapter share one device (see [`shared_device`]).
+    /// over GL. Renderers on the same adapter share one device (see "Devices and instances" in
+    /// `docs/architecture.md`).
     pub fn with_options(options: RendererOptions) -> Result<Self, RenderError> {
         let adapter = options.choose_adapter()?;
         let (device, queue) = shared_device(&adapter)?;
