@@ -197,3 +197,32 @@ fn scenes_with_depth_redraw_whole_frames() {
     let stats = pair.frame(&mut r, &scene, &camera, "3-D write");
     assert_eq!(stats.pixels_drawn, u64::from(W * H));
 }
+
+#[test]
+fn edits_seen_in_two_places_redraw_two_small_rectangles() {
+    // One source shown by two images far apart: an edit damages two small rectangles, not
+    // the box spanning both.
+    let mut r = renderer();
+    let source = scalar(32, 32);
+    let mut scene = Scene::new();
+    scene.add(Image::new(source.clone()).with_clim(0.0, 1000.0));
+    let right = scene.add(
+        Image::new(source.clone())
+            .with_clim(200.0, 800.0)
+            .with_colormap(Colormap::Magma),
+    );
+    scene.set_transform(right, Mat4::from_translation(Vec3::new(80.0, 40.0, 0.0)));
+    let camera = pixel_camera(W, H);
+    let pair = Pair::new(&r);
+    pair.frame(&mut r, &scene, &camera, "first");
+    source
+        .write(&[10, 10], Array2::from_elem((4, 4), 999u16).view())
+        .unwrap();
+    let stats = pair.frame(&mut r, &scene, &camera, "edit");
+    // Each rectangle is the 4 x 4 edit, a texel and a pixel around it: 8 x 8 to 9 x 9.
+    assert!(
+        stats.pixels_drawn > 0 && stats.pixels_drawn <= 2 * 9 * 9,
+        "{} pixels redrawn",
+        stats.pixels_drawn
+    );
+}

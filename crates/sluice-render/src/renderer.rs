@@ -685,12 +685,15 @@ impl Renderer {
         // Stored before recording: a frame that fails afterwards invalidates the target.
         *target.drawn.lock() = memory;
         let [w, h] = target.size();
-        let pixels = match redraw {
+        let pixels = match &redraw {
             Redraw::Nothing => return Ok((0, 0)),
             Redraw::Full => u64::from(w) * u64::from(h),
-            Redraw::Rect([_, _, rw, rh]) => u64::from(rw) * u64::from(rh),
+            Redraw::Rects(rects) => rects
+                .iter()
+                .map(|[_, _, rw, rh]| u64::from(*rw) * u64::from(*rh))
+                .sum(),
         };
-        if let Redraw::Rect(_) = redraw {
+        if let Redraw::Rects(_) = redraw {
             self.ensure_clear_rect(scene.background());
         }
         let [r, g, b, a] = scene.background().map(f64::from);
@@ -698,7 +701,7 @@ impl Renderer {
         {
             let with_depth = pass_kind != PassKind::Flat;
             let load = match redraw {
-                Redraw::Rect(_) => wgpu::LoadOp::Load,
+                Redraw::Rects(_) => wgpu::LoadOp::Load,
                 _ => wgpu::LoadOp::Clear(wgpu::Color { r, g, b, a }),
             };
             let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
@@ -739,15 +742,13 @@ impl Renderer {
                 occlusion_query_set: None,
                 multiview_mask: None,
             });
-            if let Redraw::Rect([x, y, rw, rh]) = redraw {
-                // Only what changed: restore the background there, then draw everything over
-                // it as a whole frame would; the rest of the target keeps the last frame.
-                pass.set_scissor_rect(x, y, rw, rh);
-                let clear = self.clear_rect.as_ref().expect("ensured above");
-                pass.set_pipeline(&clear.pipeline);
-                pass.set_bind_group(0, &clear.group, &[]);
-                pass.draw(0..3, 0..1);
-            }
+            // A whole frame draws once; a partial one once per damaged rectangle: restore the
+            // background there, then draw everything over it as a whole frame would. The rest
+            // of the target keeps the last frame.
+            let scissors: Vec<Option<[u32; 4]>> = match &redraw {
+                Redraw::Rects(rects) => rects.iter().copied().map(Some).collect(),
+                _ => vec![None],
+            };
             // Opaque visuals first, then those with opacity below 1, each group in scene order
             // (translucent images test depth without writing it; translucent meshes write it).
             let translucent = |v: &Visual| match v {
@@ -755,31 +756,39 @@ impl Renderer {
                 Visual::Mesh(mesh) => mesh.opacity() < 1.0,
                 Visual::Volume(_) => false,
             };
-            let ordered = draws
-                .iter()
-                .filter(|d| !translucent(d.visual))
-                .chain(draws.iter().filter(|d| translucent(d.visual)));
-            for draw in ordered {
-                match draw.visual {
-                    Visual::Image(image) => {
-                        let bind = self.visuals[&image.token.id].bind.as_ref().expect("bound");
-                        let PipelineKey::Image(kind, dim) = bind.key else {
-                            continue;
-                        };
-                        pass.set_pipeline(self.images.pipeline(
-                            (kind, dim),
-                            pass_kind,
-                            image.opacity(),
-                        ));
-                        pass.set_bind_group(0, &bind.group, &[]);
-                        pass.draw(0..6, 0..1);
+            for (i, scissor) in scissors.into_iter().enumerate() {
+                if let Some([x, y, rw, rh]) = scissor {
+                    pass.set_scissor_rect(x, y, rw, rh);
+                    let clear = self.clear_rect.as_ref().expect("ensured above");
+                    pass.set_pipeline(&clear.pipeline);
+                    pass.set_bind_group(0, &clear.group, &[]);
+                    pass.draw(0..3, 0..1);
+                }
+                let ordered = draws
+                    .iter()
+                    .filter(|d| !translucent(d.visual))
+                    .chain(draws.iter().filter(|d| translucent(d.visual)));
+                for draw in ordered {
+                    match draw.visual {
+                        Visual::Image(image) => {
+                            let bind = self.visuals[&image.token.id].bind.as_ref().expect("bound");
+                            let PipelineKey::Image(kind, dim) = bind.key else {
+                                continue;
+                            };
+                            pass.set_pipeline(self.images.pipeline(
+                                (kind, dim),
+                                pass_kind,
+                                image.opacity(),
+                            ));
+                            pass.set_bind_group(0, &bind.group, &[]);
+                            pass.draw(0..6, 0..1);
+                        }
+                        Visual::Mesh(mesh) => self.draw_mesh(&mut pass, mesh, pass_kind),
+                        Visual::Volume(_) => continue,
+                    }
+                    if i == 0 {
                         drawn += 1;
                     }
-                    Visual::Mesh(mesh) => {
-                        self.draw_mesh(&mut pass, mesh, pass_kind);
-                        drawn += 1;
-                    }
-                    Visual::Volume(_) => {}
                 }
             }
         }
@@ -873,7 +882,7 @@ impl Renderer {
             return (Redraw::Full, memory);
         };
         let [w, h] = target.size();
-        let mut rect: Option<[f32; 4]> = None;
+        let mut rects: Vec<[u32; 4]> = Vec::new();
         for draw in draws {
             let Visual::Image(image) = draw.visual else {
                 return (Redraw::Full, memory);
@@ -895,35 +904,35 @@ impl Renderer {
                 return (Redraw::Full, memory);
             }
             for region in regions {
-                let Some(r) = screen_rect(draw.mvp, &region, [w, h]) else {
+                let Some([x0, y0, x1, y1]) = screen_rect(draw.mvp, &region, [w, h]) else {
                     return (Redraw::Full, memory);
                 };
-                rect = Some(match rect {
-                    None => r,
-                    Some(a) => [
-                        a[0].min(r[0]),
-                        a[1].min(r[1]),
-                        a[2].max(r[2]),
-                        a[3].max(r[3]),
-                    ],
-                });
+                // Whole pixels, a pixel of margin, inside the target.
+                let x0 = (x0.floor() - 1.0).clamp(0.0, w as f32) as u32;
+                let y0 = (y0.floor() - 1.0).clamp(0.0, h as f32) as u32;
+                let x1 = (x1.ceil() + 1.0).clamp(0.0, w as f32) as u32;
+                let y1 = (y1.ceil() + 1.0).clamp(0.0, h as f32) as u32;
+                if x1 > x0 && y1 > y0 {
+                    rects.push([x0, y0, x1, y1]);
+                }
             }
         }
-        let Some([x0, y0, x1, y1]) = rect else {
-            return (Redraw::Nothing, memory);
-        };
-        // Whole pixels, a pixel of margin, inside the target.
-        let x0 = (x0.floor() - 1.0).clamp(0.0, w as f32) as u32;
-        let y0 = (y0.floor() - 1.0).clamp(0.0, h as f32) as u32;
-        let x1 = (x1.ceil() + 1.0).clamp(0.0, w as f32) as u32;
-        let y1 = (y1.ceil() + 1.0).clamp(0.0, h as f32) as u32;
-        if x1 <= x0 || y1 <= y0 {
+        let rects = merge_rects(rects);
+        if rects.is_empty() {
             return (Redraw::Nothing, memory);
         }
-        if x0 == 0 && y0 == 0 && x1 == w && y1 == h {
+        let area: u64 = rects
+            .iter()
+            .map(|[x0, y0, x1, y1]| u64::from(x1 - x0) * u64::from(y1 - y0))
+            .sum();
+        if area >= u64::from(w) * u64::from(h) {
             return (Redraw::Full, memory);
         }
-        (Redraw::Rect([x0, y0, x1 - x0, y1 - y0]), memory)
+        let rects = rects
+            .into_iter()
+            .map(|[x0, y0, x1, y1]| [x0, y0, x1 - x0, y1 - y0])
+            .collect();
+        (Redraw::Rects(rects), memory)
     }
 
     /// The pipeline and colour that restore the background inside a partial redraw.
@@ -1504,13 +1513,52 @@ fn screen_rect(
     Some(out)
 }
 
+/// Most rectangles a partial redraw draws separately (each draws every visual again).
+const MAX_DAMAGE_RECTS: usize = 4;
+
+/// Merges screen rectangles `[x0, y0, x1, y1]` that overlap or touch until none do; more than
+/// [`MAX_DAMAGE_RECTS`] left become their bounding box.
+fn merge_rects(mut rects: Vec<[u32; 4]>) -> Vec<[u32; 4]> {
+    let union = |a: [u32; 4], b: [u32; 4]| {
+        [
+            a[0].min(b[0]),
+            a[1].min(b[1]),
+            a[2].max(b[2]),
+            a[3].max(b[3]),
+        ]
+    };
+    if rects.len() > 16 * MAX_DAMAGE_RECTS {
+        // Many small edits: one box, without the quadratic merging below.
+        return rects.into_iter().reduce(union).into_iter().collect();
+    }
+    let touch =
+        |a: &[u32; 4], b: &[u32; 4]| a[0] <= b[2] && b[0] <= a[2] && a[1] <= b[3] && b[1] <= a[3];
+    'again: loop {
+        for i in 0..rects.len() {
+            for j in i + 1..rects.len() {
+                if touch(&rects[i], &rects[j]) {
+                    let b = rects.swap_remove(j);
+                    rects[i] = union(rects[i], b);
+                    continue 'again;
+                }
+            }
+        }
+        break;
+    }
+    if rects.len() > MAX_DAMAGE_RECTS {
+        let all = rects.iter().copied().reduce(union).expect("not empty");
+        return vec![all];
+    }
+    rects
+}
+
 /// What a flat frame redraws.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Redraw {
     /// The target already shows this frame.
     Nothing,
-    /// `[x, y, width, height]` in pixels.
-    Rect([u32; 4]),
+    /// These rectangles, `[x, y, width, height]` in pixels, disjoint.
+    Rects(Vec<[u32; 4]>),
     Full,
 }
 
@@ -1939,4 +1987,25 @@ pub(crate) fn choose_adapter(
         filter: filter.map(str::to_string),
         seen,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge_rects;
+
+    #[test]
+    fn damage_rectangles_merge_when_they_touch_and_collapse_past_the_limit() {
+        // Apart: kept apart.
+        let apart = merge_rects(vec![[0, 0, 10, 10], [20, 0, 30, 10]]);
+        assert_eq!(apart.len(), 2);
+        // Overlapping or touching: one, the union (and chains of them too).
+        assert_eq!(
+            merge_rects(vec![[0, 0, 10, 10], [10, 5, 20, 15], [19, 14, 25, 30]]),
+            vec![[0, 0, 25, 30]]
+        );
+        // More than the limit of separate rectangles: their bounding box.
+        let many: Vec<[u32; 4]> = (0..5).map(|i| [i * 20, 0, i * 20 + 5, 5]).collect();
+        assert_eq!(merge_rects(many), vec![[0, 0, 85, 5]]);
+        assert!(merge_rects(Vec::new()).is_empty());
+    }
 }
