@@ -68,7 +68,7 @@ impl RenderTarget {
         let texture = plane(
             "sluice render target",
             TARGET_FORMAT,
-            U::RENDER_ATTACHMENT | U::COPY_SRC,
+            U::RENDER_ATTACHMENT | U::COPY_SRC | U::TEXTURE_BINDING,
         );
         let view = view_of(&texture);
         let depth_view = view_of(&plane("sluice depth", DEPTH_FORMAT, U::RENDER_ATTACHMENT));
@@ -137,6 +137,13 @@ impl RenderTarget {
     /// `[width, height]`.
     pub fn size(&self) -> [u32; 2] {
         [self.width, self.height]
+    }
+
+    /// The texture frames are drawn into ([`TARGET_FORMAT`], usable as `TEXTURE_BINDING` and
+    /// `COPY_SRC`), for presenting it: sample it into a window's surface, or copy it. Drawing
+    /// into it by other means calls for [`RenderTarget::invalidate`].
+    pub fn texture(&self) -> &wgpu::Texture {
+        &self.texture
     }
 
     /// Copies the target to host memory; waits for the GPU.
