@@ -171,6 +171,18 @@ impl Bench {
         Ok(())
     }
 
+    /// Waits for the GPU; the wall time since `t` and the timestamps' GPU time.
+    fn finish(&self, t: Instant) -> Res<Sample> {
+        self.wait()?;
+        let wall = t.elapsed();
+        let gpu = self
+            .stamps
+            .as_ref()
+            .map(|s| s.read(&self.device))
+            .transpose()?;
+        Ok((wall, gpu))
+    }
+
     /// Bare step: `record` into one encoder between timestamps, submit, wait.
     fn bare(&mut self, record: impl Fn(&mut wgpu::CommandEncoder)) -> Res<Sample> {
         let t = Instant::now();
@@ -183,14 +195,7 @@ impl Bench {
             s.end(&mut encoder);
         }
         self.queue.submit([encoder.finish()]);
-        self.wait()?;
-        let wall = t.elapsed();
-        let gpu = self
-            .stamps
-            .as_ref()
-            .map(|s| s.read(&self.device))
-            .transpose()?;
-        Ok((wall, gpu))
+        self.finish(t)
     }
 
     /// Sluice step: timestamps in submissions of their own around `frame`, then a wait.
@@ -207,14 +212,7 @@ impl Bench {
             s.end(&mut e);
             self.queue.submit([e.finish()]);
         }
-        self.wait()?;
-        let wall = t.elapsed();
-        let gpu = self
-            .stamps
-            .as_ref()
-            .map(|s| s.read(&self.device))
-            .transpose()?;
-        Ok((wall, gpu))
+        self.finish(t)
     }
 }
 

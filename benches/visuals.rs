@@ -790,22 +790,14 @@ fn main() -> Res<()> {
         timed_staging == 0,
     );
 
-    println!(
-        "\nsummary: {} ({:?}), {iters} timed iterations ({raymarch_iters} for c), {:.1} s in all",
-        info.name,
-        info.backend,
-        started.elapsed().as_secs_f64()
+    v.finish(
+        &format!(
+            "{} ({:?}), {iters} timed iterations ({raymarch_iters} for c), {:.1} s in all",
+            info.name,
+            info.backend,
+            started.elapsed().as_secs_f64()
+        ),
+        strict,
     );
-    for line in &v.lines {
-        println!("{line}");
-    }
-    if v.failed == 0 {
-        println!("all targets met");
-    } else {
-        println!("{} target(s) missed", v.failed);
-        if strict {
-            std::process::exit(1);
-        }
-    }
     Ok(())
 }

@@ -122,6 +122,22 @@ impl Verdicts {
             .push(format!("  {label:<50} {value:>14}  {target:<24} {verdict}"));
     }
 
+    /// Prints `header` and the verdicts; with `strict`, a missed target exits with status 1.
+    pub fn finish(&self, header: &str, strict: bool) {
+        println!("\nsummary: {header}");
+        for line in &self.lines {
+            println!("{line}");
+        }
+        if self.failed == 0 {
+            println!("all targets met");
+        } else {
+            println!("{} target(s) missed", self.failed);
+            if strict {
+                std::process::exit(1);
+            }
+        }
+    }
+
     pub fn info(&mut self, label: &str, value: String, note: &str) {
         self.lines
             .push(format!("  {label:<50} {value:>14}  {note:<24} info"));

@@ -192,7 +192,7 @@ impl InteropUpload {
         let [z, y, x] = copy.region.origin;
         let first = memory.offset
             + (z * pitches.plane + y * pitches.row + x * copy.layout.sample_bytes()) as u64;
-        record_copies(copy, &buffer, first, pitches);
+        copy.copy_from_buffer(&buffer, first, pitches.row as u64, pitches.plane as u64);
         Ok(true)
     }
 
@@ -337,18 +337,6 @@ impl DeviceUpload for InteropUpload {
         #[cfg(feature = "cuda")]
         self.cuda.frame_submitted();
     }
-}
-
-/// Records the copy of `copy.region` from `buffer`, where the region's first sample is at
-/// byte `first` and rows and planes are `pitches` apart (the renderer picks a compute pass or
-/// copy commands).
-pub(crate) fn record_copies(
-    copy: &mut DeviceCopy<'_>,
-    buffer: &wgpu::Buffer,
-    first: u64,
-    pitches: Pitches,
-) {
-    copy.copy_from_buffer(buffer, first, pitches.row as u64, pitches.plane as u64);
 }
 
 #[cfg(test)]

@@ -342,6 +342,21 @@ pub(crate) struct Pitched {
     pub plane: usize,
 }
 
+impl Pitched {
+    /// The sample at `origin` (`[plane, row, column]`) of `memory`, whose samples are
+    /// `sample` bytes, with `memory`'s pitches.
+    pub fn at(memory: &sluice_core::CudaMemory, origin: [usize; 3], sample: usize) -> Self {
+        Pitched {
+            ptr: memory.ptr
+                + (origin[0] * memory.plane_pitch
+                    + origin[1] * memory.row_pitch
+                    + origin[2] * sample) as u64,
+            row: memory.row_pitch,
+            plane: memory.plane_pitch,
+        }
+    }
+}
+
 /// Copies `depth` planes of `height` rows of `width_bytes` from `src` (anywhere in device
 /// memory) into `dst` (which must lie in `into`), on `stream`, without waiting.
 pub(crate) fn copy_into(

@@ -180,14 +180,7 @@ impl DataSource for HostStagedCudaSource {
         let memory = inner.memory;
         let region = request.region;
         let sample = inner.layout.sample_bytes();
-        let src = Pitched {
-            ptr: memory.ptr
-                + (region.origin[0] * memory.plane_pitch
-                    + region.origin[1] * memory.row_pitch
-                    + region.origin[2] * sample) as u64,
-            row: memory.row_pitch,
-            plane: memory.plane_pitch,
-        };
+        let src = Pitched::at(&memory, region.origin, sample);
         let stream = StreamHandle::from_raw(memory.stream);
         let device = inner.cuda.device();
         let copied = (|| {

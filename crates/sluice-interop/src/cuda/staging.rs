@@ -25,7 +25,6 @@ use super::CudaInterop;
 use crate::error::InteropError;
 use crate::interop::Interop;
 use crate::source::{check_device_layout, check_texture_layout, Pitches};
-use crate::upload::record_copies;
 use crate::vulkan::memory::ExportedBuffer;
 use crate::vulkan::semaphore::SharedSemaphore;
 
@@ -69,6 +68,14 @@ impl Staging {
             value: 0,
             done: Event::new(ctx)?,
         })
+    }
+}
+
+impl Staging {
+    /// Whether the renderer has finished its last read of the buffer (checked on the host,
+    /// never waiting).
+    fn read_done(&self) -> bool {
+        self.vulkan_semaphore.value().is_ok_and(|v| v >= self.value)
     }
 }
 
@@ -128,8 +135,6 @@ impl CudaStaging {
     pub fn copy(&self, copy: &mut DeviceCopy<'_>, memory: &CudaMemory) -> Result<(), InteropError> {
         check_texture_layout(copy.layout)?;
         self.check(memory, copy.layout)?;
-        let cuda = self.cuda()?;
-        let ctx = cuda.context();
         let region = copy.region;
         let sample = copy.layout.sample_bytes();
         let width_bytes = region.size[2] * sample;
@@ -138,61 +143,14 @@ impl CudaStaging {
             row,
             plane: row * region.size[1],
         };
-        let bytes = (pitches.plane * region.size[0]) as u64;
-        let mut staging = self.take(&cuda, bytes)?;
-        let stream = StreamHandle::from_raw(memory.stream);
-        let src = Pitched {
-            ptr: memory.ptr
-                + (region.origin[0] * memory.plane_pitch
-                    + region.origin[1] * memory.row_pitch
-                    + region.origin[2] * sample) as u64,
-            row: memory.row_pitch,
-            plane: memory.plane_pitch,
-        };
-        let dst = Pitched {
-            ptr: staging.mapping.ptr(),
-            row: pitches.row,
-            plane: pitches.plane,
-        };
-        let enqueued = (|| {
-            if let Some(event) = memory.ready_event {
-                stream_wait_event(ctx, stream, event)?;
-            }
-            // The renderer's last read of this buffer: waited for on the stream only while it
-            // has not finished (checked on the host without blocking).
-            let read_done = staging
-                .vulkan_semaphore
-                .value()
-                .is_ok_and(|v| v >= staging.value);
-            if staging.value > 0 && !read_done {
-                staging.cuda_semaphore.wait(stream, staging.value)?;
-            }
-            copy_into(
-                ctx,
-                stream,
-                src,
-                dst,
-                &staging.mapping,
-                [region.size[0], region.size[1], width_bytes],
-            )?;
-            staging.cuda_semaphore.signal(stream, staging.value + 1)?;
-            staging.value += 1;
-            staging.done.record(stream)
-        })();
-        if let Err(e) = enqueued {
-            self.pool.lock().free.push(staging);
-            return Err(e);
-        }
-        staging
-            .vulkan_semaphore
-            .wait_before_next_submit(staging.value);
-        record_copies(copy, staging.buffer.buffer(), 0, pitches);
-        staging.value += 1;
-        staging
-            .vulkan_semaphore
-            .signal_after_next_submit(staging.value);
-        self.pool.lock().busy.push(staging);
-        Ok(())
+        let extent = [region.size[0], region.size[1], width_bytes];
+        self.through_staging(
+            memory,
+            Pitched::at(memory, region.origin, sample),
+            pitches,
+            extent,
+            |staging| copy.copy_from_buffer(staging, 0, pitches.row as u64, pitches.plane as u64),
+        )
     }
 
     /// Copies `bytes` of a 1-D source from byte `offset` (elements `copy.range`) into the
@@ -210,36 +168,53 @@ impl CudaStaging {
         if bytes == 0 {
             return Ok(());
         }
-        let cuda = self.cuda()?;
-        let ctx = cuda.context();
         let width_bytes = bytes as usize;
-        let mut staging = self.take(&cuda, bytes)?;
-        let stream = StreamHandle::from_raw(memory.stream);
         // 1-D: one row, its elements back to back from `memory.ptr`.
         let src = Pitched {
             ptr: memory.ptr + offset,
             row: memory.row_pitch.max(width_bytes),
             plane: memory.plane_pitch.max(width_bytes),
         };
-        let dst = Pitched {
-            ptr: staging.mapping.ptr(),
+        let packed = Pitches {
             row: width_bytes,
             plane: width_bytes,
+        };
+        self.through_staging(memory, src, packed, [1, 1, width_bytes], |staging| {
+            copy.encoder
+                .copy_buffer_to_buffer(staging, 0, copy.buffer, offset, bytes)
+        })
+    }
+
+    /// The path both copies take: `extent` (`[depth, height, width in bytes]`) from `src` on
+    /// the source's stream into a staging buffer laid out by `pitches` (after the source's
+    /// ready event, and after the renderer's last read of that buffer if it has not
+    /// finished), then `record` of the renderer-side copy out of it, ordered by the buffer's
+    /// semaphore.
+    fn through_staging(
+        &self,
+        memory: &CudaMemory,
+        src: Pitched,
+        pitches: Pitches,
+        extent: [usize; 3],
+        record: impl FnOnce(&wgpu::Buffer),
+    ) -> Result<(), InteropError> {
+        let cuda = self.cuda()?;
+        let ctx = cuda.context();
+        let mut staging = self.take(&cuda, (pitches.plane * extent[0]) as u64)?;
+        let stream = StreamHandle::from_raw(memory.stream);
+        let dst = Pitched {
+            ptr: staging.mapping.ptr(),
+            row: pitches.row,
+            plane: pitches.plane,
         };
         let enqueued = (|| {
             if let Some(event) = memory.ready_event {
                 stream_wait_event(ctx, stream, event)?;
             }
-            // The renderer's last read of this buffer: waited for on the stream only while it
-            // has not finished (checked on the host without blocking).
-            let read_done = staging
-                .vulkan_semaphore
-                .value()
-                .is_ok_and(|v| v >= staging.value);
-            if staging.value > 0 && !read_done {
+            if staging.value > 0 && !staging.read_done() {
                 staging.cuda_semaphore.wait(stream, staging.value)?;
             }
-            copy_into(ctx, stream, src, dst, &staging.mapping, [1, 1, width_bytes])?;
+            copy_into(ctx, stream, src, dst, &staging.mapping, extent)?;
             staging.cuda_semaphore.signal(stream, staging.value + 1)?;
             staging.value += 1;
             staging.done.record(stream)
@@ -251,8 +226,7 @@ impl CudaStaging {
         staging
             .vulkan_semaphore
             .wait_before_next_submit(staging.value);
-        copy.encoder
-            .copy_buffer_to_buffer(staging.buffer.buffer(), 0, copy.buffer, offset, bytes);
+        record(staging.buffer.buffer());
         staging.value += 1;
         staging
             .vulkan_semaphore
@@ -271,9 +245,7 @@ impl CudaStaging {
                 .iter()
                 .enumerate()
                 .filter(|(_, s)| s.mapping.len() >= bytes)
-                .filter(|(_, s)| {
-                    !read_done || s.vulkan_semaphore.value().is_ok_and(|v| v >= s.value)
-                })
+                .filter(|(_, s)| !read_done || s.read_done())
                 .min_by_key(|(_, s)| s.mapping.len())
                 .map(|(i, _)| i)
         };
