@@ -430,6 +430,7 @@ impl Renderer {
         self.staging.finish();
         self.queue.submit([encoder.finish()]);
         self.staging.recall();
+        self.unpack.frame_submitted();
         if let Some(upload) = &self.device_upload {
             upload.frame_submitted(&self.queue);
         }

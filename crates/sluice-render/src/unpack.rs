@@ -127,10 +127,36 @@ pub(crate) struct UnpackCopy<'a> {
     pub size: [u32; 3],
 }
 
+/// Frames a bind group stays cached after its last use. Device-resident sources rotate
+/// through a few staging buffers, so the same copies come back within a few frames; a buffer
+/// the source let go of is kept alive by its cached group for at most this many frames.
+const KEEP_FRAMES: u64 = 8;
+
+/// The uniforms of one copy: origin, first word, size, row and plane pitch in words.
+type Params = [u32; 12];
+
+/// A bind group (and its uniform buffer) for one copy, reused while the same buffer is copied
+/// into the same texture the same way: building them costs more CPU time than the rest of a
+/// device-resident frame (a buffer allocation, a view and a descriptor set).
+struct CachedGroup {
+    buffer: wgpu::Buffer,
+    texture: wgpu::Texture,
+    params: Params,
+    group: wgpu::BindGroup,
+    last_used: u64,
+}
+
+#[derive(Default)]
+struct GroupCache {
+    groups: Vec<CachedGroup>,
+    frame: u64,
+}
+
 /// Compute pipelines that store texels read from a buffer, one per format and dimension,
-/// built on first use.
+/// built on first use, and the bind groups of recent copies.
 pub(crate) struct Unpacker {
     pipelines: Mutex<HashMap<(wgpu::TextureFormat, wgpu::TextureDimension), wgpu::ComputePipeline>>,
+    cache: Mutex<GroupCache>,
     /// Copies recorded as compute passes so far.
     recorded: AtomicU64,
 }
@@ -139,8 +165,18 @@ impl Unpacker {
     pub fn new() -> Self {
         Unpacker {
             pipelines: Mutex::new(HashMap::new()),
+            cache: Mutex::new(GroupCache::default()),
             recorded: AtomicU64::new(0),
         }
+    }
+
+    /// Called once per submitted frame: drops the bind groups not used in the last
+    /// `KEEP_FRAMES` frames (and with them their hold on buffers and textures).
+    pub fn frame_submitted(&self) {
+        let mut cache = self.cache.lock();
+        cache.frame += 1;
+        let frame = cache.frame;
+        cache.groups.retain(|g| g.last_used + KEEP_FRAMES >= frame);
     }
 
     /// Copies recorded as compute passes so far.
@@ -219,7 +255,7 @@ impl Unpacker {
                 )
             }
         };
-        let params: [u32; 12] = [
+        let params: Params = [
             copy.origin[0],
             copy.origin[1],
             copy.origin[2],
@@ -233,41 +269,30 @@ impl Unpacker {
             0,
             0,
         ];
-        let uniform = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("sluice unpack params"),
-            size: size_of_val(&params) as u64,
-            usage: wgpu::BufferUsages::UNIFORM,
-            mapped_at_creation: true,
-        });
-        uniform
-            .slice(..)
-            .get_mapped_range_mut()
-            .expect("mapped at creation")
-            .copy_from_slice(bytemuck::cast_slice(&params));
-        uniform.unmap();
-        let view = copy.texture.create_view(&wgpu::TextureViewDescriptor {
-            label: Some("sluice unpack target"),
-            usage: Some(wgpu::TextureUsages::STORAGE_BINDING),
-            ..Default::default()
-        });
-        let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("sluice unpack"),
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &[
-                wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: uniform.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 1,
-                    resource: copy.buffer.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 2,
-                    resource: wgpu::BindingResource::TextureView(&view),
-                },
-            ],
-        });
+        let mut cache = self.cache.lock();
+        let frame = cache.frame;
+        let cached = cache
+            .groups
+            .iter_mut()
+            .find(|g| &g.buffer == copy.buffer && &g.texture == copy.texture && g.params == params);
+        let group = match cached {
+            Some(cached) => {
+                cached.last_used = frame;
+                cached.group.clone()
+            }
+            None => {
+                let group = bind_group(device, pipeline, copy, &params);
+                cache.groups.push(CachedGroup {
+                    buffer: copy.buffer.clone(),
+                    texture: copy.texture.clone(),
+                    params,
+                    group: group.clone(),
+                    last_used: frame,
+                });
+                group
+            }
+        };
+        drop(cache);
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("sluice unpack"),
             timestamp_writes: None,
@@ -278,4 +303,48 @@ impl Unpacker {
         self.recorded.fetch_add(1, Ordering::Relaxed);
         true
     }
+}
+
+/// The bind group of one copy: its uniforms, the buffer and a storage view of the texture.
+fn bind_group(
+    device: &wgpu::Device,
+    pipeline: &wgpu::ComputePipeline,
+    copy: &UnpackCopy<'_>,
+    params: &Params,
+) -> wgpu::BindGroup {
+    let uniform = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("sluice unpack params"),
+        size: size_of_val(params) as u64,
+        usage: wgpu::BufferUsages::UNIFORM,
+        mapped_at_creation: true,
+    });
+    uniform
+        .slice(..)
+        .get_mapped_range_mut()
+        .expect("mapped at creation")
+        .copy_from_slice(bytemuck::cast_slice(params));
+    uniform.unmap();
+    let view = copy.texture.create_view(&wgpu::TextureViewDescriptor {
+        label: Some("sluice unpack target"),
+        usage: Some(wgpu::TextureUsages::STORAGE_BINDING),
+        ..Default::default()
+    });
+    device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("sluice unpack"),
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &[
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: uniform.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: copy.buffer.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 2,
+                resource: wgpu::BindingResource::TextureView(&view),
+            },
+        ],
+    })
 }
