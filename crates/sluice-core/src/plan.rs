@@ -28,11 +28,19 @@ pub fn plan_chunked(
     changes: &[Region],
     full_fraction: f64,
 ) -> UploadPlan {
+    let whole = shape.full_region();
+    if changes.iter().any(|c| c.contains(&whole)) {
+        // All of it changed (every frame of a device-resident or animated source): no need
+        // to walk the chunk grid.
+        return UploadPlan {
+            copies: vec![whole],
+            full: true,
+        };
+    }
     let g = grid.grid_size(shape);
     let total = g[0] * g[1] * g[2];
     let mut dirty = vec![false; total];
     let mut count = 0usize;
-    let whole = shape.full_region();
     for change in changes {
         let Some(clipped) = change.intersection(&whole) else {
             continue;
