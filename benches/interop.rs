@@ -50,10 +50,10 @@ mod linux {
 
     use sluice::interop::cuda::kernels::MeshGrid;
     use sluice::interop::cuda::{self, kernels, CudaInterop, CudaSource, CudaWritableSource};
-    use sluice::interop::{Interop, Pitches};
+    use sluice::interop::{Interop, Pitches, VulkanSource};
     use sluice::ndarray::Array3;
     use sluice::prelude::*;
-    use sluice::{Mesh, RenderTarget, Shading, Volume};
+    use sluice::{Mesh, RenderTarget, Residency, Shading, Volume};
 
     type Res<T> = Result<T, Box<dyn Error>>;
 
@@ -282,6 +282,143 @@ mod linux {
             }
         }
 
+        // Where an in-flight sluice frame's time goes (not judged): the GPU copy and draw
+        // alone, from a Vulkan buffer with no CUDA work in the frame; then the same with a CUDA
+        // copy into that buffer before each frame and no ordering between the two APIs (those
+        // frames may show torn data: only their time is of interest).
+        let shared = CudaWritableSource::new(cuda, layout.clone())?;
+        let Residency::Vulkan(mut memory) = shared.residency() else {
+            return Err("a CudaWritableSource is in Vulkan memory".into());
+        };
+        memory.semaphore = None;
+        let unordered = Arc::new(VulkanSource::new(layout.clone(), memory)?);
+        let mut unordered_scene = Scene::new();
+        unordered_scene.add(Image::new(unordered.clone() as SharedSource));
+        // Semaphores of the renderer's device, to see what waiting on and signalling an
+        // exportable timeline semaphore costs a submit (diagnostic 1: signal; 2: wait for a
+        // value signalled from the host before; 3: wait for a value the host signals right
+        // after the submit).
+        let signalled = interop.create_semaphore()?;
+        let waited = interop.create_semaphore()?;
+        let waited_late = interop.create_semaphore()?;
+        // 4: wait for a value CUDA signals on the stream (after its copy, if any); 5: the same,
+        // and signal another semaphore CUDA imported (but never waits on) after the submit.
+        let cuda_signalled = interop.create_semaphore()?;
+        let cuda_side = diag::import_semaphore(cuda, cuda_signalled.export_fd()?)?;
+        let signalled_back = interop.create_semaphore()?;
+        let _imported_back = diag::import_semaphore(cuda, signalled_back.export_fd()?)?;
+        let mut values = 0u64;
+        let mut unordered_frames =
+            |renderer: &mut Renderer, with_cuda: bool, semaphores: u8| -> Res<Duration> {
+                use sluice::interop::cuda::cudarc::driver::{result, DevicePtr};
+                let write = shared.begin_write(&stream)?;
+                let start = Instant::now();
+                for _ in 0..batch {
+                    values += 1;
+                    if semaphores == 1 {
+                        signalled.signal_after_next_submit(values);
+                    }
+                    if semaphores == 2 {
+                        waited.signal(values)?;
+                        waited.wait_before_next_submit(values);
+                    }
+                    if semaphores == 3 {
+                        waited_late.wait_before_next_submit(values);
+                    }
+                    if semaphores == 4 {
+                        cuda_signalled.wait_before_next_submit(values);
+                    }
+                    if semaphores == 5 {
+                        cuda_signalled.wait_before_next_submit(values);
+                        signalled_back.signal_after_next_submit(values);
+                    }
+                    if with_cuda {
+                        let (src, _guard) = twin.device_ptr(&stream);
+                        // SAFETY: both are live device allocations of at least `bytes` bytes on
+                        // this context; the stream is the one both are used on.
+                        unsafe {
+                            result::memcpy_dtod_async(write.ptr(), src, bytes, stream.cu_stream())
+                        }?;
+                    }
+                    if semaphores == 4 {
+                        diag::signal(&cuda_side, &stream, values)?;
+                    }
+                    if semaphores == 5 {
+                        diag::signal(&cuda_side, &stream, values)?;
+                    }
+                    unordered.publish();
+                    renderer.render(&unordered_scene, &camera, &target)?;
+                    if semaphores == 3 {
+                        waited_late.signal(values)?;
+                    }
+                }
+                renderer.wait_idle()?;
+                stream.synchronize()?;
+                let per_frame = start.elapsed() / batch as u32;
+                write.end()?;
+                Ok(per_frame)
+            };
+        let (mut vulkan_only, mut both_unordered) = (Vec::new(), Vec::new());
+        let (mut with_signal, mut with_wait, mut with_late) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut cuda_wait, mut cuda_copy_wait, mut both_ways) =
+            (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..warmup + iters {
+            let v = unordered_frames(&mut renderer, false, 0)?;
+            let b = unordered_frames(&mut renderer, true, 0)?;
+            let s1 = unordered_frames(&mut renderer, false, 1)?;
+            let s2 = unordered_frames(&mut renderer, false, 2)?;
+            let s3 = unordered_frames(&mut renderer, false, 3)?;
+            let s4 = unordered_frames(&mut renderer, false, 4)?;
+            let s5 = unordered_frames(&mut renderer, true, 4)?;
+            let s6 = unordered_frames(&mut renderer, true, 5)?;
+            if i >= warmup {
+                both_ways.push(s6);
+                cuda_wait.push(s4);
+                cuda_copy_wait.push(s5);
+                with_late.push(s3);
+                vulkan_only.push(v);
+                both_unordered.push(b);
+                with_signal.push(s1);
+                with_wait.push(s2);
+            }
+        }
+        println!(
+            "where a frame in flight goes: GPU copy + draw from a Vulkan buffer, no CUDA: {:.3} ms/frame; \
+             with a CUDA copy into it before each frame, unordered: {:.3} ms/frame; \
+             no CUDA, each submit signalling a shared timeline semaphore: {:.3} ms/frame; \
+             no CUDA, each submit waiting for a shared semaphore value already reached: {:.3} ms/frame; \
+             no CUDA, each submit waiting for a value the host signals just after it: {:.3} ms/frame; \
+             each submit waiting for a value CUDA signals (nothing else on the stream): {:.3} ms/frame; \
+             the same after a CUDA copy into the buffer: {:.3} ms/frame; \
+             the same with the renderer signalling another semaphore CUDA imported after each frame: {:.3} ms/frame",
+            ms(median(vulkan_only)),
+            ms(median(both_unordered)),
+            ms(median(with_signal)),
+            ms(median(with_wait)),
+            ms(median(with_late)),
+            ms(median(cuda_wait)),
+            ms(median(cuda_copy_wait)),
+            ms(median(both_ways))
+        );
+
+        // Profiling (`device-cuda.sh remote profile`): only sluice frames in flight, for the
+        // given seconds, so that a profile of the process is a profile of them.
+        let profile_secs = env_usize("SLUICE_BENCH_PROFILE_SECS", 0);
+        if profile_secs > 0 {
+            let until = Instant::now() + Duration::from_secs(profile_secs as u64);
+            let mut frames = Vec::new();
+            while Instant::now() < until {
+                frames.push(sluice_frame(&mut renderer, batch)?);
+            }
+            println!(
+                "profiling: {} batches of {batch} sluice frames in flight, median {:.3} ms/frame, CPU of publish + render {:.3} ms/frame",
+                frames.len(),
+                ms(median(frames)),
+                ms(median(cpu.take()))
+            );
+            return Ok(true);
+        }
+
         let (mut s_lat, mut n_lat, mut c_lat, mut s_thr, mut n_thr) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut d_lat, mut d_thr) = (Vec::new(), Vec::new());
@@ -363,6 +500,52 @@ mod linux {
         let met = speedup.max(speedup_thr) >= SPEEDUP_TARGET;
         println!("  target {}", if met { "met" } else { "MISSED" });
         Ok(met)
+    }
+
+    /// Raw CUDA semaphore calls for the bench's diagnostics (the library's own are private).
+    mod diag {
+        use std::mem::MaybeUninit;
+        use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
+
+        use sluice::interop::cuda::cudarc::driver::{sys, CudaStream};
+        use sluice::interop::cuda::CudaInterop;
+
+        use super::Res;
+
+        pub struct Semaphore(sys::CUexternalSemaphore);
+
+        pub fn import_semaphore(cuda: &CudaInterop, fd: OwnedFd) -> Res<Semaphore> {
+            cuda.context().bind_to_thread()?;
+            let desc = sys::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC {
+                type_: sys::CUexternalSemaphoreHandleType::CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD,
+                handle: sys::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st__bindgen_ty_1 {
+                    fd: fd.as_raw_fd(),
+                },
+                flags: 0,
+                reserved: [0; 16],
+            };
+            let mut semaphore = MaybeUninit::uninit();
+            // SAFETY: `desc` is initialized and names an open fd we own, which CUDA owns once
+            // the import succeeds.
+            unsafe { sys::cuImportExternalSemaphore(semaphore.as_mut_ptr(), &desc) }.result()?;
+            let _ = fd.into_raw_fd();
+            // SAFETY: initialized by the successful call. The handle is never destroyed (the
+            // bench process ends soon after).
+            Ok(Semaphore(unsafe { semaphore.assume_init() }))
+        }
+
+        pub fn signal(semaphore: &Semaphore, stream: &CudaStream, value: u64) -> Res<()> {
+            // SAFETY: all-zero is a valid parameter block; only the fence value is set.
+            let mut params: sys::CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS =
+                unsafe { std::mem::zeroed() };
+            params.params.fence.value = value;
+            // SAFETY: a live semaphore, an initialized parameter block and a live stream.
+            unsafe {
+                sys::cuSignalExternalSemaphoresAsync(&semaphore.0, &params, 1, stream.cu_stream())
+            }
+            .result()?;
+            Ok(())
+        }
     }
 
     /// Looks along +z at the box [0, n]^3, orthographic, filling the viewport.

@@ -10,14 +10,22 @@
 #                                      and copies them, gzipped, into .device-cuda/ (bin/,
 #                                      run.sh).
 #
-#   scripts/device-cuda.sh remote [tests|bench|examples|all]
+#   scripts/device-cuda.sh remote [tests|bench|examples|all|profile]
 #                                      THERE, in the repo root copy on the device machine:
 #                                      unpacks .gl/*.deb into / where no loader is installed,
 #                                      points Vulkan at the NVIDIA driver, prints nvidia-smi -L,
 #                                      then runs (all, the default) the tests with
 #                                      SLUICE_REQUIRE_CUDA=1 (a CUDA test that would skip fails
 #                                      instead), the bench, and the examples. Exits non-zero
-#                                      if any of them failed.
+#                                      if any of them failed. `profile` runs the 4K part
+#                                      of the bench (sluice frames in flight only, for
+#                                      SLUICE_BENCH_PROFILE_SECS, default 8) under
+#                                      `perf record` and writes the
+#                                      report (where the CPU time of a frame goes) to
+#                                      profile.txt; it needs `SLUICE_DEVICE_PERF=1` at
+#                                      `prepare`, which carries this machine's perf and the
+#                                      libraries it needs (with their own loader, so it runs
+#                                      whatever the C library there).
 #
 # The device tool call (after `prepare` here; .gl and .device-cuda are ignored, so they must
 # be carried):
@@ -123,6 +131,18 @@ prepare() {
   strip --strip-debug .device-cuda/bin/* 2>/dev/null || true
   gzip -9 .device-cuda/bin/*
 
+  if [ "${SLUICE_DEVICE_PERF:-0}" = 1 ]; then
+    local perf
+    perf="$(command -v perf)" || die "SLUICE_DEVICE_PERF=1 needs perf here (apt-get install linux-perf)"
+    mkdir -p .device-cuda/perf/lib
+    cp "$perf" .device-cuda/perf/perf
+    ldd "$perf" | awk '/=> \// {print $3} /^\t\/.*ld-linux/ {print $1}' | while read -r lib; do
+      cp -L "$lib" .device-cuda/perf/lib/
+    done
+    tar -C .device-cuda -czf .device-cuda/perf.tgz perf
+    rm -rf .device-cuda/perf
+  fi
+
   cp "$here/device-cuda.sh" .device-cuda/device-cuda.sh
   cat >.device-cuda/run.sh <<'EOF'
 #!/usr/bin/env bash
@@ -167,7 +187,7 @@ run_logged() {
 
 remote() {
   local what="${1:-all}"
-  case "$what" in tests | bench | examples | all) ;; *) die "remote takes tests, bench, examples or all, not '$what'" ;; esac
+  case "$what" in tests | bench | examples | all | profile) ;; *) die "remote takes tests, bench, examples, all or profile, not '$what'" ;; esac
   compgen -G ".device-cuda/bin/*.gz" >/dev/null ||
     die ".device-cuda/bin is empty or missing: run 'prepare' here and carry .device-cuda"
   local out="${OUT:-${TMPDIR:-/tmp}/sluice-device-cuda-out}"
@@ -244,6 +264,28 @@ remote() {
         cp "$(echo "$pngs" | head -n1)" "$(echo "$pngs" | tail -n1)" "$out/"
       fi
     done
+  fi
+  if [ "$what" = profile ]; then
+    [ -f .device-cuda/perf.tgz ] || die "no perf carried: prepare with SLUICE_DEVICE_PERF=1"
+    local p="${TMPDIR:-/tmp}/sluice-perf"
+    rm -rf "$p"
+    mkdir -p "$p"
+    tar -C "$p" -xzf .device-cuda/perf.tgz
+    local perf=("$p/perf/lib/ld-linux-x86-64.so.2" --library-path "$p/perf/lib" "$p/perf/perf")
+    : >"$out/profile-bench.log"
+    SLUICE_BENCH_ONLY=image SLUICE_BENCH_PROFILE_SECS="${SLUICE_BENCH_PROFILE_SECS:-8}" \
+      run_logged "$out/profile-bench.log" "${SLUICE_DEVICE_BENCH_TIMEOUT:-180}" \
+      "${perf[@]}" record -e cpu-clock -F 2000 --call-graph dwarf,8192 -o "$p/perf.data" \
+      "$bin/bench-interop" --bench || status=1
+    # The main thread's time by function, with and without what it calls.
+    "${perf[@]}" report -i "$p/perf.data" --no-children --sort dso,sym -q -g none \
+      --percent-limit 0.3 >"$out/profile.txt" 2>&1 || status=1
+    "${perf[@]}" report -i "$p/perf.data" --children --sort sym -q -g none \
+      --percent-limit 0.5 >"$out/profile-children.txt" 2>&1 || status=1
+    # Who waits in the driver: the callers of ioctl (the kernel driver's calls, which on
+    # this machine end in GSP firmware round trips).
+    "${perf[@]}" report -i "$p/perf.data" --no-children --sort sym -q -G -S ioctl \
+      --percent-limit 0.5 >"$out/profile-ioctl.txt" 2>&1 || status=1
   fi
   echo "device-cuda: logs in $out; overall status $status"
   return "$status"
