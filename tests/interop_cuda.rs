@@ -127,6 +127,59 @@ mod cuda_tests {
     }
 
     #[test]
+    fn frames_in_flight_past_the_staging_pool_each_show_their_own_version() {
+        let test = "frames_in_flight_past_the_staging_pool_each_show_their_own_version";
+        let Some((interop, cuda)) = cuda_or_skip(test) else {
+            return;
+        };
+        // 4K RGBA8 frames (33 MB): the renderer's 256 MiB of CUDA staging holds 8 of them, so
+        // 20 frames drawn without waiting reuse buffers while earlier frames still read them.
+        let layout = rgba(2160, 3840);
+        let pitches = Pitches::packed(&layout);
+        let stream = cuda.context().new_stream().unwrap();
+        let slice = stream
+            .alloc_zeros::<u8>(pitches.span(&layout) as usize)
+            .unwrap();
+        let source =
+            Arc::new(CudaSource::from_slice(&cuda, layout.clone(), pitches, slice).unwrap());
+        let mut renderer = interop.renderer();
+        let mut scene = Scene::new();
+        scene.add(Image::new(source.clone() as SharedSource));
+        // Whole frames, one sample per pixel: each draw then takes the GPU far longer than
+        // the host needs to queue it, so later frames' copies come while earlier frames still
+        // read their buffers.
+        let camera = PanZoomCamera::new(Vec2::new(1920.0, 1080.0), 1.0);
+        let targets: Vec<_> = (0..20)
+            .map(|_| renderer.create_target(3840, 2160).unwrap())
+            .collect();
+        for (frame, target) in targets.iter().enumerate() {
+            source
+                .write(|slice| {
+                    let stream = slice.stream().clone();
+                    kernels::fill_rgba8_slice(&cuda, &stream, slice, &layout, pitches, frame as u32)
+                })
+                .unwrap()
+                .unwrap();
+            renderer.render(&scene, &camera, target).unwrap();
+        }
+        for (frame, target) in targets.iter().enumerate() {
+            let img = renderer.read_image(target).unwrap();
+            // Every 7th row and column: 181,000 pixels a frame.
+            for y in (0..2160).step_by(7) {
+                for x in (0..3840).step_by(7) {
+                    let want = kernels::rgba8_pattern(x, y, 0, frame as u32);
+                    assert_eq!(
+                        img.get_pixel(x, y).0,
+                        want,
+                        "frame {frame}, pixel ({x}, {y})"
+                    );
+                }
+            }
+        }
+        assert_eq!(renderer.counters().bytes_uploaded, 0);
+    }
+
+    #[test]
     fn host_staging_is_an_explicit_opt_in_that_works_on_any_renderer() {
         let test = "host_staging_is_an_explicit_opt_in_that_works_on_any_renderer";
         let Some((_interop, cuda)) = cuda_or_skip(test) else {
