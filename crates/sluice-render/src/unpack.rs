@@ -348,3 +348,47 @@ fn bind_group(
         ],
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every shader variant is valid WGSL (checked by naga, no GPU needed).
+    #[test]
+    fn every_format_and_dimension_compiles() {
+        use wgpu::naga;
+        use wgpu::TextureFormat as F;
+        let formats = [
+            F::Rgba8Unorm,
+            F::Rgba8Snorm,
+            F::Rgba8Uint,
+            F::Rgba8Sint,
+            F::R32Float,
+            F::R32Uint,
+            F::R32Sint,
+            F::Rg32Float,
+            F::Rg32Uint,
+            F::Rg32Sint,
+            F::Rgba16Float,
+            F::Rgba16Uint,
+            F::Rgba16Sint,
+            F::Rgba32Float,
+            F::Rgba32Uint,
+            F::Rgba32Sint,
+        ];
+        for format in formats {
+            for dimension in [wgpu::TextureDimension::D2, wgpu::TextureDimension::D3] {
+                let source = shader(format, dimension).expect("a known format");
+                let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| {
+                    panic!("{format:?} {dimension:?}: {}", e.emit_to_string(&source))
+                });
+                naga::valid::Validator::new(
+                    naga::valid::ValidationFlags::all(),
+                    naga::valid::Capabilities::all(),
+                )
+                .validate(&module)
+                .unwrap_or_else(|e| panic!("{format:?} {dimension:?}: {e:?}"));
+            }
+        }
+    }
+}
