@@ -67,6 +67,31 @@ mod cuda_tests {
         Layout::new(Shape::d2(height, width).unwrap(), ElementType::U8, 4).unwrap()
     }
 
+    /// A source owning zeroed CUDA memory for `layout` at `pitches`, on a new stream.
+    fn cuda_source(cuda: &CudaInterop, layout: &Layout, pitches: Pitches) -> Arc<CudaSource> {
+        let stream = cuda.context().new_stream().unwrap();
+        let slice = stream
+            .alloc_zeros::<u8>(pitches.span(layout) as usize)
+            .unwrap();
+        Arc::new(CudaSource::from_slice(cuda, layout.clone(), pitches, slice).unwrap())
+    }
+
+    /// Fills an RGBA8 source with [`kernels::rgba8_pattern`] of `frame` on its stream, and
+    /// publishes it.
+    fn write_rgba_frame(cuda: &CudaInterop, source: &CudaSource, layout: &Layout, frame: u32) {
+        let pitches = Pitches {
+            row: source.memory().row_pitch,
+            plane: source.memory().plane_pitch,
+        };
+        source
+            .write(|slice| {
+                let stream = slice.stream().clone();
+                kernels::fill_rgba8_slice(cuda, &stream, slice, layout, pitches, frame)
+            })
+            .unwrap()
+            .unwrap();
+    }
+
     #[track_caller]
     fn assert_rgba_frame(img: &image::RgbaImage, frame: u32) {
         for (x, y, pixel) in img.enumerate_pixels() {
@@ -99,23 +124,12 @@ mod cuda_tests {
         // staging pitches them to 512.
         let layout = rgba(60, 100);
         let pitches = Pitches::packed(&layout);
-        let stream = cuda.context().new_stream().unwrap();
-        let slice = stream
-            .alloc_zeros::<u8>(pitches.span(&layout) as usize)
-            .unwrap();
-        let source =
-            Arc::new(CudaSource::from_slice(&cuda, layout.clone(), pitches, slice).unwrap());
+        let source = cuda_source(&cuda, &layout, pitches);
         let mut renderer = _interop.renderer();
         let mut scene = Scene::new();
         scene.add(Image::new(source.clone() as SharedSource));
         for frame in 0..3 {
-            source
-                .write(|slice| {
-                    let stream = slice.stream().clone();
-                    kernels::fill_rgba8_slice(&cuda, &stream, slice, &layout, pitches, frame)
-                })
-                .unwrap()
-                .unwrap();
+            write_rgba_frame(&cuda, &source, &layout, frame);
             let img = render_pixels(&mut renderer, &scene, 100, 60);
             assert_rgba_frame(&img, frame);
         }
@@ -136,12 +150,7 @@ mod cuda_tests {
         // 20 frames drawn without waiting reuse buffers while earlier frames still read them.
         let layout = rgba(2160, 3840);
         let pitches = Pitches::packed(&layout);
-        let stream = cuda.context().new_stream().unwrap();
-        let slice = stream
-            .alloc_zeros::<u8>(pitches.span(&layout) as usize)
-            .unwrap();
-        let source =
-            Arc::new(CudaSource::from_slice(&cuda, layout.clone(), pitches, slice).unwrap());
+        let source = cuda_source(&cuda, &layout, pitches);
         let mut renderer = interop.renderer();
         let mut scene = Scene::new();
         scene.add(Image::new(source.clone() as SharedSource));
@@ -153,13 +162,7 @@ mod cuda_tests {
             .map(|_| renderer.create_target(3840, 2160).unwrap())
             .collect();
         for (frame, target) in targets.iter().enumerate() {
-            source
-                .write(|slice| {
-                    let stream = slice.stream().clone();
-                    kernels::fill_rgba8_slice(&cuda, &stream, slice, &layout, pitches, frame as u32)
-                })
-                .unwrap()
-                .unwrap();
+            write_rgba_frame(&cuda, &source, &layout, frame as u32);
             renderer.render(&scene, &camera, target).unwrap();
         }
         for (frame, target) in targets.iter().enumerate() {
@@ -187,19 +190,8 @@ mod cuda_tests {
         };
         let layout = rgba(40, 70);
         let pitches = Pitches::packed(&layout);
-        let stream = cuda.context().new_stream().unwrap();
-        let slice = stream
-            .alloc_zeros::<u8>(pitches.span(&layout) as usize)
-            .unwrap();
-        let source =
-            Arc::new(CudaSource::from_slice(&cuda, layout.clone(), pitches, slice).unwrap());
-        source
-            .write(|slice| {
-                let stream = slice.stream().clone();
-                kernels::fill_rgba8_slice(&cuda, &stream, slice, &layout, pitches, 11)
-            })
-            .unwrap()
-            .unwrap();
+        let source = cuda_source(&cuda, &layout, pitches);
+        write_rgba_frame(&cuda, &source, &layout, 11);
         // A renderer that cannot share memory refuses the source rather than stage it silently.
         let mut plain = super::common::renderer();
         let mut scene = Scene::new();
@@ -229,12 +221,7 @@ mod cuda_tests {
         };
         let layout = Layout::new(Shape::d2(16, 256).unwrap(), ElementType::F32, 1).unwrap();
         let pitches = Pitches::aligned(&layout);
-        let stream = cuda.context().new_stream().unwrap();
-        let slice = stream
-            .alloc_zeros::<u8>(pitches.span(&layout) as usize)
-            .unwrap();
-        let source =
-            Arc::new(CudaSource::from_slice(&cuda, layout.clone(), pitches, slice).unwrap());
+        let source = cuda_source(&cuda, &layout, pitches);
         source
             .write(|slice| {
                 let stream = slice.stream().clone();
@@ -382,12 +369,7 @@ mod cuda_tests {
         let layout = Layout::new(Shape::new(&[n, n, n]).unwrap(), ElementType::F32, 1).unwrap();
         // Packed, as PyTorch stores a contiguous tensor: the staging pitches rows to 256.
         let pitches = Pitches::packed(&layout);
-        let stream = cuda.context().new_stream().unwrap();
-        let slice = stream
-            .alloc_zeros::<u8>(pitches.span(&layout) as usize)
-            .unwrap();
-        let source =
-            Arc::new(CudaSource::from_slice(&cuda, layout.clone(), pitches, slice).unwrap());
+        let source = cuda_source(&cuda, &layout, pitches);
         let frame = 5;
         source
             .write(|slice| {
