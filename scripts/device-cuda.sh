@@ -282,10 +282,6 @@ remote() {
       --percent-limit 0.3 >"$out/profile.txt" 2>&1 || status=1
     "${perf[@]}" report -i "$p/perf.data" --children --sort sym -q -g none \
       --percent-limit 0.5 >"$out/profile-children.txt" 2>&1 || status=1
-    # Who waits in the driver: the callers of ioctl (the kernel driver's calls, which on
-    # this machine end in GSP firmware round trips).
-    "${perf[@]}" report -i "$p/perf.data" --no-children --sort sym -q -G -S ioctl \
-      --percent-limit 0.5 >"$out/profile-ioctl.txt" 2>&1 || status=1
   fi
   echo "device-cuda: logs in $out; overall status $status"
   return "$status"
