@@ -277,7 +277,7 @@ remote() {
       run_logged "$out/profile-bench.log" "${SLUICE_DEVICE_BENCH_TIMEOUT:-180}" \
       "${perf[@]}" record -e cpu-clock -F 2000 --call-graph dwarf,8192 -o "$p/perf.data" \
       "$bin/bench-interop" --bench || status=1
-    # The main thread's time by function, with and without what it calls.
+    # The process's CPU time by function: its own, then with what it calls.
     "${perf[@]}" report -i "$p/perf.data" --no-children --sort dso,sym -q -g none \
       --percent-limit 0.3 >"$out/profile.txt" 2>&1 || status=1
     "${perf[@]}" report -i "$p/perf.data" --children --sort sym -q -g none \
