@@ -15,8 +15,10 @@
 //! that runs ahead of the GPU. CUDA is not asked to wait on the GPU for the renderer's read:
 //! on the H200 machine such waits, for a value the renderer had not reached yet, cost about
 //! 0.06 ms per frame in flight (0.216 against 0.151 to 0.163 ms per 4K frame, `cargo bench
-//! --bench interop`). That wait remains only as the fallback when the host's wait times out.
-//!
+//! --bench interop`). That wait remains for sources so large that fewer than three buffers fit
+//! the pool (there a host wait would leave the GPU idle while the host wakes up), and as the
+//! fallback when the host's wait times out.
+
 use parking_lot::Mutex;
 use sluice_core::{CudaMemory, Layout};
 use sluice_render::{DeviceBufferCopy, DeviceCopy};
@@ -265,7 +267,8 @@ impl CudaStaging {
 
     /// A staging buffer of at least `bytes`: the smallest free one the renderer has finished
     /// reading; else a new one while the pool holds less than `MAX_STAGING_BYTES`; else the
-    /// free one read longest ago, once the host has seen that read done (up to `HOST_WAIT`).
+    /// free one read longest ago, once the host has seen that read done (up to `HOST_WAIT`),
+    /// or at once where fewer than three buffers fit (its copy then waits on the GPU).
     fn take(&self, cuda: &CudaInterop, bytes: u64) -> Result<Staging, InteropError> {
         let mut pool = self.pool.lock();
         let done = pool
@@ -291,7 +294,20 @@ impl CudaStaging {
             .filter(|(_, s)| s.mapping.len() >= bytes)
             .min_by_key(|(_, s)| s.last_use)
             .map(|(i, _)| i);
+        // Buffers that could take this copy, the one to reuse included: with fewer than three,
+        // a host wait would leave the GPU without queued frames while the host wakes up, so
+        // the copy waits for the read on the GPU instead (sources of over 85 MiB, whose
+        // frames take milliseconds anyway).
+        let fitting = pool
+            .free
+            .iter()
+            .chain(&pool.busy)
+            .filter(|s| s.mapping.len() >= bytes)
+            .count();
         match oldest {
+            Some(i) if held + bytes > MAX_STAGING_BYTES && fitting < 3 => {
+                Ok(pool.free.swap_remove(i))
+            }
             Some(i) if held + bytes > MAX_STAGING_BYTES => {
                 let mut staging = pool.free.swap_remove(i);
                 drop(pool);
