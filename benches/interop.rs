@@ -38,45 +38,32 @@ fn main() {
 }
 
 #[cfg(target_os = "linux")]
+mod common;
+
+#[cfg(target_os = "linux")]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     linux::main()
 }
 
 #[cfg(target_os = "linux")]
 mod linux {
-    use std::error::Error;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
+    use sluice::interop::cuda::cudarc::driver::{CudaSlice, CudaStream};
     use sluice::interop::cuda::kernels::MeshGrid;
     use sluice::interop::cuda::{self, kernels, CudaInterop, CudaSource, CudaWritableSource};
-    use sluice::interop::{Interop, Pitches, VulkanSource};
+    use sluice::interop::{Interop, InteropError, Pitches, VulkanSource};
     use sluice::ndarray::Array3;
     use sluice::prelude::*;
     use sluice::{Mesh, RenderTarget, Residency, Shading, Volume};
 
-    type Res<T> = Result<T, Box<dyn Error>>;
+    use crate::common::{env_usize, median, ms, Res};
 
     const WIDTH: usize = 3840;
     const HEIGHT: usize = 2160;
     const TARGET_SIDE: u32 = 512;
     const SPEEDUP_TARGET: f64 = 50.0;
-
-    fn env_usize(name: &str, default: usize) -> usize {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(default)
-    }
-
-    fn median(mut times: Vec<Duration>) -> Duration {
-        times.sort();
-        times[times.len() / 2]
-    }
-
-    fn ms(d: Duration) -> f64 {
-        d.as_secs_f64() * 1e3
-    }
 
     pub fn main() -> Res<()> {
         if std::env::args().any(|a| a == "--list") {
@@ -116,34 +103,45 @@ mod linux {
         Ok(())
     }
 
+    /// The data both paths start from, in fresh CUDA memory on `stream` (rows packed): the
+    /// source sluice reads and a twin the naive path reads, both filled by the kernel `fill`
+    /// launches, and a destination for the bare device-to-device copy. Returns once the
+    /// kernels are done.
+    fn kernel_frames(
+        cuda: &CudaInterop,
+        stream: &Arc<CudaStream>,
+        layout: &Layout,
+        fill: impl Fn(&Arc<CudaStream>, &mut CudaSlice<u8>) -> Result<(), InteropError>,
+    ) -> Res<(Arc<CudaSource>, CudaSlice<u8>, CudaSlice<u8>)> {
+        let bytes = layout.total_bytes();
+        let source = Arc::new(CudaSource::from_slice(
+            cuda,
+            layout.clone(),
+            Pitches::packed(layout),
+            stream.alloc_zeros::<u8>(bytes)?,
+        )?);
+        source
+            .write(|slice| fill(&slice.stream().clone(), slice))
+            .ok_or("source owns its slice")??;
+        let mut twin = stream.alloc_zeros::<u8>(bytes)?;
+        fill(stream, &mut twin)?;
+        let copy_dst = stream.alloc_zeros::<u8>(bytes)?;
+        stream.synchronize()?;
+        Ok((source, twin, copy_dst))
+    }
+
     /// The 4K RGBA8 frame; returns whether the speedup target was met.
     fn image(interop: &Interop, cuda: &CudaInterop) -> Res<bool> {
-        let iters = env_usize("SLUICE_BENCH_ITERS", 15).max(1);
-        let warmup = env_usize("SLUICE_BENCH_WARMUP", 3);
-        let batch = env_usize("SLUICE_BENCH_BATCH", 20).max(1);
+        let iters = env_usize("SLUICE_BENCH_ITERS", 15)?.max(1);
+        let warmup = env_usize("SLUICE_BENCH_WARMUP", 3)?;
+        let batch = env_usize("SLUICE_BENCH_BATCH", 20)?.max(1);
         let layout = Layout::new(Shape::d2(HEIGHT, WIDTH)?, ElementType::U8, 4)?;
         let pitches = Pitches::packed(&layout);
         let bytes = layout.total_bytes();
         let stream = cuda.context().new_stream()?;
-
-        // The frame, written by a CUDA kernel, in the source sluice reads and in a twin the naive
-        // path reads.
-        let source = Arc::new(CudaSource::from_slice(
-            cuda,
-            layout.clone(),
-            pitches,
-            stream.alloc_zeros::<u8>(bytes)?,
-        )?);
-        source
-            .write(|slice| {
-                let s = slice.stream().clone();
-                kernels::fill_rgba8_slice(cuda, &s, slice, &layout, pitches, 7)
-            })
-            .ok_or("source owns its slice")??;
-        let mut twin = stream.alloc_zeros::<u8>(bytes)?;
-        kernels::fill_rgba8_slice(cuda, &stream, &mut twin, &layout, pitches, 7)?;
-        let mut copy_dst = stream.alloc_zeros::<u8>(bytes)?;
-        stream.synchronize()?;
+        let (source, twin, mut copy_dst) = kernel_frames(cuda, &stream, &layout, |s, slice| {
+            kernels::fill_rgba8_slice(cuda, s, slice, &layout, pitches, 7)
+        })?;
 
         let naive = Arc::new(ArraySource::with_channels(Array3::<u8>::zeros((
             HEIGHT, WIDTH, 4,
@@ -252,9 +250,9 @@ mod linux {
         println!(
             "copy of the frame's bytes, {batch} per sync: into plain CUDA memory {:.3} ms, into \
              renderer-exported memory {:.3} ms, the same with a begin/end-write handoff each {:.3} ms",
-            ms(median(plain)),
-            ms(median(exp)),
-            ms(median(exp_handoff))
+            ms(median(&plain)),
+            ms(median(&exp)),
+            ms(median(&exp_handoff))
         );
 
         // Correctness first: both paths draw the kernel's pattern.
@@ -391,19 +389,19 @@ mod linux {
              each submit waiting for a value CUDA signals (nothing else on the stream): {:.3} ms/frame; \
              the same after a CUDA copy into the buffer: {:.3} ms/frame; \
              the same with the renderer signalling another semaphore CUDA imported after each frame: {:.3} ms/frame",
-            ms(median(vulkan_only)),
-            ms(median(both_unordered)),
-            ms(median(with_signal)),
-            ms(median(with_wait)),
-            ms(median(with_late)),
-            ms(median(cuda_wait)),
-            ms(median(cuda_copy_wait)),
-            ms(median(both_ways))
+            ms(median(&vulkan_only)),
+            ms(median(&both_unordered)),
+            ms(median(&with_signal)),
+            ms(median(&with_wait)),
+            ms(median(&with_late)),
+            ms(median(&cuda_wait)),
+            ms(median(&cuda_copy_wait)),
+            ms(median(&both_ways))
         );
 
         // Profiling (`device-cuda.sh remote profile`): only sluice frames in flight, for the
         // given seconds, so that a profile of the process is a profile of them.
-        let profile_secs = env_usize("SLUICE_BENCH_PROFILE_SECS", 0);
+        let profile_secs = env_usize("SLUICE_BENCH_PROFILE_SECS", 0)?;
         if profile_secs > 0 {
             let until = Instant::now() + Duration::from_secs(profile_secs as u64);
             let mut frames = Vec::new();
@@ -413,8 +411,8 @@ mod linux {
             println!(
                 "profiling: {} batches of {batch} sluice frames in flight, median {:.3} ms/frame, CPU of publish + render {:.3} ms/frame",
                 frames.len(),
-                ms(median(frames)),
-                ms(median(cpu.take()))
+                ms(median(&frames)),
+                ms(median(&cpu.take()))
             );
             return Ok(true);
         }
@@ -450,16 +448,16 @@ mod linux {
         for _ in 0..3 {
             steady.push(sluice_frame(&mut renderer, batch * 10)?);
         }
-        let steady = median(steady);
+        let steady = median(&steady);
         let (s_lat, n_lat, c_lat, s_thr, n_thr) = (
-            median(s_lat),
-            median(n_lat),
-            median(c_lat),
-            median(s_thr),
-            median(n_thr),
+            median(&s_lat),
+            median(&n_lat),
+            median(&c_lat),
+            median(&s_thr),
+            median(&n_thr),
         );
-        let (d_lat, d_thr) = (median(d_lat), median(d_thr));
-        let single = median(single);
+        let (d_lat, d_thr) = (median(&d_lat), median(&d_thr));
+        let single = median(&single);
         let gb = bytes as f64 / 1e9;
         println!("4K RGBA8 frame ({bytes} bytes) from CUDA memory to a drawn {TARGET_SIDE}x{TARGET_SIDE} target, medians of {iters}:");
         println!(
@@ -478,7 +476,7 @@ mod linux {
         );
         println!(
             "  sluice, CPU time of publish + render per frame (in flight): {:.3} ms",
-            ms(median(cpu.take()))
+            ms(median(&cpu.take()))
         );
         println!(
             "  sluice, frame with nothing new (draw only), waiting: {:8.3} ms; {batch} before waiting: {:.3} ms/frame",
@@ -595,27 +593,14 @@ mod linux {
     fn volume(interop: &Interop, cuda: &CudaInterop) -> Res<()> {
         const N: usize = 512;
         const FRAME: u32 = 11;
-        let iters = env_usize("SLUICE_BENCH_VOLUME_ITERS", 5).max(1);
+        let iters = env_usize("SLUICE_BENCH_VOLUME_ITERS", 5)?.max(1);
         let layout = Layout::new(Shape::new(&[N, N, N])?, ElementType::F32, 1)?;
         let pitches = Pitches::packed(&layout);
         let bytes = layout.total_bytes();
         let stream = cuda.context().new_stream()?;
-        let source = Arc::new(CudaSource::from_slice(
-            cuda,
-            layout.clone(),
-            pitches,
-            stream.alloc_zeros::<u8>(bytes)?,
-        )?);
-        source
-            .write(|slice| {
-                let s = slice.stream().clone();
-                kernels::fill_f32_slice(cuda, &s, slice, &layout, pitches, FRAME)
-            })
-            .ok_or("source owns its slice")??;
-        let mut twin = stream.alloc_zeros::<u8>(bytes)?;
-        kernels::fill_f32_slice(cuda, &stream, &mut twin, &layout, pitches, FRAME)?;
-        let mut copy_dst = stream.alloc_zeros::<u8>(bytes)?;
-        stream.synchronize()?;
+        let (source, twin, mut copy_dst) = kernel_frames(cuda, &stream, &layout, |s, slice| {
+            kernels::fill_f32_slice(cuda, s, slice, &layout, pitches, FRAME)
+        })?;
         let naive = Arc::new(ArraySource::new(Array3::<f32>::zeros((N, N, N)))?);
         let full = layout.shape().full_region();
         let to_host = |naive: &ArraySource| -> Res<()> {
@@ -693,7 +678,7 @@ mod linux {
                 c_t.push(c);
             }
         }
-        let (s, n, c) = (median(s_t), median(n_t), median(c_t));
+        let (s, n, c) = (median(&s_t), median(&n_t), median(&c_t));
         println!("512^3 f32 volume ({bytes} bytes) from CUDA memory to a drawn 256x256 MIP, medians of {iters}, waiting each frame:");
         println!("  sluice  (D2D + GPU copy + ray march): {:9.3} ms", ms(s));
         println!("  naive   (DtoH + upload + ray march):  {:9.3} ms", ms(n));
@@ -714,7 +699,7 @@ mod linux {
     /// frame.
     fn mesh(interop: &Interop, cuda: &CudaInterop) -> Res<()> {
         const VERTICES: usize = 10_000_002;
-        let frames = env_usize("SLUICE_BENCH_MESH_FRAMES", 120).max(1) as u32;
+        let frames = env_usize("SLUICE_BENCH_MESH_FRAMES", 120)?.max(1) as u32;
         let triangles = (VERTICES / 3) as u32;
         let grid = MeshGrid {
             side: (triangles as f64).sqrt().ceil() as u32,
