@@ -153,9 +153,18 @@ pub(crate) fn check_vulkan_memory(
 /// Region changes a [`VulkanSource`] remembers; a renderer further behind copies everything.
 const CHANGES_KEPT: usize = 64;
 
-struct State {
-    memory: VulkanMemory,
-    log: ChangeLog,
+/// What a source in Vulkan memory shows now and what changed in it ([`VulkanSource`], and
+/// `CudaWritableSource` with the `cuda` feature).
+pub(crate) struct VulkanState {
+    pub memory: VulkanMemory,
+    pub log: ChangeLog,
+}
+
+/// The error of a device-resident source asked for host bytes (`what` names its type).
+pub(crate) fn not_on_host(what: &str) -> SourceError {
+    SourceError::Custom(
+        format!("a {what}'s data is in GPU memory and is never copied through the host").into(),
+    )
 }
 
 /// A source whose bytes are in Vulkan memory exported as a file descriptor, by this process
@@ -169,7 +178,7 @@ struct State {
 /// completed.
 pub struct VulkanSource {
     layout: Layout,
-    state: Mutex<State>,
+    state: Mutex<VulkanState>,
 }
 
 impl VulkanSource {
@@ -181,7 +190,7 @@ impl VulkanSource {
         check_vulkan_memory(&layout, &memory)?;
         Ok(VulkanSource {
             layout,
-            state: Mutex::new(State {
+            state: Mutex::new(VulkanState {
                 memory,
                 log: ChangeLog::new(CHANGES_KEPT),
             }),
@@ -241,9 +250,7 @@ impl DataSource for VulkanSource {
     }
 
     fn read(&self, _request: &ReadRequest<'_>, _dst: &mut [u8]) -> Result<ReadStatus, SourceError> {
-        Err(SourceError::Custom(
-            "a VulkanSource's data is in GPU memory and is never copied through the host".into(),
-        ))
+        Err(not_on_host("VulkanSource"))
     }
 
     fn label(&self) -> String {

@@ -18,16 +18,10 @@ use super::driver::{
 use super::CudaInterop;
 use crate::error::InteropError;
 use crate::handoff::{Handoff, WriteValues};
-use crate::source::{check_device_layout, Pitches};
+use crate::source::{check_device_layout, not_on_host, Pitches, VulkanState};
 use crate::upload::fd_key;
 use crate::vulkan::memory::ExportedBuffer;
 use crate::vulkan::semaphore::SharedSemaphore;
-
-fn not_on_host(what: &str) -> SourceError {
-    SourceError::Custom(
-        format!("a {what}'s data is in GPU memory and is never copied through the host").into(),
-    )
-}
 
 /// A source whose bytes are in CUDA memory the user owns: a PyTorch or CuPy tensor's device
 /// pointer, or a cudarc slice.
@@ -244,11 +238,6 @@ impl DataSource for CudaSource {
     }
 }
 
-struct WritableState {
-    memory: VulkanMemory,
-    log: ChangeLog,
-}
-
 /// A source whose memory the renderer's device owns and exports to CUDA: the user's kernels
 /// write straight into it, and the renderer copies it into the texture with one GPU-side copy.
 ///
@@ -261,7 +250,7 @@ pub struct CudaWritableSource {
     layout: Layout,
     pitches: Pitches,
     handoff: Arc<Handoff>,
-    state: Mutex<WritableState>,
+    state: Mutex<VulkanState>,
     /// Recorded after each write; synchronized before the CUDA objects below are destroyed.
     done: Mutex<Event>,
     mapping: ExternalBuffer,
@@ -310,7 +299,7 @@ impl CudaWritableSource {
             layout,
             pitches,
             handoff,
-            state: Mutex::new(WritableState {
+            state: Mutex::new(VulkanState {
                 memory,
                 log: ChangeLog::new(1),
             }),
