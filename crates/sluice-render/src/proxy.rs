@@ -18,7 +18,7 @@ use crate::counters::Counters;
 use crate::device_upload::{DeviceCopy, DeviceCopyOutcome, DeviceUpload};
 use crate::error::RenderError;
 use crate::format::{texture_format, SampleKind};
-use crate::staging::{StagingRing, STAGING_ALIGNMENT};
+use crate::staging::{Staged, StagingRing, STAGING_ALIGNMENT};
 use crate::unpack::{self, Unpacker};
 use crate::upload_state::UploadState;
 
@@ -425,17 +425,7 @@ impl TextureProxy {
         let mut staged = Vec::with_capacity(pieces.len());
         let (staging, device) = (&mut *ctx.staging, ctx.device);
         let outcome = source.lend_many(&requests, &mut |i, host| {
-            let piece = &pieces[i];
-            let size = piece.padded_row * (piece.region.size[0] * piece.region.size[1]) as u64;
-            staged.push(staging.stage(device, size, |view| {
-                write_rows(
-                    view,
-                    &host,
-                    &format,
-                    piece.padded_row as usize,
-                    &mut scratch,
-                )
-            }));
+            staged.push(pieces[i].stage(staging, device, &host, &format, &mut scratch));
         });
         let outcome = match outcome {
             Ok(o) => o,
@@ -471,16 +461,7 @@ impl TextureProxy {
                     row_pitch,
                     plane_pitch: row_pitch * piece.region.size[1],
                 };
-                let size = piece.padded_row * (piece.region.size[0] * piece.region.size[1]) as u64;
-                staged.push(ctx.staging.stage(ctx.device, size, |view| {
-                    write_rows(
-                        view,
-                        &host,
-                        &format,
-                        piece.padded_row as usize,
-                        &mut scratch,
-                    )
-                }));
+                staged.push(piece.stage(ctx.staging, ctx.device, &host, &format, &mut scratch));
             }
         }
         *ctx.scratch = scratch;
@@ -565,6 +546,24 @@ struct Piece {
     brick: usize,
     region: Region,
     padded_row: u64,
+}
+
+impl Piece {
+    /// Stages the piece's samples from `host`, rows `padded_row` apart (converted to `format`
+    /// through `scratch`).
+    fn stage(
+        &self,
+        staging: &mut StagingRing,
+        device: &wgpu::Device,
+        host: &HostView<'_>,
+        format: &UploadFormat,
+        scratch: &mut Vec<u8>,
+    ) -> Staged {
+        let size = self.padded_row * (self.region.size[0] * self.region.size[1]) as u64;
+        staging.stage(device, size, |view| {
+            write_rows(view, host, format, self.padded_row as usize, scratch)
+        })
+    }
 }
 
 /// Writes the rows of `host` into a staging view, `padded_row` bytes apart, converting the
