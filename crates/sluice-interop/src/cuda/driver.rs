@@ -30,6 +30,20 @@ pub(crate) fn cuda_error(call: &'static str) -> impl FnOnce(DriverError) -> Inte
 
 /// Whether the CUDA driver library can be loaded. cudarc panics on the first driver call
 /// without it, so this is asked before any.
+/// Fails with both sizes unless `slice` holds at least `needed` bytes.
+pub(crate) fn check_slice_len(
+    slice: &cudarc::driver::CudaSlice<u8>,
+    needed: usize,
+) -> Result<(), InteropError> {
+    if needed > slice.len() {
+        return Err(InteropError::CudaBufferTooSmall {
+            needed,
+            len: slice.len(),
+        });
+    }
+    Ok(())
+}
+
 pub(crate) fn library_present() -> bool {
     // SAFETY: only looks for the library (dlopen); calls nothing in it.
     unsafe { sys::is_culib_present() }

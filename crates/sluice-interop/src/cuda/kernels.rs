@@ -10,7 +10,7 @@ use std::ffi::CStr;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use sluice_core::{ElementType, Layout};
 
-use super::driver::{Arg, StreamHandle};
+use super::driver::{check_slice_len, Arg, StreamHandle};
 use super::{CudaInterop, CudaWrite};
 use crate::error::InteropError;
 use crate::source::Pitches;
@@ -89,12 +89,7 @@ pub fn fill_mesh_positions_slice(
 ) -> Result<(), InteropError> {
     let count = check_positions(layout, grid)?;
     let needed = layout.total_bytes();
-    if needed > slice.len() {
-        return Err(InteropError::CudaBufferTooSmall {
-            needed,
-            len: slice.len(),
-        });
-    }
+    check_slice_len(slice, needed)?;
     // The guard orders the launch after earlier work on the slice and records it as a write.
     let (ptr, _guard) = slice.device_ptr_mut(stream);
     launch_positions(
@@ -260,12 +255,7 @@ fn launch_into_slice(
     kernel.check(layout)?;
     pitches.check(layout)?;
     let needed = pitches.span(layout) as usize;
-    if needed > slice.len() {
-        return Err(InteropError::CudaBufferTooSmall {
-            needed,
-            len: slice.len(),
-        });
-    }
+    check_slice_len(slice, needed)?;
     // The guard orders the launch after earlier work on the slice and records it as a write.
     let (ptr, _guard) = slice.device_ptr_mut(stream);
     launch(

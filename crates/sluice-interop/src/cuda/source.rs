@@ -12,8 +12,8 @@ use sluice_core::{
 };
 
 use super::driver::{
-    copy_to_host, stream_wait_event, Event, ExternalBuffer, ExternalSemaphore, Pitched,
-    StreamHandle,
+    check_slice_len, copy_to_host, stream_wait_event, Event, ExternalBuffer, ExternalSemaphore,
+    Pitched, StreamHandle,
 };
 use super::CudaInterop;
 use crate::error::InteropError;
@@ -51,12 +51,7 @@ impl CudaSource {
         slice: CudaSlice<u8>,
     ) -> Result<Self, InteropError> {
         let needed = pitches.span(&layout) as usize;
-        if needed > slice.len() {
-            return Err(InteropError::CudaBufferTooSmall {
-                needed,
-                len: slice.len(),
-            });
-        }
+        check_slice_len(&slice, needed)?;
         let stream = slice.stream().clone();
         let (ptr, guard) = slice.device_ptr(&stream);
         drop(guard);
