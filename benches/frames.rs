@@ -295,69 +295,63 @@ fn main() -> Res<()> {
         label: Some("bare quad"),
         source: wgpu::ShaderSource::Wgsl(QUAD_WGSL.into()),
     });
-    let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-        label: Some("bare quad"),
-        layout: None,
-        vertex: wgpu::VertexState {
-            module: &module,
-            entry_point: Some("vs"),
-            compilation_options: Default::default(),
-            buffers: &[],
-        },
-        primitive: wgpu::PrimitiveState {
-            topology: wgpu::PrimitiveTopology::TriangleStrip,
-            ..Default::default()
-        },
-        depth_stencil: None,
-        multisample: Default::default(),
-        fragment: Some(wgpu::FragmentState {
-            module: &module,
-            entry_point: Some("fs"),
-            compilation_options: Default::default(),
-            targets: &[Some(wgpu::TextureFormat::Rgba8Unorm.into())],
-        }),
-        multiview_mask: None,
-        cache: None,
-    });
+    // The quad's pipeline, with or without depth, into `targets`, through fragment entry `fs`.
+    let quad = |label: &str,
+                fs: &str,
+                depth: Option<wgpu::DepthStencilState>,
+                targets: &[Option<wgpu::ColorTargetState>]| {
+        device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+            label: Some(label),
+            layout: None,
+            vertex: wgpu::VertexState {
+                module: &module,
+                entry_point: Some("vs"),
+                compilation_options: Default::default(),
+                buffers: &[],
+            },
+            primitive: wgpu::PrimitiveState {
+                topology: wgpu::PrimitiveTopology::TriangleStrip,
+                ..Default::default()
+            },
+            depth_stencil: depth,
+            multisample: Default::default(),
+            fragment: Some(wgpu::FragmentState {
+                module: &module,
+                entry_point: Some(fs),
+                compilation_options: Default::default(),
+                targets,
+            }),
+            multiview_mask: None,
+            cache: None,
+        })
+    };
+    let pipeline = quad(
+        "bare quad",
+        "fs",
+        None,
+        &[Some(wgpu::TextureFormat::Rgba8Unorm.into())],
+    );
     // The structure of sluice's opaque pass: blended colour, a second colour target for the
     // depth, and a depth attachment; same trivial shader otherwise.
-    let like_sluice = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-        label: Some("bare quad, sluice's pass structure"),
-        layout: None,
-        vertex: wgpu::VertexState {
-            module: &module,
-            entry_point: Some("vs"),
-            compilation_options: Default::default(),
-            buffers: &[],
-        },
-        primitive: wgpu::PrimitiveState {
-            topology: wgpu::PrimitiveTopology::TriangleStrip,
-            ..Default::default()
-        },
-        depth_stencil: Some(wgpu::DepthStencilState {
+    let like_sluice = quad(
+        "bare quad, sluice's pass structure",
+        "fs_two",
+        Some(wgpu::DepthStencilState {
             format: wgpu::TextureFormat::Depth32Float,
             depth_write_enabled: Some(true),
             depth_compare: Some(wgpu::CompareFunction::LessEqual),
             stencil: Default::default(),
             bias: Default::default(),
         }),
-        multisample: Default::default(),
-        fragment: Some(wgpu::FragmentState {
-            module: &module,
-            entry_point: Some("fs_two"),
-            compilation_options: Default::default(),
-            targets: &[
-                Some(wgpu::ColorTargetState {
-                    format: wgpu::TextureFormat::Rgba8Unorm,
-                    blend: Some(wgpu::BlendState::ALPHA_BLENDING),
-                    write_mask: wgpu::ColorWrites::ALL,
-                }),
-                Some(wgpu::TextureFormat::Rgba8Unorm.into()),
-            ],
-        }),
-        multiview_mask: None,
-        cache: None,
-    });
+        &[
+            Some(wgpu::ColorTargetState {
+                format: wgpu::TextureFormat::Rgba8Unorm,
+                blend: Some(wgpu::BlendState::ALPHA_BLENDING),
+                write_mask: wgpu::ColorWrites::ALL,
+            }),
+            Some(wgpu::TextureFormat::Rgba8Unorm.into()),
+        ],
+    );
     let extra = |format: wgpu::TextureFormat| {
         device
             .create_texture(&wgpu::TextureDescriptor {
