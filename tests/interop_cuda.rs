@@ -44,7 +44,7 @@ mod cuda_tests {
     use sluice::interop::cuda::kernels::MeshGrid;
     use sluice::{Mesh, Shading, Volume};
 
-    use super::common::{assert_pixel, expected_entry, in_triangle, render, render_pixels, Front};
+    use super::common::{assert_triangles, expected_entry, render, render_pixels, Front};
     use super::skip;
 
     /// The interop device and its CUDA side, or `None` after reporting why the test skips.
@@ -284,16 +284,7 @@ mod cuda_tests {
 
     #[track_caller]
     fn assert_mesh(img: &image::RgbaImage, triangles: &[[[f32; 2]; 3]], what: &str) {
-        for y in 0..img.height() {
-            for x in 0..img.width() {
-                let inside: Vec<_> = triangles.iter().map(|&t| in_triangle(x, y, t)).collect();
-                if inside.contains(&Some(true)) {
-                    assert_pixel(img, x, y, [255, 0, 0, 255], 1);
-                } else if inside.iter().all(|&i| i == Some(false)) {
-                    assert_pixel(img, x, y, [0, 0, 0, 255], 0);
-                }
-            }
-        }
+        assert_triangles(img, triangles);
         let red = img.pixels().filter(|p| p.0 == [255, 0, 0, 255]).count();
         assert!(red > 100, "{what}: only {red} pixels of the mesh drawn");
     }

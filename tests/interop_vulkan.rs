@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{assert_pixel, in_triangle, render, render_pixels, Front};
+use common::{assert_pixel, assert_triangles, render, render_pixels, Front};
 use sluice::interop::{Interop, InteropError, Pitches, VulkanSource};
 use sluice::prelude::*;
 use sluice::{Mesh, RendererOptions, Shading, TimelineSemaphore, Volume};
@@ -386,20 +386,6 @@ fn f32_bytes(values: &[[f32; 3]]) -> Vec<u8> {
         .flatten()
         .flat_map(|v| v.to_le_bytes())
         .collect()
-}
-
-#[track_caller]
-fn assert_triangles(img: &image::RgbaImage, triangles: &[[[f32; 2]; 3]]) {
-    for y in 0..img.height() {
-        for x in 0..img.width() {
-            let inside: Vec<_> = triangles.iter().map(|&t| in_triangle(x, y, t)).collect();
-            if inside.contains(&Some(true)) {
-                assert_pixel(img, x, y, [255, 0, 0, 255], 1);
-            } else if inside.iter().all(|&i| i == Some(false)) {
-                assert_pixel(img, x, y, [0, 0, 0, 255], 0);
-            }
-        }
-    }
 }
 
 #[test]

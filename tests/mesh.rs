@@ -5,7 +5,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{assert_pixel, render, renderer, Front};
+use common::{assert_pixel, in_triangle, render, renderer, Front};
 use sluice::ndarray::Array3;
 use sluice::prelude::*;
 use sluice::{Mesh, Shading};
@@ -23,16 +23,7 @@ fn vertices(points: &[[f32; 3]]) -> Arc<ArraySource> {
 /// Pixel centres strictly inside the triangle (4, 4), (28, 4), (4, 28) by more than a pixel,
 /// or outside by more than a pixel.
 fn inside(x: u32, y: u32) -> Option<bool> {
-    let (px, py) = (x as f32 + 0.5, y as f32 + 0.5);
-    let d = [px - 4.0, py - 4.0, (32.0 - px - py) / 2f32.sqrt()];
-    let min = d.iter().copied().fold(f32::INFINITY, f32::min);
-    if min > 1.0 {
-        Some(true)
-    } else if min < -1.0 {
-        Some(false)
-    } else {
-        None
-    }
+    in_triangle(x, y, [[4.0, 4.0], [28.0, 4.0], [4.0, 28.0]])
 }
 
 #[test]

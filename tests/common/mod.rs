@@ -111,3 +111,19 @@ pub fn in_triangle(x: u32, y: u32, t: [[f32; 2]; 3]) -> Option<bool> {
         None
     }
 }
+
+/// Pixels inside any of `triangles` (by more than a pixel) are unlit red, pixels outside all
+/// of them (by more than a pixel) the black background; edges are not checked.
+#[track_caller]
+pub fn assert_triangles(img: &image::RgbaImage, triangles: &[[[f32; 2]; 3]]) {
+    for y in 0..img.height() {
+        for x in 0..img.width() {
+            let inside: Vec<_> = triangles.iter().map(|&t| in_triangle(x, y, t)).collect();
+            if inside.contains(&Some(true)) {
+                assert_pixel(img, x, y, [255, 0, 0, 255], 1);
+            } else if inside.iter().all(|&i| i == Some(false)) {
+                assert_pixel(img, x, y, [0, 0, 0, 255], 0);
+            }
+        }
+    }
+}
