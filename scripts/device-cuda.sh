@@ -52,13 +52,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 cd "$root"
 
-die() {
-  echo "device-cuda: $*" >&2
-  exit 1
-}
-
-TRAVEL_LIMIT=$((64 << 20))
-GL_PACKAGES=(libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
+tool=device-cuda
+# shellcheck source=device-common.sh
+source "$here/device-common.sh"
 TESTS=(interop_cuda interop_vulkan interop_cross_process)
 EXAMPLES=(cuda_animation cross_process)
 
@@ -76,28 +72,8 @@ prepare() {
   command -v jq >/dev/null || die "jq not found (needed to read cargo's JSON messages)"
   [ "$(uname -m)" = x86_64 ] || die "the device machine is x86-64; build there instead of on $(uname -m)"
 
-  # Keep .gl/ and .device-cuda/ out of every commit (.gitignore lists them; older checkouts
-  # get them in info/exclude).
-  local exclude
-  exclude="$(git rev-parse --git-path info/exclude)"
-  for dir in .gl .device-cuda; do
-    if ! git check-ignore -q "$dir/x"; then
-      mkdir -p "$(dirname "$exclude")"
-      echo "/$dir/" >>"$exclude"
-    fi
-  done
-
-  if compgen -G ".gl/libvulkan1_*.deb" >/dev/null; then
-    echo "== reusing the loader packages in .gl/"
-  else
-    echo "== downloading loader packages into .gl/"
-    rm -rf .gl
-    mkdir -p .gl /tmp/amd64/partial
-    local o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64)
-    apt-get "${o[@]}" update -qq
-    (cd .gl && apt-get "${o[@]}" download "${GL_PACKAGES[@]}")
-  fi
-  ls -l .gl
+  keep_out_of_git .gl .device-cuda
+  fetch_loaders --reuse
 
   echo "== building release binaries with --features cuda"
   rm -rf .device-cuda
@@ -143,7 +119,7 @@ prepare() {
     rm -rf .device-cuda/perf
   fi
 
-  cp "$here/device-cuda.sh" .device-cuda/device-cuda.sh
+  cp "$here/device-cuda.sh" "$here/device-common.sh" .device-cuda/
   cat >.device-cuda/run.sh <<'EOF'
 #!/usr/bin/env bash
 # Written by `scripts/device-cuda.sh prepare`: runs the remote half with the script snapshot
@@ -159,18 +135,7 @@ EOF
 
   echo "== what travels with carry [\".gl\", \".device-cuda\"]"
   ls -l .device-cuda/bin
-  local carried tracked untracked total
-  carried="$(du -sb .gl .device-cuda | awk '{s += $1} END {print s}')"
-  tracked="$(git ls-files -z | xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')"
-  untracked="$(git ls-files -z -o --exclude-standard | xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')"
-  total=$((carried + tracked + untracked))
-  printf 'carried %d B + tracked %d B + untracked %d B = %d B (limit %d B)\n' \
-    "$carried" "$tracked" "$untracked" "$total" "$TRAVEL_LIMIT"
-  [ "$total" -lt "$TRAVEL_LIMIT" ] || die "over the 64 MiB the device tool carries"
-}
-
-loader_present() {
-  ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1 '
+  check_travel_size .gl .device-cuda
 }
 
 # Runs "$@" with a timeout, appending its output to log $1 (shifted off) and echoing it.
@@ -200,16 +165,7 @@ remote() {
     chmod +x "$bin/$(basename "$f" .gz)"
   done
 
-  local unpack="${SLUICE_DEVICE_UNPACK:-auto}"
-  if [ "$unpack" = always ] || { [ "$unpack" = auto ] && ! loader_present; }; then
-    compgen -G ".gl/*.deb" >/dev/null || die "no Vulkan loader here and no .gl/*.deb: carry .gl"
-    [ "$(id -u)" = 0 ] || die "unpacking loaders into / needs root"
-    for f in .gl/*.deb; do dpkg -x "$f" /; done
-    ldconfig
-    echo "device-cuda: unpacked $(ls .gl/*.deb | wc -l) loader packages into /"
-  fi
-  local icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-  [ -f "$icd" ] && export VK_DRIVER_FILES="$icd"
+  setup_loaders
   export SLUICE_BACKEND="${SLUICE_BACKEND:-vulkan}"
   export SLUICE_REQUIRE_CUDA="${SLUICE_REQUIRE_CUDA:-1}"
   export RUST_BACKTRACE="${RUST_BACKTRACE:-1}"

@@ -49,15 +49,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 cd "$root"
 
-die() {
-  echo "device-run: $*" >&2
-  exit 1
-}
-
-# Limit of what travels to the device machine (tracked + untracked-not-ignored + carried).
-TRAVEL_LIMIT=$((64 << 20))
-# Packages the device README names: the Vulkan loader and GLVND's EGL/GL/GLES libraries.
-GL_PACKAGES=(libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
+tool=device-run
+# shellcheck source=device-common.sh
+source "$here/device-common.sh"
 
 prepare() {
   local from=tree
@@ -70,28 +64,8 @@ prepare() {
   command -v jq >/dev/null || die "jq not found (needed to read cargo's JSON messages)"
   [ "$(uname -m)" = x86_64 ] || die "the device machine is x86-64; build there instead of on $(uname -m)"
 
-  # Keep .gl/ and .device/ untracked and out of every commit.
-  local exclude
-  exclude="$(git rev-parse --git-path info/exclude)"
-  mkdir -p "$(dirname "$exclude")"
-  touch "$exclude"
-  for pattern in /.gl/ /.device/; do
-    grep -qxF "$pattern" "$exclude" || echo "$pattern" >>"$exclude"
-  done
-
-  # Loader packages, exactly as /work/.library/device/README.md says (amd64, any host arch).
-  echo "== downloading loader packages into .gl/"
-  # Into a fresh folder first: a failed download leaves an earlier .gl/ as it was.
-  local debs
-  debs="$(mktemp -d)"
-  mkdir -p /tmp/amd64/partial
-  local o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64)
-  apt-get "${o[@]}" update -qq
-  (cd "$debs" && apt-get "${o[@]}" download "${GL_PACKAGES[@]}")
-  rm -rf .gl
-  mv "$debs" .gl
-  chmod 755 .gl
-  ls -l .gl
+  keep_out_of_git .gl .device
+  fetch_loaders
 
   # Build from the working tree (default) or, with --head, from a clean export of HEAD, so
   # that other people's half-made edits cannot end up in the binaries.
@@ -145,14 +119,14 @@ prepare() {
   strip --strip-debug "$stage"/bin/* 2>/dev/null || true
 
   # A snapshot of this script beside the binaries it built, and the entry point.
-  cp "$here/device-run.sh" "$stage/device-run.sh"
+  cp "$here/device-run.sh" "$here/device-common.sh" "$stage/"
   cat >"$stage/run.sh" <<'EOF'
 #!/usr/bin/env bash
 # Written by `scripts/device-run.sh prepare`: runs the remote half with the script snapshot
 # that built these binaries. Usage: bash .device/run.sh [bench|tests|all]
 exec bash "$(dirname "${BASH_SOURCE[0]}")/device-run.sh" remote "$@"
 EOF
-  chmod 755 "$stage" "$stage/run.sh" "$stage/device-run.sh"
+  chmod 755 "$stage" "$stage/run.sh" "$stage/device-run.sh" "$stage/device-common.sh"
   {
     echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "commit: $commit"
@@ -185,20 +159,8 @@ EOF
   ls -l .device/bin
   cat .device/tests.tsv
   du -sh .gl .device
-  local carried tracked untracked total
-  carried="$(du -sb .gl .device | awk '{s += $1} END {print s}')"
-  tracked="$(git ls-files -z | xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')"
-  untracked="$(git ls-files -z -o --exclude-standard | xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')"
-  total=$((carried + tracked + untracked))
-  printf 'carried %d B + tracked %d B + untracked %d B = %d B (limit %d B)\n' \
-    "$carried" "$tracked" "$untracked" "$total" "$TRAVEL_LIMIT"
-  [ "$total" -lt "$TRAVEL_LIMIT" ] || die "over the 64 MiB the device tool carries"
+  check_travel_size .gl .device
   git status --short --ignored .gl .device
-}
-
-loader_present() {
-  ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1 ' &&
-    ldconfig -p 2>/dev/null | grep -q 'libEGL\.so\.1 '
 }
 
 remote() {
@@ -216,24 +178,8 @@ remote() {
   local out="${OUT:-${TMPDIR:-/tmp}/sluice-device-out}"
   mkdir -p "$out"
 
-  # Loaders: the device image has none; unpack the carried .debs into / then.
-  local unpack="${SLUICE_DEVICE_UNPACK:-auto}"
-  if [ "$unpack" = always ] || { [ "$unpack" = auto ] && ! loader_present; }; then
-    compgen -G ".gl/*.deb" >/dev/null || die "no Vulkan/EGL loader here and no .gl/*.deb: carry .gl"
-    [ "$(id -u)" = 0 ] || die "unpacking loaders into / needs root"
-    for f in .gl/*.deb; do dpkg -x "$f" /; done
-    ldconfig
-    echo "device-run: unpacked $(ls .gl/*.deb | wc -l) loader packages into /"
-  else
-    echo "device-run: Vulkan and EGL loaders present, not unpacking .gl/ ($unpack)"
-  fi
-
-  local icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-  local egl=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-  if [ -f "$icd" ]; then
-    export VK_DRIVER_FILES="$icd"
-    [ -f "$egl" ] && export __EGL_VENDOR_LIBRARY_FILENAMES="$egl"
-  fi
+  # Loaders: the device image has none; the carried .debs are unpacked into / then.
+  setup_loaders
   export SLUICE_BACKEND="${SLUICE_BACKEND:-vulkan}"
   export RUST_BACKTRACE="${RUST_BACKTRACE:-1}"
 
