@@ -523,7 +523,17 @@ mod linux {
 
         use super::Res;
 
+        /// An imported semaphore, destroyed on drop (after the stream work that signals it:
+        /// every diagnostic synchronizes its stream before returning).
         pub struct Semaphore(sys::CUexternalSemaphore);
+
+        impl Drop for Semaphore {
+            fn drop(&mut self) {
+                // SAFETY: a live handle, destroyed once; no enqueued work still uses it (see
+                // the type's note).
+                let _ = unsafe { sys::cuDestroyExternalSemaphore(self.0) };
+            }
+        }
 
         pub fn import_semaphore(cuda: &CudaInterop, fd: OwnedFd) -> Res<Semaphore> {
             cuda.context().bind_to_thread()?;
@@ -540,8 +550,7 @@ mod linux {
             // the import succeeds.
             unsafe { sys::cuImportExternalSemaphore(semaphore.as_mut_ptr(), &desc) }.result()?;
             let _ = fd.into_raw_fd();
-            // SAFETY: initialized by the successful call. The handle is never destroyed (the
-            // bench process ends soon after).
+            // SAFETY: initialized by the successful call.
             Ok(Semaphore(unsafe { semaphore.assume_init() }))
         }
 
