@@ -420,6 +420,7 @@ mod linux {
         let (mut s_lat, mut n_lat, mut c_lat, mut s_thr, mut n_thr) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut d_lat, mut d_thr) = (Vec::new(), Vec::new());
+        let (mut st_lat, mut st_thr) = (Vec::new(), Vec::new());
         // One bare copy and its synchronize: CUDA's round trip from enqueue to the host seeing
         // it done, on this machine.
         let mut single = Vec::new();
@@ -428,12 +429,20 @@ mod linux {
             let n1 = naive_frame(&mut renderer, 1)?;
             let c1 = ceiling(1)?;
             let sb = sluice_frame(&mut renderer, batch)?;
+            // The staging path (a CUDA copy into a buffer, then a GPU copy into the texture),
+            // for comparison.
+            interop.set_direct_cuda_textures(false);
+            let st1 = sluice_frame(&mut renderer, 1)?;
+            let stb = sluice_frame(&mut renderer, batch)?;
+            interop.set_direct_cuda_textures(true);
             let nb = naive_frame(&mut renderer, batch.min(5))?;
             let d1 = draw_only(&mut renderer, 1)?;
             let db = draw_only(&mut renderer, batch)?;
             if i >= warmup {
                 d_lat.push(d1);
                 d_thr.push(db);
+                st_lat.push(st1);
+                st_thr.push(stb);
                 s_lat.push(s1);
                 n_lat.push(n1);
                 c_lat.push(ceiling(batch)?.min(c1));
@@ -461,7 +470,7 @@ mod linux {
         let gb = bytes as f64 / 1e9;
         println!("4K RGBA8 frame ({bytes} bytes) from CUDA memory to a drawn {TARGET_SIDE}x{TARGET_SIDE} target, medians of {iters}:");
         println!(
-            "  sluice  (D2D + GPU copy + draw), waiting each frame: {:8.3} ms",
+            "  sluice  (CUDA copy into the texture + draw), waiting each frame: {:8.3} ms",
             ms(s_lat)
         );
         println!(
@@ -473,6 +482,12 @@ mod linux {
             batch * 10,
             ms(steady),
             n_thr.as_secs_f64() / steady.as_secs_f64()
+        );
+        println!(
+            "  sluice, staging path (D2D + GPU copy + draw): waiting each frame {:.3} ms; {batch} before waiting {:.3} ms/frame ({:.1}x the naive frame in flight)",
+            ms(median(&st_lat)),
+            ms(median(&st_thr)),
+            n_thr.as_secs_f64() / median(&st_thr).as_secs_f64()
         );
         println!(
             "  sluice, CPU time of publish + render per frame (in flight): {:.3} ms",
@@ -664,6 +679,7 @@ mod linux {
 
         let target = renderer.create_target(256, 256)?;
         let (mut s_t, mut n_t, mut c_t) = (Vec::new(), Vec::new(), Vec::new());
+        let mut st_t = Vec::new();
         for i in 0..iters + 1 {
             let start = Instant::now();
             source.publish();
@@ -681,15 +697,30 @@ mod linux {
             stream.memcpy_dtod(&twin, &mut copy_dst)?;
             stream.synchronize()?;
             let c = start.elapsed();
+            interop.set_direct_cuda_textures(false);
+            let start = Instant::now();
+            source.publish();
+            render_all(&mut renderer, &sluice_scene, &camera, &target)?;
+            renderer.wait_idle()?;
+            let st = start.elapsed();
+            interop.set_direct_cuda_textures(true);
             if i > 0 {
                 s_t.push(s);
                 n_t.push(n);
                 c_t.push(c);
+                st_t.push(st);
             }
         }
         let (s, n, c) = (median(&s_t), median(&n_t), median(&c_t));
         println!("512^3 f32 volume ({bytes} bytes) from CUDA memory to a drawn 256x256 MIP, medians of {iters}, waiting each frame:");
-        println!("  sluice  (D2D + GPU copy + ray march): {:9.3} ms", ms(s));
+        println!(
+            "  sluice  (CUDA copy into the 3-D texture + ray march): {:9.3} ms",
+            ms(s)
+        );
+        println!(
+            "  sluice, staging path (D2D + GPU copy + ray march):    {:9.3} ms",
+            ms(median(&st_t))
+        );
         println!("  naive   (DtoH + upload + ray march):  {:9.3} ms", ms(n));
         println!(
             "  ceiling (bare cuMemcpyDtoD):          {:9.3} ms ({:.0} GB/s)",

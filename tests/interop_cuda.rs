@@ -124,20 +124,34 @@ mod cuda_tests {
         // staging pitches them to 512.
         let layout = rgba(60, 100);
         let pitches = Pitches::packed(&layout);
-        let source = cuda_source(&cuda, &layout, pitches);
-        let mut renderer = _interop.renderer();
-        let mut scene = Scene::new();
-        scene.add(Image::new(source.clone() as SharedSource));
-        for frame in 0..3 {
-            write_rgba_frame(&cuda, &source, &layout, frame);
-            let img = render_pixels(&mut renderer, &scene, 100, 60);
-            assert_rgba_frame(&img, frame);
+        // Both paths: CUDA copying straight into a texture it maps as an array (the default),
+        // and through a staging buffer and a copy on the renderer's queue.
+        for direct in [true, false] {
+            _interop.set_direct_cuda_textures(direct);
+            let source = cuda_source(&cuda, &layout, pitches);
+            let mut renderer = _interop.renderer();
+            let mut scene = Scene::new();
+            scene.add(Image::new(source.clone() as SharedSource));
+            for frame in 0..3 {
+                write_rgba_frame(&cuda, &source, &layout, frame);
+                let img = render_pixels(&mut renderer, &scene, 100, 60);
+                assert_rgba_frame(&img, frame);
+            }
+            let counters = renderer.counters();
+            assert_eq!(
+                counters.bytes_uploaded, 0,
+                "nothing staged through the host"
+            );
+            assert_eq!(
+                counters.textures_provided,
+                if direct { 3 } else { 0 },
+                "direct: {direct}"
+            );
+            assert_eq!(
+                counters.device_bytes_copied,
+                3 * layout.total_bytes() as u64
+            );
         }
-        assert_eq!(
-            renderer.counters().bytes_uploaded,
-            0,
-            "nothing staged through the host"
-        );
     }
 
     #[test]
@@ -150,36 +164,43 @@ mod cuda_tests {
         // 20 frames drawn without waiting reuse buffers while earlier frames still read them.
         let layout = rgba(2160, 3840);
         let pitches = Pitches::packed(&layout);
-        let source = cuda_source(&cuda, &layout, pitches);
-        let mut renderer = interop.renderer();
-        let mut scene = Scene::new();
-        scene.add(Image::new(source.clone() as SharedSource));
-        // Whole frames, one sample per pixel: each draw then takes the GPU far longer than
-        // the host needs to queue it, so later frames' copies come while earlier frames still
-        // read their buffers.
-        let camera = PanZoomCamera::new(Vec2::new(1920.0, 1080.0), 1.0);
-        let targets: Vec<_> = (0..20)
-            .map(|_| renderer.create_target(3840, 2160).unwrap())
-            .collect();
-        for (frame, target) in targets.iter().enumerate() {
-            write_rgba_frame(&cuda, &source, &layout, frame as u32);
-            renderer.render(&scene, &camera, target).unwrap();
-        }
-        for (frame, target) in targets.iter().enumerate() {
-            let img = renderer.read_image(target).unwrap();
-            // Every 7th row and column: 181,000 pixels a frame.
-            for y in (0..2160).step_by(7) {
-                for x in (0..3840).step_by(7) {
-                    let want = kernels::rgba8_pattern(x, y, 0, frame as u32);
-                    assert_eq!(
-                        img.get_pixel(x, y).0,
-                        want,
-                        "frame {frame}, pixel ({x}, {y})"
-                    );
+        // Both paths: textures CUDA writes directly (a pool of 7 4K textures, each bound by
+        // the proxy until the next frame) and staging buffers.
+        for direct in [true, false] {
+            interop.set_direct_cuda_textures(direct);
+            let source = cuda_source(&cuda, &layout, pitches);
+            let mut renderer = interop.renderer();
+            let mut scene = Scene::new();
+            scene.add(Image::new(source.clone() as SharedSource));
+            // Whole frames, one sample per pixel: each draw then takes the GPU far longer
+            // than the host needs to queue it, so later frames' copies come while earlier
+            // frames still read their buffers.
+            let camera = PanZoomCamera::new(Vec2::new(1920.0, 1080.0), 1.0);
+            let targets: Vec<_> = (0..20)
+                .map(|_| renderer.create_target(3840, 2160).unwrap())
+                .collect();
+            for (frame, target) in targets.iter().enumerate() {
+                write_rgba_frame(&cuda, &source, &layout, frame as u32);
+                renderer.render(&scene, &camera, target).unwrap();
+            }
+            for (frame, target) in targets.iter().enumerate() {
+                let img = renderer.read_image(target).unwrap();
+                // Every 7th row and column: 181,000 pixels a frame.
+                for y in (0..2160).step_by(7) {
+                    for x in (0..3840).step_by(7) {
+                        let want = kernels::rgba8_pattern(x, y, 0, frame as u32);
+                        assert_eq!(
+                            img.get_pixel(x, y).0,
+                            want,
+                            "direct: {direct}, frame {frame}, pixel ({x}, {y})"
+                        );
+                    }
                 }
             }
+            let counters = renderer.counters();
+            assert_eq!(counters.bytes_uploaded, 0);
+            assert_eq!(counters.textures_provided, if direct { 20 } else { 0 });
         }
-        assert_eq!(renderer.counters().bytes_uploaded, 0);
     }
 
     #[test]
@@ -398,6 +419,11 @@ mod cuda_tests {
             }
         }
         assert_eq!(renderer.counters().bytes_uploaded, 0);
+        assert_eq!(
+            renderer.counters().textures_provided,
+            1,
+            "CUDA wrote the 3-D texture directly"
+        );
     }
 
     /// A CUDA thread writes frames into renderer-owned memory as fast as it can while the

@@ -621,3 +621,138 @@ fn device_indices_draw_and_attributes_a_texture_cannot_hold_are_refused_as_image
         "{e}"
     );
 }
+
+/// Reads all of a 2-D or 3-D texture back, rows packed.
+fn read_texture(interop: &Interop, texture: &wgpu::Texture, texel: u32) -> Vec<u8> {
+    let size = texture.size();
+    let row = (size.width * texel).next_multiple_of(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT);
+    let rows = size.height * size.depth_or_array_layers;
+    let buffer = interop.device().create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: u64::from(row * rows),
+        usage: wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::MAP_READ,
+        mapped_at_creation: false,
+    });
+    let mut encoder = interop.device().create_command_encoder(&Default::default());
+    encoder.copy_texture_to_buffer(
+        texture.as_image_copy(),
+        wgpu::TexelCopyBufferInfo {
+            buffer: &buffer,
+            layout: wgpu::TexelCopyBufferLayout {
+                offset: 0,
+                bytes_per_row: Some(row),
+                rows_per_image: Some(size.height),
+            },
+        },
+        size,
+    );
+    interop.queue().submit([encoder.finish()]);
+    buffer
+        .slice(..)
+        .map_async(wgpu::MapMode::Read, |r| r.unwrap());
+    interop
+        .device()
+        .poll(wgpu::PollType::wait_indefinitely())
+        .unwrap();
+    let mapped = buffer.slice(..).get_mapped_range().unwrap();
+    let width = (size.width * texel) as usize;
+    mapped
+        .chunks(row as usize)
+        .flat_map(|r| r[..width].to_vec())
+        .collect()
+}
+
+#[test]
+fn exported_textures_hold_what_is_written_and_export_their_memory() {
+    let interop = interop();
+    for (format, dimension, size, texel) in [
+        (
+            wgpu::TextureFormat::Rgba8Uint,
+            wgpu::TextureDimension::D2,
+            [70, 30, 1],
+            4,
+        ),
+        (
+            wgpu::TextureFormat::R32Float,
+            wgpu::TextureDimension::D3,
+            [20, 12, 9],
+            4,
+        ),
+        (
+            wgpu::TextureFormat::Rg16Sint,
+            wgpu::TextureDimension::D2,
+            [33, 5, 1],
+            4,
+        ),
+    ] {
+        let extent = wgpu::Extent3d {
+            width: size[0],
+            height: size[1],
+            depth_or_array_layers: size[2],
+        };
+        let exported = interop
+            .export_texture(format, extent, dimension)
+            .unwrap_or_else(|e| panic!("{format:?}: {e}"));
+        let texture = exported.texture();
+        assert_eq!(
+            (texture.format(), texture.size(), texture.dimension()),
+            (format, extent, dimension)
+        );
+        assert!(exported.allocation_size() >= u64::from(size[0] * size[1] * size[2] * texel));
+        let _fd = exported.export_fd().unwrap();
+        let bytes: Vec<u8> = (0..size[0] * size[1] * size[2] * texel)
+            .map(|i| (i * 7 + i / 13) as u8)
+            .collect();
+        interop.queue().write_texture(
+            texture.as_image_copy(),
+            &bytes,
+            wgpu::TexelCopyBufferLayout {
+                offset: 0,
+                bytes_per_row: Some(size[0] * texel),
+                rows_per_image: Some(size[1]),
+            },
+            extent,
+        );
+        assert_eq!(read_texture(&interop, texture, texel), bytes, "{format:?}");
+    }
+}
+
+#[test]
+fn textures_that_cannot_be_exported_are_refused_with_their_format_and_size() {
+    let interop = interop();
+    let extent = |w, h, d| wgpu::Extent3d {
+        width: w,
+        height: h,
+        depth_or_array_layers: d,
+    };
+    let refused = |format, size, dimension| {
+        interop
+            .export_texture(format, size, dimension)
+            .unwrap_err()
+            .to_string()
+    };
+    let e = refused(
+        wgpu::TextureFormat::Rgba8Unorm,
+        extent(16, 16, 1),
+        wgpu::TextureDimension::D2,
+    );
+    assert!(e.contains("Rgba8Unorm") && e.contains("16x16x1"), "{e}");
+    let e = refused(
+        wgpu::TextureFormat::R8Uint,
+        extent(16, 16, 4),
+        wgpu::TextureDimension::D2,
+    );
+    assert!(e.contains("16x16x4") && e.contains("one layer"), "{e}");
+    let e = refused(
+        wgpu::TextureFormat::R8Uint,
+        extent(0, 16, 1),
+        wgpu::TextureDimension::D2,
+    );
+    assert!(e.contains("0x16x1"), "{e}");
+    let e = refused(
+        wgpu::TextureFormat::R8Uint,
+        extent(1 << 20, 4, 1),
+        wgpu::TextureDimension::D2,
+    );
+    assert!(e.contains("1048576x4x1") && e.contains("largest"), "{e}");
+}

@@ -100,6 +100,24 @@ pub enum InteropError {
         /// Memory types on the device.
         count: u32,
     },
+    /// The driver cannot export images of this format and size as opaque fds.
+    #[error("the Vulkan driver of {adapter} cannot export a {dimension} {format} image of {width}x{height}x{depth} as an opaque file descriptor: {reason}")]
+    TextureNotShareable {
+        /// The adapter's name.
+        adapter: String,
+        /// The texture format.
+        format: String,
+        /// "2-D" or "3-D".
+        dimension: &'static str,
+        /// Width in texels.
+        width: u32,
+        /// Height in texels.
+        height: u32,
+        /// Depth in texels (1 for 2-D).
+        depth: u32,
+        /// What the driver answered.
+        reason: String,
+    },
     /// The buffer was destroyed (`wgpu::Buffer::destroy`) before its memory was exported.
     #[error("the exported buffer was destroyed; its memory can no longer be exported")]
     BufferDestroyed,

@@ -11,12 +11,16 @@ use crate::upload::InteropUpload;
 use crate::vulkan::device::{DeviceIdentity, VulkanDevice};
 use crate::vulkan::memory::{import_buffer, ExportedBuffer};
 use crate::vulkan::semaphore::SharedSemaphore;
+use crate::vulkan::texture::ExportedTexture;
 
 pub(crate) struct Shared {
     pub vulkan: VulkanDevice,
     pub handoffs: Handoffs,
     #[cfg(feature = "cuda")]
     pub cuda: std::sync::OnceLock<Arc<crate::cuda::CudaDevice>>,
+    /// Whether CUDA sources shown as images and volumes are copied straight into textures.
+    #[cfg(feature = "cuda")]
+    pub direct_cuda_textures: std::sync::atomic::AtomicBool,
 }
 
 /// A Vulkan device opened for GPU interop: it can export and import memory as file
@@ -64,6 +68,8 @@ impl Interop {
                 handoffs: Handoffs::default(),
                 #[cfg(feature = "cuda")]
                 cuda: std::sync::OnceLock::new(),
+                #[cfg(feature = "cuda")]
+                direct_cuda_textures: std::sync::atomic::AtomicBool::new(true),
             }),
         })
     }
@@ -124,6 +130,41 @@ impl Interop {
     /// A buffer of `size` bytes whose memory can be exported as file descriptors.
     pub fn export_buffer(&self, size: u64) -> Result<ExportedBuffer, InteropError> {
         ExportedBuffer::new(self, size)
+    }
+
+    /// Chooses how renderers on this device bring [`crate::cuda::CudaSource`]s shown as images
+    /// and volumes to the GPU: `true` (the default), CUDA copies the source straight into a
+    /// texture it maps as a CUDA array, which the proxy binds; `false`, CUDA copies it into a
+    /// staging buffer and the renderer copies that into the proxy's texture (one more copy of
+    /// every texel, on the renderer's queue). Both show the same pixels; the switch is there
+    /// to compare them and to rule one out when diagnosing. Takes effect at the next change.
+    #[cfg(feature = "cuda")]
+    pub fn set_direct_cuda_textures(&self, direct: bool) {
+        self.shared
+            .direct_cuda_textures
+            .store(direct, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether CUDA sources are copied straight into textures (see
+    /// [`Interop::set_direct_cuda_textures`]).
+    #[cfg(feature = "cuda")]
+    pub fn direct_cuda_textures(&self) -> bool {
+        self.shared
+            .direct_cuda_textures
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A 2-D or 3-D texture whose memory (a dedicated allocation) can be exported as file
+    /// descriptors, for another API to write texels into. `format` is one of the unnormalized
+    /// integer or float formats of 1, 2 or 4 channels that sluice uploads sources into
+    /// (`R8Uint` ... `Rgba32Float`).
+    pub fn export_texture(
+        &self,
+        format: wgpu::TextureFormat,
+        size: wgpu::Extent3d,
+        dimension: wgpu::TextureDimension,
+    ) -> Result<ExportedTexture, InteropError> {
+        ExportedTexture::new(self, format, size, dimension)
     }
 
     /// Imports memory another device, API or process exported, as a buffer spanning the whole

@@ -55,3 +55,4 @@ pub use source::{Pitches, VulkanSource, COPY_ROW_ALIGNMENT};
 pub use vulkan::device::DeviceIdentity;
 pub use vulkan::memory::ExportedBuffer;
 pub use vulkan::semaphore::SharedSemaphore;
+pub use vulkan::texture::ExportedTexture;

@@ -13,7 +13,10 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use sluice_core::{Layout, Residency, VulkanMemory};
-use sluice_render::{DeviceBufferCopy, DeviceCopy, DeviceCopyOutcome, DeviceUpload, RenderError};
+use sluice_render::{
+    DeviceBufferCopy, DeviceCopy, DeviceCopyOutcome, DeviceTexture, DeviceTextureRequest,
+    DeviceUpload, RenderError,
+};
 
 use crate::error::InteropError;
 use crate::interop::Interop;
@@ -47,6 +50,8 @@ pub(crate) struct InteropUpload {
     frame: Mutex<HashMap<(usize, u64), bool>>,
     #[cfg(feature = "cuda")]
     cuda: crate::cuda::staging::CudaStaging,
+    #[cfg(feature = "cuda")]
+    cuda_textures: crate::cuda::textures::CudaTextures,
 }
 
 impl InteropUpload {
@@ -54,6 +59,8 @@ impl InteropUpload {
         InteropUpload {
             #[cfg(feature = "cuda")]
             cuda: crate::cuda::staging::CudaStaging::new(interop.clone()),
+            #[cfg(feature = "cuda")]
+            cuda_textures: crate::cuda::textures::CudaTextures::new(interop.clone()),
             interop,
             imports: Mutex::new(HashMap::new()),
             semaphores: Mutex::new(HashMap::new()),
@@ -313,6 +320,26 @@ impl DeviceUpload for InteropUpload {
         })
     }
 
+    fn provide_texture(
+        &self,
+        request: DeviceTextureRequest<'_>,
+    ) -> Result<Option<DeviceTexture>, RenderError> {
+        #[cfg(feature = "cuda")]
+        if let Residency::Cuda(memory) = request.residency {
+            let provided = check_texture_layout(request.layout)
+                .and_then(|()| self.cuda.check(memory, request.layout))
+                .and_then(|()| self.cuda.cuda())
+                .and_then(|cuda| self.cuda_textures.provide(&cuda, &request, memory));
+            return provided.map_err(|e| RenderError::UnsupportedSource {
+                visual: "TextureProxy",
+                source_label: request.source.label(),
+                reason: e.to_string(),
+            });
+        }
+        let _ = request;
+        Ok(None)
+    }
+
     fn copy_to_buffer(
         &self,
         mut copy: DeviceBufferCopy<'_>,
@@ -335,7 +362,10 @@ impl DeviceUpload for InteropUpload {
             .lock()
             .retain(|_, s| s.fd.strong_count() > 0);
         #[cfg(feature = "cuda")]
-        self.cuda.frame_submitted();
+        {
+            self.cuda.frame_submitted();
+            self.cuda_textures.frame_submitted();
+        }
     }
 }
 

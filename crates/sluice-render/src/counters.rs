@@ -17,6 +17,10 @@ pub struct Counters {
     /// Of the device-resident copies, those done by a compute pass that stores texels
     /// instead of a copy command (see `docs/gpu-interop.md`).
     pub compute_copies: u64,
+    /// Of the device-resident copies, those written by the producer's API straight into a
+    /// texture the device upload path provided (a CUDA copy into a CUDA array mapped onto a
+    /// Vulkan image), with nothing copied on the renderer's queue.
+    pub textures_provided: u64,
     /// Bytes of GPU memory held by source textures and buffers now.
     pub resident_bytes: u64,
     /// Source textures alive now: one per source shown, however many visuals show it (a
@@ -42,6 +46,7 @@ impl Counters {
             device_bytes_copied: self.device_bytes_copied - earlier.device_bytes_copied,
             copies_issued: self.copies_issued - earlier.copies_issued,
             compute_copies: self.compute_copies - earlier.compute_copies,
+            textures_provided: self.textures_provided - earlier.textures_provided,
             textures_created: self.textures_created - earlier.textures_created,
             staging_buffers_created: self.staging_buffers_created - earlier.staging_buffers_created,
             ..*self

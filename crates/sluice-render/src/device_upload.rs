@@ -23,6 +23,20 @@ pub trait DeviceUpload: Send + Sync {
     /// data: the renderer keeps what it shows and asks again next frame.
     fn copy_to_texture(&self, copy: DeviceCopy<'_>) -> Result<DeviceCopyOutcome, RenderError>;
 
+    /// Offers a texture that will hold the whole of the source's current version once the
+    /// frame's submit has waited for it, for the proxy to bind instead of copying into its own:
+    /// for data another API can write straight into texture memory (CUDA memory copied into a
+    /// CUDA array mapped onto a Vulkan image), which saves the copy on the renderer's queue.
+    /// The texture must have `request`'s format, size and dimension and allow
+    /// `TEXTURE_BINDING`. `Ok(None)` (the default): nothing offered, the proxy copies as usual.
+    fn provide_texture(
+        &self,
+        request: DeviceTextureRequest<'_>,
+    ) -> Result<Option<DeviceTexture>, RenderError> {
+        let _ = request;
+        Ok(None)
+    }
+
     /// Records commands copying elements `copy.range` of a 1-D source (a mesh attribute) into
     /// `copy.buffer` at byte offset `copy.range.start * element bytes`, the layout unconverted
     /// (f32 positions, u32 indices, u8 RGBA colours). Implementations that only handle
@@ -161,6 +175,43 @@ impl DeviceCopy<'_> {
                 }
             }
         }
+    }
+}
+
+/// What a proxy asks of [`DeviceUpload::provide_texture`]: a texture holding all of a source.
+pub struct DeviceTextureRequest<'a> {
+    /// The renderer's device.
+    pub device: &'a wgpu::Device,
+    /// The renderer's queue; the frame is submitted on it after the request.
+    pub queue: &'a wgpu::Queue,
+    /// The source.
+    pub source: &'a dyn DataSource,
+    /// Where its bytes are.
+    pub residency: &'a Residency,
+    /// Its layout (the texture holds it unconverted).
+    pub layout: &'a Layout,
+    /// The texture format the proxy's pipelines read.
+    pub format: wgpu::TextureFormat,
+    /// The texture's size: `[width, height, depth or 1]`.
+    pub size: wgpu::Extent3d,
+    /// 2-D for images, 3-D for volumes.
+    pub dimension: wgpu::TextureDimension,
+}
+
+/// A texture a [`DeviceUpload`] filled for a proxy, and the proxy's hold on it.
+pub struct DeviceTexture {
+    /// The texture. The proxy binds it until the source changes again.
+    pub texture: wgpu::Texture,
+    /// Kept by the proxy while it binds `texture`; dropping it tells the upload path that
+    /// frames submitted from then on no longer read the texture, so it may be refilled.
+    pub lease: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for DeviceTexture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceTexture")
+            .field("texture", &self.texture)
+            .finish_non_exhaustive()
     }
 }
 

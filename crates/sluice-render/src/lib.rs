@@ -51,7 +51,10 @@ mod volume_pipeline;
 pub use camera::{Camera, FlyCamera, OrbitCamera, PanZoomCamera, Projection};
 pub use colormap::{Colormap, CustomColormap, MAX_COLORMAP_ENTRIES};
 pub use counters::{Counters, FrameStats};
-pub use device_upload::{DeviceBufferCopy, DeviceCopy, DeviceCopyOutcome, DeviceUpload};
+pub use device_upload::{
+    DeviceBufferCopy, DeviceCopy, DeviceCopyOutcome, DeviceTexture, DeviceTextureRequest,
+    DeviceUpload,
+};
 pub use error::RenderError;
 pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV};
 pub use renderer::Renderer;

@@ -15,7 +15,9 @@ use sluice_core::{
 };
 
 use crate::counters::Counters;
-use crate::device_upload::{DeviceCopy, DeviceCopyOutcome, DeviceUpload};
+use crate::device_upload::{
+    DeviceCopy, DeviceCopyOutcome, DeviceTexture, DeviceTextureRequest, DeviceUpload,
+};
 use crate::error::RenderError;
 use crate::format::{texture_format, SampleKind};
 use crate::staging::{Staged, StagingRing, STAGING_ALIGNMENT};
@@ -141,7 +143,8 @@ impl TextureProxy {
     pub fn brick_view(&self, slot: usize) -> &wgpu::TextureView {
         // Slot `x + cx (y + cy z)` holds brick (x, y, z), the order `create_bricks` makes
         // them in; slots beyond the bricks repeat the first (never read).
-        &self.bricks.get(slot).unwrap_or(&self.bricks[0]).view
+        let brick = self.bricks.get(slot).unwrap_or(&self.bricks[0]);
+        brick.provided.as_ref().map_or(&brick.view, |p| &p.view)
     }
 
     /// Brick size and count per axis, in samples, `[x, y, z]` order as the shaders take them.
@@ -511,6 +514,38 @@ impl TextureProxy {
         let upload = ctx
             .device_upload
             .ok_or_else(|| no_device_upload(&self.source))?;
+        let whole = self.layout.shape().full_region();
+        if self.bricks.len() == 1 && regions == [whole] {
+            let texture = &self.bricks[0].texture;
+            let provided = upload.provide_texture(DeviceTextureRequest {
+                device: ctx.device,
+                queue: ctx.queue,
+                source: self.source.as_ref(),
+                residency: &residency,
+                layout: &self.layout,
+                format: texture.format(),
+                size: texture.size(),
+                dimension: texture.dimension(),
+            })?;
+            if let Some(provided) = provided {
+                self.bind_provided(provided)?;
+                let bytes = (whole.len() * self.format.sample_bytes()) as u64;
+                ctx.counters.device_bytes_copied += bytes;
+                ctx.counters.copies_issued += 1;
+                ctx.counters.textures_provided += 1;
+                return Ok(true);
+            }
+        }
+        // Copies go into the proxy's own textures: if a provided one was bound, they must
+        // first take all of the source, not only what changed.
+        let mut regions = regions;
+        if self.bricks.iter().any(|b| b.provided.is_some()) {
+            for brick in &mut self.bricks {
+                brick.provided = None;
+            }
+            self.generation += 1;
+            regions = std::slice::from_ref(&whole);
+        }
         for region in regions {
             for brick in &self.bricks {
                 let Some(part) = region.intersection(&brick.region) else {
@@ -538,6 +573,45 @@ impl TextureProxy {
             }
         }
         Ok(true)
+    }
+}
+
+impl TextureProxy {
+    /// Binds a texture the device upload path filled in place of brick 0 (the only one),
+    /// releasing the one bound before. Refuses a texture the pipelines could not read as
+    /// they read the proxy's own.
+    fn bind_provided(&mut self, provided: DeviceTexture) -> Result<(), RenderError> {
+        let own = &self.bricks[0].texture;
+        let texture = &provided.texture;
+        let matches = texture.format() == own.format()
+            && texture.size() == own.size()
+            && texture.dimension() == own.dimension()
+            && texture
+                .usage()
+                .contains(wgpu::TextureUsages::TEXTURE_BINDING);
+        if !matches {
+            return Err(RenderError::UnsupportedSource {
+                visual: "TextureProxy",
+                source_label: self.source.label(),
+                reason: format!(
+                    "the device upload path provided a {:?} {:?} texture of {:?} with usage {:?}, where a {:?} {:?} texture of {:?} that can be bound is needed",
+                    texture.dimension(),
+                    texture.format(),
+                    texture.size(),
+                    texture.usage(),
+                    own.dimension(),
+                    own.format(),
+                    own.size()
+                ),
+            });
+        }
+        let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
+        self.bricks[0].provided = Some(Provided {
+            view,
+            _texture: provided,
+        });
+        self.generation += 1;
+        Ok(())
     }
 }
 
@@ -657,6 +731,15 @@ struct Brick {
     texture: wgpu::Texture,
     view: wgpu::TextureView,
     region: Region,
+    /// A texture the device upload path filled with the whole source, bound instead of
+    /// `texture` until a copy goes into `texture` again.
+    provided: Option<Provided>,
+}
+
+/// A provided texture and its view; dropping it releases the texture to its provider.
+struct Provided {
+    view: wgpu::TextureView,
+    _texture: DeviceTexture,
 }
 
 /// How a source is cut into bricks: brick size and brick count per axis, `[x, y, z]`.
@@ -754,6 +837,7 @@ fn create_bricks(
                     texture,
                     view,
                     region,
+                    provided: None,
                 });
             }
         }

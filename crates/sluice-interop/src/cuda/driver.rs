@@ -28,8 +28,6 @@ pub(crate) fn cuda_error(call: &'static str) -> impl FnOnce(DriverError) -> Inte
     }
 }
 
-/// Whether the CUDA driver library can be loaded. cudarc panics on the first driver call
-/// without it, so this is asked before any.
 /// Fails with both sizes unless `slice` holds at least `needed` bytes.
 pub(crate) fn check_slice_len(
     slice: &cudarc::driver::CudaSlice<u8>,
@@ -44,6 +42,8 @@ pub(crate) fn check_slice_len(
     Ok(())
 }
 
+/// Whether the CUDA driver library can be loaded. cudarc panics on the first driver call
+/// without it, so this is asked before any.
 pub(crate) fn library_present() -> bool {
     // SAFETY: only looks for the library (dlopen); calls nothing in it.
     unsafe { sys::is_culib_present() }
@@ -89,29 +89,7 @@ impl ExternalBuffer {
         dedicated: bool,
         len: u64,
     ) -> Result<Self, InteropError> {
-        ctx.bind_to_thread()
-            .map_err(cuda_error("cuCtxSetCurrent"))?;
-        let desc = sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC {
-            type_: sys::CUexternalMemoryHandleType::CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
-            handle: sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st__bindgen_ty_1 { fd: fd.as_raw_fd() },
-            size: allocation_size,
-            flags: if dedicated {
-                sys::CUDA_EXTERNAL_MEMORY_DEDICATED
-            } else {
-                0
-            },
-            reserved: [0; 16],
-        };
-        let mut memory = MaybeUninit::uninit();
-        // SAFETY: `desc` is fully initialized and names an open fd we own; on success CUDA
-        // writes the handle into `memory`.
-        unsafe { sys::cuImportExternalMemory(memory.as_mut_ptr(), &desc) }
-            .result()
-            .map_err(cuda_error("cuImportExternalMemory"))?;
-        // The import succeeded: CUDA owns the fd now and closes it with the memory.
-        let _ = fd.into_raw_fd();
-        // SAFETY: initialized by the successful call above.
-        let memory = unsafe { memory.assume_init() };
+        let memory = import_memory(ctx, fd, allocation_size, dedicated)?;
         let buffer = sys::CUDA_EXTERNAL_MEMORY_BUFFER_DESC {
             offset: 0,
             size: len,
@@ -157,6 +135,225 @@ impl Drop for ExternalBuffer {
             let _ = sys::cuDestroyExternalMemory(self.memory);
         }
     }
+}
+
+/// Imports `fd` (a Vulkan allocation of `allocation_size` bytes) into `ctx`, which is left
+/// current; CUDA owns the fd once this succeeds.
+fn import_memory(
+    ctx: &Arc<CudaContext>,
+    fd: OwnedFd,
+    allocation_size: u64,
+    dedicated: bool,
+) -> Result<sys::CUexternalMemory, InteropError> {
+    ctx.bind_to_thread()
+        .map_err(cuda_error("cuCtxSetCurrent"))?;
+    let desc = sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC {
+        type_: sys::CUexternalMemoryHandleType::CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
+        handle: sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st__bindgen_ty_1 { fd: fd.as_raw_fd() },
+        size: allocation_size,
+        flags: if dedicated {
+            sys::CUDA_EXTERNAL_MEMORY_DEDICATED
+        } else {
+            0
+        },
+        reserved: [0; 16],
+    };
+    let mut memory = MaybeUninit::uninit();
+    // SAFETY: `desc` is fully initialized and names an open fd we own; on success CUDA writes
+    // the handle into `memory`.
+    unsafe { sys::cuImportExternalMemory(memory.as_mut_ptr(), &desc) }
+        .result()
+        .map_err(cuda_error("cuImportExternalMemory"))?;
+    // The import succeeded: CUDA owns the fd now and closes it with the memory.
+    let _ = fd.into_raw_fd();
+    // SAFETY: initialized by the successful call above.
+    Ok(unsafe { memory.assume_init() })
+}
+
+/// The CUDA array format and channel count of textures of `format`: unnormalized integers
+/// or floats of 1, 2 or 4 channels (the formats sluice uploads device data into); `None` for
+/// others.
+pub(crate) fn array_format(format: wgpu::TextureFormat) -> Option<(sys::CUarray_format, u32)> {
+    use sys::CUarray_format as A;
+    use wgpu::TextureSampleType as S;
+    let channels = u32::from(format.components());
+    let bytes = format.block_copy_size(None)? / channels.max(1);
+    let array = match (format.sample_type(None, None)?, bytes) {
+        (S::Uint, 1) => A::CU_AD_FORMAT_UNSIGNED_INT8,
+        (S::Uint, 2) => A::CU_AD_FORMAT_UNSIGNED_INT16,
+        (S::Uint, 4) => A::CU_AD_FORMAT_UNSIGNED_INT32,
+        (S::Sint, 1) => A::CU_AD_FORMAT_SIGNED_INT8,
+        (S::Sint, 2) => A::CU_AD_FORMAT_SIGNED_INT16,
+        (S::Sint, 4) => A::CU_AD_FORMAT_SIGNED_INT32,
+        // Normalized formats sample as floats too: only the float formats map.
+        (S::Float { .. }, 2) if is_float(format) => A::CU_AD_FORMAT_HALF,
+        (S::Float { .. }, 4) if is_float(format) => A::CU_AD_FORMAT_FLOAT,
+        _ => return None,
+    };
+    matches!(channels, 1 | 2 | 4).then_some((array, channels))
+}
+
+fn is_float(format: wgpu::TextureFormat) -> bool {
+    use wgpu::TextureFormat as F;
+    matches!(
+        format,
+        F::R16Float | F::Rg16Float | F::Rgba16Float | F::R32Float | F::Rg32Float | F::Rgba32Float
+    )
+}
+
+/// The memory of a Vulkan image (a dedicated allocation) imported into CUDA and mapped as a
+/// CUDA array of the same format and extent: `cuMemcpy3D` writes its texels, and the Vulkan
+/// side samples them.
+pub(crate) struct ExternalArray {
+    ctx: Arc<CudaContext>,
+    memory: sys::CUexternalMemory,
+    mipmapped: sys::CUmipmappedArray,
+    array: sys::CUarray,
+    /// `[width, height, depth]` in texels (depth 1 for 2-D arrays).
+    extent: [usize; 3],
+    texel_bytes: usize,
+}
+
+// SAFETY: driver handles, used from any thread with the context made current.
+unsafe impl Send for ExternalArray {}
+// SAFETY: as above; no method mutates through `&self` outside the driver.
+unsafe impl Sync for ExternalArray {}
+
+impl ExternalArray {
+    /// Imports `fd` (the dedicated allocation of `allocation_size` bytes behind a Vulkan image
+    /// of `extent` texels, `depth` 0 for a 2-D image) and maps it as an array of `format` in
+    /// `channels` channels. CUDA owns the fd once the import succeeds.
+    pub fn import(
+        ctx: &Arc<CudaContext>,
+        fd: OwnedFd,
+        allocation_size: u64,
+        (format, channels): (sys::CUarray_format, u32),
+        texel_bytes: usize,
+        [width, height, depth]: [usize; 3],
+    ) -> Result<Self, InteropError> {
+        let memory = import_memory(ctx, fd, allocation_size, true)?;
+        let desc = sys::CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC {
+            offset: 0,
+            arrayDesc: sys::CUDA_ARRAY3D_DESCRIPTOR {
+                Width: width,
+                Height: height,
+                Depth: depth,
+                Format: format,
+                NumChannels: channels,
+                Flags: 0,
+            },
+            numLevels: 1,
+            reserved: [0; 16],
+        };
+        let mut mipmapped = MaybeUninit::uninit();
+        // SAFETY: `memory` is the live handle imported above; `desc` is fully initialized.
+        let mapped = unsafe {
+            sys::cuExternalMemoryGetMappedMipmappedArray(mipmapped.as_mut_ptr(), memory, &desc)
+        };
+        if let Err(e) = mapped.result() {
+            // SAFETY: nothing was mapped from the handle; it is destroyed once.
+            unsafe { sys::cuDestroyExternalMemory(memory) };
+            return Err(cuda_error("cuExternalMemoryGetMappedMipmappedArray")(e));
+        }
+        // SAFETY: initialized by the successful call above.
+        let mipmapped = unsafe { mipmapped.assume_init() };
+        let mut array = MaybeUninit::uninit();
+        // SAFETY: a live mipmapped array with one level.
+        let level = unsafe { sys::cuMipmappedArrayGetLevel(array.as_mut_ptr(), mipmapped, 0) };
+        if let Err(e) = level.result() {
+            // SAFETY: both handles are live and released once, the mapping first.
+            unsafe {
+                sys::cuMipmappedArrayDestroy(mipmapped);
+                sys::cuDestroyExternalMemory(memory);
+            }
+            return Err(cuda_error("cuMipmappedArrayGetLevel")(e));
+        }
+        Ok(ExternalArray {
+            ctx: ctx.clone(),
+            memory,
+            mipmapped,
+            // SAFETY: initialized by the successful call above.
+            array: unsafe { array.assume_init() },
+            extent: [width, height, depth.max(1)],
+            texel_bytes,
+        })
+    }
+}
+
+impl Drop for ExternalArray {
+    fn drop(&mut self) {
+        // Owners synchronize the work that wrote the array (an `Event`) before dropping it.
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: the mapping and the handle are live and released exactly once, the mapping
+        // first, as CUDA requires (the level array belongs to the mipmapped array).
+        unsafe {
+            let _ = sys::cuMipmappedArrayDestroy(self.mipmapped);
+            let _ = sys::cuDestroyExternalMemory(self.memory);
+        }
+    }
+}
+
+/// Copies all of `dst` (its extent of texels) from `src`, whose rows and planes are pitched,
+/// on `stream`, without waiting.
+pub(crate) fn copy_into_array(
+    ctx: &CudaContext,
+    stream: StreamHandle,
+    src: Pitched,
+    dst: &ExternalArray,
+) -> Result<(), InteropError> {
+    let [width, height, depth] = dst.extent;
+    let width_bytes = width * dst.texel_bytes;
+    if src.row < width_bytes || (depth > 1 && src.plane < src.row * height) {
+        return Err(InteropError::CudaBufferTooSmall {
+            needed: width_bytes,
+            len: src.row,
+        });
+    }
+    ctx.bind_to_thread()
+        .map_err(cuda_error("cuCtxSetCurrent"))?;
+    // Planes must be whole rows apart for one 3-D copy; otherwise one 2-D copy per plane.
+    let whole_planes = depth == 1 || src.plane.is_multiple_of(src.row);
+    let (planes, per_copy) = if whole_planes { (1, depth) } else { (depth, 1) };
+    for z in 0..planes {
+        let copy = sys::CUDA_MEMCPY3D {
+            srcXInBytes: 0,
+            srcY: 0,
+            srcZ: 0,
+            srcLOD: 0,
+            srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            srcHost: std::ptr::null(),
+            srcDevice: src.ptr + (z * src.plane) as u64,
+            srcArray: std::ptr::null_mut(),
+            reserved0: std::ptr::null_mut(),
+            srcPitch: src.row,
+            srcHeight: if depth > 1 {
+                src.plane / src.row
+            } else {
+                height
+            },
+            dstXInBytes: 0,
+            dstY: 0,
+            dstZ: z,
+            dstLOD: 0,
+            dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_ARRAY,
+            dstHost: std::ptr::null_mut(),
+            dstDevice: 0,
+            dstArray: dst.array,
+            reserved1: std::ptr::null_mut(),
+            dstPitch: 0,
+            dstHeight: 0,
+            WidthInBytes: width_bytes,
+            Height: height,
+            Depth: per_copy,
+        };
+        // SAFETY: the destination is exactly the array's extent (a CUDA array this crate
+        // mapped); the source is device memory the caller's source vouched for, read by the
+        // GPU; `stream` is valid (see `StreamHandle`).
+        unsafe { sys::cuMemcpy3DAsync_v2(&copy, stream.0) }
+            .result()
+            .map_err(cuda_error("cuMemcpy3DAsync (into an array)"))?;
+    }
+    Ok(())
 }
 
 /// A Vulkan timeline semaphore imported into CUDA.

@@ -19,8 +19,10 @@
 #[allow(unsafe_code)]
 mod driver;
 pub mod kernels;
+pub(crate) mod pool;
 mod source;
 pub(crate) mod staging;
+pub(crate) mod textures;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};

@@ -63,6 +63,9 @@ pub(crate) struct VulkanDevice {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
     pub raw: ash::Device,
+    /// The instance and physical device under `device` (for format queries).
+    pub instance: ash::Instance,
+    pub physical: vk::PhysicalDevice,
     pub memory_fd: khr::external_memory_fd::Device,
     /// Present where the driver has `VK_KHR_external_semaphore_fd`, timeline semaphores and
     /// exports them as opaque fds.
@@ -156,6 +159,8 @@ impl VulkanDevice {
             device,
             queue,
             raw,
+            instance,
+            physical,
             memory_fd,
             semaphore_fd,
             memory_types,
