@@ -36,7 +36,8 @@
 # What comes back in $OUT: env.log, tests.log, bench.log, examples.log and two PNG frames
 # (first and last) of each CUDA animation: images, volume and mesh.
 #
-# Environment (remote): SLUICE_BENCH_ITERS (default 15), SLUICE_BENCH_STRICT=1 (a missed
+# Environment (remote): SLUICE_DEVICE_COMPARE_ARRAY_COPY=1 (run the image and volume bench
+# parts a second time with CUDA filling textures by cuMemcpy3D), SLUICE_BENCH_ITERS (default 15), SLUICE_BENCH_STRICT=1 (a missed
 # bench target fails the run), SLUICE_DEVICE_UNPACK=auto|always|never (loader .debs, default
 # auto), SLUICE_DEVICE_TESTS_TIMEOUT / SLUICE_DEVICE_BENCH_TIMEOUT /
 # SLUICE_DEVICE_EXAMPLES_TIMEOUT (seconds, defaults 240 / 180 / 90). Without $OUT (a local try)
@@ -202,6 +203,13 @@ remote() {
     : >"$out/bench.log"
     echo "== bench-interop" | tee -a "$out/bench.log"
     run_logged "$out/bench.log" "${SLUICE_DEVICE_BENCH_TIMEOUT:-180}" "$bin/bench-interop" --bench || status=1
+    if [ "${SLUICE_DEVICE_COMPARE_ARRAY_COPY:-0}" = 1 ]; then
+      # The image and volume parts again, CUDA filling textures with cuMemcpy3D instead of
+      # the surface-store kernel (see docs/gpu-interop.md).
+      echo "== bench-interop, SLUICE_CUDA_ARRAY_COPY=memcpy" | tee -a "$out/bench.log"
+      SLUICE_CUDA_ARRAY_COPY=memcpy SLUICE_BENCH_ONLY=image,volume run_logged "$out/bench.log" \
+        "${SLUICE_DEVICE_BENCH_TIMEOUT:-180}" "$bin/bench-interop" --bench || status=1
+    fi
   fi
   if [ "$what" = examples ] || [ "$what" = all ]; then
     : >"$out/examples.log"

@@ -202,13 +202,16 @@ fn is_float(format: wgpu::TextureFormat) -> bool {
 }
 
 /// The memory of a Vulkan image (a dedicated allocation) imported into CUDA and mapped as a
-/// CUDA array of the same format and extent: `cuMemcpy3D` writes its texels, and the Vulkan
-/// side samples them.
+/// CUDA array of the same format and extent, with a surface object over it: a copy kernel's
+/// surface stores (or `cuMemcpy3D`) write its texels, and the Vulkan side samples them.
 pub(crate) struct ExternalArray {
     ctx: Arc<CudaContext>,
     memory: sys::CUexternalMemory,
     mipmapped: sys::CUmipmappedArray,
     array: sys::CUarray,
+    surface: sys::CUsurfObject,
+    /// A 3-D array (else 2-D).
+    three_d: bool,
     /// `[width, height, depth]` in texels (depth 1 for 2-D arrays).
     extent: [usize; 3],
     texel_bytes: usize,
@@ -240,7 +243,8 @@ impl ExternalArray {
                 Depth: depth,
                 Format: format,
                 NumChannels: channels,
-                Flags: 0,
+                // Surface stores (the copy kernels) need it; copies do not mind it.
+                Flags: sys::CUDA_ARRAY3D_SURFACE_LDST,
             },
             numLevels: 1,
             reserved: [0; 16],
@@ -268,12 +272,31 @@ impl ExternalArray {
             }
             return Err(cuda_error("cuMipmappedArrayGetLevel")(e));
         }
+        // SAFETY: initialized by the successful call above.
+        let array = unsafe { array.assume_init() };
+        // SAFETY: an all-zero resource descriptor is a valid C value (every field an integer,
+        // handle or union of those); the type and array are set below.
+        let mut resource: sys::CUDA_RESOURCE_DESC = unsafe { std::mem::zeroed() };
+        resource.resType = sys::CUresourcetype::CU_RESOURCE_TYPE_ARRAY;
+        resource.res.array.hArray = array;
+        let mut surface = 0;
+        // SAFETY: the descriptor names the live array, mapped with `CUDA_ARRAY3D_SURFACE_LDST`.
+        let created = unsafe { sys::cuSurfObjectCreate(&mut surface, &resource) };
+        if let Err(e) = created.result() {
+            // SAFETY: both handles are live and released once, the mapping first.
+            unsafe {
+                sys::cuMipmappedArrayDestroy(mipmapped);
+                sys::cuDestroyExternalMemory(memory);
+            }
+            return Err(cuda_error("cuSurfObjectCreate")(e));
+        }
         Ok(ExternalArray {
             ctx: ctx.clone(),
             memory,
             mipmapped,
-            // SAFETY: initialized by the successful call above.
-            array: unsafe { array.assume_init() },
+            array,
+            surface,
+            three_d: depth > 0,
             extent: [width, height, depth.max(1)],
             texel_bytes,
         })
@@ -284,9 +307,10 @@ impl Drop for ExternalArray {
     fn drop(&mut self) {
         // Owners synchronize the work that wrote the array (an `Event`) before dropping it.
         let _ = self.ctx.bind_to_thread();
-        // SAFETY: the mapping and the handle are live and released exactly once, the mapping
-        // first, as CUDA requires (the level array belongs to the mipmapped array).
+        // SAFETY: the surface, the mapping and the handle are live and released exactly once,
+        // in that order, as CUDA requires (the level array belongs to the mipmapped array).
         unsafe {
+            let _ = sys::cuSurfObjectDestroy(self.surface);
             let _ = sys::cuMipmappedArrayDestroy(self.mipmapped);
             let _ = sys::cuDestroyExternalMemory(self.memory);
         }
@@ -354,6 +378,84 @@ pub(crate) fn copy_into_array(
             .map_err(cuda_error("cuMemcpy3DAsync (into an array)"))?;
     }
     Ok(())
+}
+
+/// The surface copy kernel for arrays of `dims` (2 or 3) dimensions and texels of `texel_bytes`
+/// (see `surface.ll`).
+fn surface_kernel(three_d: bool, texel_bytes: usize) -> Option<&'static std::ffi::CStr> {
+    Some(match (three_d, texel_bytes) {
+        (false, 1) => c"sluice_surface_2d_1",
+        (false, 2) => c"sluice_surface_2d_2",
+        (false, 4) => c"sluice_surface_2d_4",
+        (false, 8) => c"sluice_surface_2d_8",
+        (false, 16) => c"sluice_surface_2d_16",
+        (true, 1) => c"sluice_surface_3d_1",
+        (true, 2) => c"sluice_surface_3d_2",
+        (true, 4) => c"sluice_surface_3d_4",
+        (true, 8) => c"sluice_surface_3d_8",
+        (true, 16) => c"sluice_surface_3d_16",
+        _ => return None,
+    })
+}
+
+/// Whether [`copy_into_surface`] can copy from `src` into `dst`: a kernel exists for its texel
+/// size, and every texel `src` holds is aligned for the kernel's loads (whole 32-bit words,
+/// or the texel's own size below that).
+pub(crate) fn surface_copy_fits(src: Pitched, dst: &ExternalArray) -> bool {
+    let align = dst.texel_bytes.min(4) as u64;
+    surface_kernel(dst.three_d, dst.texel_bytes).is_some()
+        && src.ptr.is_multiple_of(align)
+        && (src.row as u64).is_multiple_of(align)
+        && (src.plane as u64).is_multiple_of(align)
+}
+
+/// Copies all of `dst` (its extent of texels) from `src`, whose rows and planes are pitched,
+/// on `stream` without waiting, with `module`'s surface-store kernel: one texel per thread,
+/// which runs at the GPU's memory bandwidth where `cuMemcpy3D` into an array goes through a
+/// copy engine. The caller checked [`surface_copy_fits`].
+pub(crate) fn copy_into_surface(
+    module: &Module,
+    stream: StreamHandle,
+    src: Pitched,
+    dst: &ExternalArray,
+) -> Result<(), InteropError> {
+    let [width, height, depth] = dst.extent;
+    let width_bytes = width * dst.texel_bytes;
+    let kernel = surface_kernel(dst.three_d, dst.texel_bytes)
+        .filter(|_| surface_copy_fits(src, dst))
+        .ok_or(InteropError::UnsupportedLayout {
+            reason: format!(
+                "no surface copy for {}-byte texels from address {:#x} with rows {} and planes {} bytes apart",
+                dst.texel_bytes, src.ptr, src.row, src.plane
+            ),
+        })?;
+    if src.row < width_bytes || (depth > 1 && src.plane < src.row * height) {
+        return Err(InteropError::CudaBufferTooSmall {
+            needed: width_bytes,
+            len: src.row,
+        });
+    }
+    const BLOCK: [u32; 3] = [64, 4, 1];
+    let grid = [
+        (width as u32).div_ceil(BLOCK[0]),
+        (height as u32).div_ceil(BLOCK[1]),
+        depth as u32,
+    ];
+    module.launch(
+        kernel,
+        stream,
+        grid,
+        BLOCK,
+        &[
+            Arg::U64(src.ptr),
+            Arg::U64(src.row as u64),
+            Arg::U64(src.plane as u64),
+            Arg::U32(width as u32),
+            Arg::U32(height as u32),
+            Arg::U32(depth as u32),
+            Arg::U64(dst.surface),
+        ],
+    )
 }
 
 /// A Vulkan timeline semaphore imported into CUDA.
@@ -748,8 +850,9 @@ impl Module {
 
     /// Launches kernel `name` on `stream` over `grid` blocks of `block` threads.
     ///
-    /// Kernel launches write wherever their arguments point: callers (in `kernels.rs`) pass
-    /// only memory they checked can hold everything the kernel writes.
+    /// Kernel launches write wherever their arguments point: callers (in `kernels.rs`, and
+    /// `copy_into_surface`, whose stores trap outside the surface) pass only memory they
+    /// checked can hold everything the kernel writes.
     pub fn launch(
         &self,
         name: &std::ffi::CStr,

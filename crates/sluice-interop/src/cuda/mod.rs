@@ -68,6 +68,8 @@ pub(crate) struct CudaDevice {
     /// upload only ever hands handles from this set to the driver.
     vouched: Mutex<HashMap<(u64, u64, u64), usize>>,
     kernels: OnceLock<driver::Module>,
+    /// The surface copy kernels (`surface.ll`), loaded on first use.
+    surface_kernels: OnceLock<driver::Module>,
 }
 
 impl CudaDevice {
@@ -96,7 +98,24 @@ impl CudaDevice {
         let module = driver::Module::load(&self.ctx, kernels::PTX)?;
         Ok(self.kernels.get_or_init(|| module))
     }
+
+    pub fn surface_kernels(&self) -> Result<&driver::Module, InteropError> {
+        if let Some(module) = self.surface_kernels.get() {
+            return Ok(module);
+        }
+        let module = driver::Module::load(&self.ctx, SURFACE_PTX)?;
+        Ok(self.surface_kernels.get_or_init(|| module))
+    }
 }
+
+/// The surface copy kernels, compiled from `surface.ll` by LLVM's NVPTX back end (the command
+/// is in that file).
+const SURFACE_PTX: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
+    concat!(include_str!("surface.ptx"), "\0").as_bytes(),
+) {
+    Ok(ptx) => ptx,
+    Err(_) => panic!("surface.ptx holds a NUL byte"),
+};
 
 /// CUDA interop on an [`Interop`] device: the CUDA context of the same GPU (its primary
 /// context, which PyTorch and CuPy use too). Cloning shares it.
@@ -136,6 +155,7 @@ impl Interop {
                 uuid,
                 vouched: Mutex::new(HashMap::new()),
                 kernels: OnceLock::new(),
+                surface_kernels: OnceLock::new(),
             })
         });
         Ok(CudaInterop {

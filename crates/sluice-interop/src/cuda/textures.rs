@@ -17,7 +17,10 @@ use parking_lot::Mutex;
 use sluice_core::CudaMemory;
 use sluice_render::{DeviceTexture, DeviceTextureRequest};
 
-use super::driver::{array_format, copy_into_array, ExternalArray, Pitched, StreamHandle};
+use super::driver::{
+    array_format, copy_into_array, copy_into_surface, surface_copy_fits, ExternalArray, Pitched,
+    StreamHandle,
+};
 use super::pool::{Handover, Pool, Pooled, Taken};
 use super::CudaInterop;
 use crate::error::InteropError;
@@ -135,6 +138,9 @@ impl Drop for Textures {
 /// The direct path's textures, shared with the leases proxies hold.
 pub(crate) struct CudaTextures {
     textures: Arc<Textures>,
+    /// Copy with `cuMemcpy3D` rather than the surface-store kernel (a diagnostic:
+    /// `SLUICE_CUDA_ARRAY_COPY=memcpy`).
+    memcpy: bool,
 }
 
 impl CudaTextures {
@@ -146,6 +152,7 @@ impl CudaTextures {
                 lent: Mutex::new(Lent::default()),
                 refused: Mutex::new(HashSet::new()),
             }),
+            memcpy: std::env::var("SLUICE_CUDA_ARRAY_COPY").is_ok_and(|v| v == "memcpy"),
         }
     }
 
@@ -188,9 +195,14 @@ impl CudaTextures {
         let src = Pitched::at(memory, [0, 0, 0], texel_bytes);
         let array = &slot.array;
         let ctx = cuda.context();
+        let kernel = !self.memcpy && surface_copy_fits(src, array);
         slot.handover
             .enqueue(cuda, stream, memory.ready_event, || {
-                copy_into_array(ctx, stream, src, array)
+                if kernel {
+                    copy_into_surface(cuda.device().surface_kernels()?, stream, src, array)
+                } else {
+                    copy_into_array(ctx, stream, src, array)
+                }
             })?;
         let texture = slot.texture.texture().clone();
         {
