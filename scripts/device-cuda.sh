@@ -10,7 +10,7 @@
 #                                      and copies them, gzipped, into .device-cuda/ (bin/,
 #                                      run.sh).
 #
-#   scripts/device-cuda.sh remote [tests|bench|examples|all|profile]
+#   scripts/device-cuda.sh remote [tests|bench|examples|all|profile|diag]
 #                                      THERE, in the repo root copy on the device machine:
 #                                      unpacks .gl/*.deb into / where no loader is installed,
 #                                      points Vulkan at the NVIDIA driver, prints nvidia-smi -L,
@@ -25,7 +25,9 @@
 #                                      profile.txt; it needs `SLUICE_DEVICE_PERF=1` at
 #                                      `prepare`, which carries this machine's perf and the
 #                                      libraries it needs (with their own loader, so it runs
-#                                      whatever the C library there).
+#                                      whatever the C library there). `diag` runs
+#                                      sluice-interop's ignored timing diagnostics (how long
+#                                      CUDA takes to fill a texture each way) into diag.log.
 #
 # The device tool call (after `prepare` here; .gl and .device-cuda are ignored, so they must
 # be carried):
@@ -90,6 +92,12 @@ prepare() {
     [ -n "$exe" ] && [ -x "$exe" ] || die "test executable $t not found in cargo's messages"
     cp "$exe" ".device-cuda/bin/test-$t"
   done
+  # sluice-interop's own tests, for `remote diag` (its ignored timing diagnostics).
+  cargo test --release --features cuda -p sluice-interop --lib --no-run \
+    --message-format=json-render-diagnostics >"$msgs"
+  exe="$(executables "$msgs" sluice_interop lib)"
+  [ -n "$exe" ] && [ -x "$exe" ] || die "sluice-interop's test executable not found in cargo's messages"
+  cp "$exe" .device-cuda/bin/unit-sluice_interop
   cargo bench --features cuda --bench interop --no-run --message-format=json-render-diagnostics >"$msgs"
   exe="$(executables "$msgs" interop bench)"
   [ -n "$exe" ] && [ -x "$exe" ] || die "bench executable not found in cargo's messages"
@@ -153,7 +161,7 @@ run_logged() {
 
 remote() {
   local what="${1:-all}"
-  case "$what" in tests | bench | examples | all | profile) ;; *) die "remote takes tests, bench, examples, all or profile, not '$what'" ;; esac
+  case "$what" in tests | bench | examples | all | profile | diag) ;; *) die "remote takes tests, bench, examples, all, profile or diag, not '$what'" ;; esac
   compgen -G ".device-cuda/bin/*.gz" >/dev/null ||
     die ".device-cuda/bin is empty or missing: run 'prepare' here and carry .device-cuda"
   local out="${OUT:-${TMPDIR:-/tmp}/sluice-device-cuda-out}"
@@ -198,6 +206,12 @@ remote() {
       echo "== test-$t" | tee -a "$out/tests.log"
       run_logged "$out/tests.log" "$left" "$bin/test-$t" --nocapture --test-threads=1 || status=1
     done
+  fi
+  if [ "$what" = diag ]; then
+    : >"$out/diag.log"
+    echo "== sluice-interop timing diagnostics (ignored tests)" | tee -a "$out/diag.log"
+    run_logged "$out/diag.log" "${SLUICE_DEVICE_BENCH_TIMEOUT:-180}" "$bin/unit-sluice_interop" \
+      --ignored --nocapture --test-threads=1 || status=1
   fi
   if [ "$what" = bench ] || [ "$what" = all ]; then
     : >"$out/bench.log"

@@ -536,14 +536,11 @@ impl TextureProxy {
                 return Ok(true);
             }
         }
-        // Copies go into the proxy's own textures: if a provided one was bound, they must
-        // first take all of the source, not only what changed.
+        // Copies go into the proxy's own textures: if a provided one was bound, its own were
+        // given up, and are made again to take all of the source, not only what changed.
         let mut regions = regions;
         if self.bricks.iter().any(|b| b.provided.is_some()) {
-            for brick in &mut self.bricks {
-                brick.provided = None;
-            }
-            self.generation += 1;
+            self.recreate(ctx.device, self.layout.clone(), ctx.counters)?;
             regions = std::slice::from_ref(&whole);
         }
         for region in regions {
@@ -606,6 +603,12 @@ impl TextureProxy {
             });
         }
         let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
+        // The proxy's own texture is not drawn while a provided one is bound: its memory goes
+        // back now (a volume's can be hundreds of MiB), and it is made again if copies into
+        // it resume. Frames already submitted keep it alive until they are done.
+        if self.bricks[0].provided.is_none() {
+            self.bricks[0].texture.destroy();
+        }
         self.bricks[0].provided = Some(Provided {
             view,
             _texture: provided,

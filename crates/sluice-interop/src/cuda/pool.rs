@@ -18,6 +18,8 @@
 //! large that fewer than three fit the pool (there a host wait would leave the GPU idle while
 //! the host wakes up), and as the fallback when the host's wait times out.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use super::driver::{stream_wait_event, Event, ExternalSemaphore, StreamHandle};
 use super::CudaInterop;
 use crate::error::InteropError;
@@ -30,6 +32,20 @@ pub(crate) const MAX_POOL_BYTES: u64 = 256 << 20;
 /// How long the host waits for the renderer's read of a destination to reuse it; past that,
 /// CUDA's copy waits for it on the GPU instead.
 const HOST_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What the pools did, process-wide, for diagnostics (the timing tests read them): host time
+/// spent waiting for reads, waits for reads left to the GPU, destinations made.
+pub(crate) struct PoolStats {
+    pub host_wait_nanos: AtomicU64,
+    pub gpu_waits: AtomicU64,
+    pub created: AtomicU64,
+}
+
+pub(crate) static STATS: PoolStats = PoolStats {
+    host_wait_nanos: AtomicU64::new(0),
+    gpu_waits: AtomicU64::new(0),
+    created: AtomicU64::new(0),
+};
 
 /// The semaphores, counters and event that order one destination's uses between CUDA and the
 /// renderer. Dropping it waits for CUDA's last copy (owners keep it as their first field, so
@@ -59,6 +75,7 @@ impl Handover {
     pub fn new(cuda: &CudaInterop) -> Result<Self, InteropError> {
         let interop = cuda.interop();
         let ctx = cuda.context();
+        STATS.created.fetch_add(1, Ordering::Relaxed);
         let read = interop.create_semaphore()?;
         let copied = interop.create_semaphore()?;
         let cuda_read = ExternalSemaphore::import(ctx, read.export_fd()?)?;
@@ -89,7 +106,12 @@ impl Handover {
     /// Waits on the host, up to `HOST_WAIT`, for the renderer's last read (CUDA's next copy
     /// waits for it on the GPU if this times out).
     fn wait_read(&mut self) {
-        match self.read.wait(self.value, HOST_WAIT) {
+        let start = std::time::Instant::now();
+        let waited = self.read.wait(self.value, HOST_WAIT);
+        STATS
+            .host_wait_nanos
+            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        match waited {
             Ok(true) => self.seen = self.value,
             Ok(false) => log::warn!(
                 "a CUDA copy destination's read took over {HOST_WAIT:?}; its next copy waits for it on the GPU"
@@ -113,6 +135,7 @@ impl Handover {
             stream_wait_event(cuda.context(), stream, event)?;
         }
         if self.value > 0 && !self.read_done() {
+            STATS.gpu_waits.fetch_add(1, Ordering::Relaxed);
             self.cuda_read.wait(stream, self.value)?;
         }
         copy()?;

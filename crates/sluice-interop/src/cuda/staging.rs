@@ -160,7 +160,7 @@ impl CudaStaging {
     /// ready event, and after the renderer's last read of that buffer if it has not
     /// finished), then `record` of the renderer-side copy out of it, ordered by the buffer's
     /// handover.
-    fn through_staging(
+    pub(crate) fn through_staging(
         &self,
         memory: &CudaMemory,
         src: Pitched,
