@@ -417,6 +417,22 @@ mod linux {
             return Ok(true);
         }
 
+        // The staging path (a CUDA copy into a buffer, then a GPU copy into the texture), for
+        // comparison, in a renderer of its own: its proxy stays on that path, as it does for a
+        // user who turned the direct path off (a proxy switching paths remakes its texture).
+        let mut staging_renderer = interop.renderer();
+        let staging_target = staging_renderer.create_target(TARGET_SIDE, TARGET_SIDE)?;
+        let mut staging_frame = |frames: usize| -> Res<Duration> {
+            interop.set_direct_cuda_textures(false);
+            let start = Instant::now();
+            for _ in 0..frames {
+                source.publish();
+                staging_renderer.render(&sluice_scene, &camera, &staging_target)?;
+            }
+            staging_renderer.wait_idle()?;
+            interop.set_direct_cuda_textures(true);
+            Ok(start.elapsed() / frames as u32)
+        };
         let (mut s_lat, mut n_lat, mut c_lat, mut s_thr, mut n_thr) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut d_lat, mut d_thr) = (Vec::new(), Vec::new());
@@ -429,12 +445,8 @@ mod linux {
             let n1 = naive_frame(&mut renderer, 1)?;
             let c1 = ceiling(1)?;
             let sb = sluice_frame(&mut renderer, batch)?;
-            // The staging path (a CUDA copy into a buffer, then a GPU copy into the texture),
-            // for comparison.
-            interop.set_direct_cuda_textures(false);
-            let st1 = sluice_frame(&mut renderer, 1)?;
-            let stb = sluice_frame(&mut renderer, batch)?;
-            interop.set_direct_cuda_textures(true);
+            let st1 = staging_frame(1)?;
+            let stb = staging_frame(batch)?;
             let nb = naive_frame(&mut renderer, batch.min(5))?;
             let d1 = draw_only(&mut renderer, 1)?;
             let db = draw_only(&mut renderer, batch)?;
@@ -678,6 +690,10 @@ mod linux {
         }
 
         let target = renderer.create_target(256, 256)?;
+        // The staging path in a renderer of its own (see `image`).
+        let mut staging_renderer = interop.renderer();
+        staging_renderer.set_upload_budget(None);
+        let staging_target = staging_renderer.create_target(256, 256)?;
         let (mut s_t, mut n_t, mut c_t) = (Vec::new(), Vec::new(), Vec::new());
         let mut st_t = Vec::new();
         for i in 0..iters + 1 {
@@ -700,8 +716,13 @@ mod linux {
             interop.set_direct_cuda_textures(false);
             let start = Instant::now();
             source.publish();
-            render_all(&mut renderer, &sluice_scene, &camera, &target)?;
-            renderer.wait_idle()?;
+            render_all(
+                &mut staging_renderer,
+                &sluice_scene,
+                &camera,
+                &staging_target,
+            )?;
+            staging_renderer.wait_idle()?;
             let st = start.elapsed();
             interop.set_direct_cuda_textures(true);
             if i > 0 {
