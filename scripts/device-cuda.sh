@@ -206,6 +206,15 @@ remote() {
       echo "== test-$t" | tee -a "$out/tests.log"
       run_logged "$out/tests.log" "$left" "$bin/test-$t" --nocapture --test-threads=1 || status=1
     done
+    # sluice-interop's own tests (CUDA ones among them: the direct textures' exact contents).
+    local left=$((deadline - SECONDS))
+    echo "== unit-sluice_interop" | tee -a "$out/tests.log"
+    if [ "$left" -gt 0 ]; then
+      run_logged "$out/tests.log" "$left" "$bin/unit-sluice_interop" --test-threads=1 || status=1
+    else
+      echo "== unit-sluice_interop: not run, out of time" | tee -a "$out/tests.log"
+      status=1
+    fi
   fi
   if [ "$what" = diag ]; then
     : >"$out/diag.log"

@@ -398,32 +398,74 @@ fn surface_kernel(three_d: bool, texel_bytes: usize) -> Option<&'static std::ffi
     })
 }
 
-/// Whether [`copy_into_surface`] can copy from `src` into `dst`: a kernel exists for its texel
-/// size, and every texel `src` holds is aligned for the kernel's loads (whole 32-bit words,
-/// or the texel's own size below that).
+/// The 16-bytes-per-thread surface copy kernel for texels of `texel_bytes` (see `surface.ll`).
+fn wide_surface_kernel(three_d: bool, texel_bytes: usize) -> Option<&'static std::ffi::CStr> {
+    Some(match (three_d, texel_bytes) {
+        (false, 1) => c"sluice_surface_wide_2d_1",
+        (false, 2) => c"sluice_surface_wide_2d_2",
+        (false, 4) => c"sluice_surface_wide_2d_4",
+        (false, 8) => c"sluice_surface_wide_2d_8",
+        (true, 1) => c"sluice_surface_wide_3d_1",
+        (true, 2) => c"sluice_surface_wide_3d_2",
+        (true, 4) => c"sluice_surface_wide_3d_4",
+        (true, 8) => c"sluice_surface_wide_3d_8",
+        _ => return None,
+    })
+}
+
+/// How a surface copy kernel moves texels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SurfaceCopy {
+    /// One texel per thread and store.
+    Texel,
+    /// 16 bytes per thread and store (several texels of up to 8 bytes; 16-byte texels are
+    /// copied one per thread anyway).
+    Wide,
+}
+
+/// The kernel `copy` uses from `src` into `dst`, if one can: a kernel exists for the texel
+/// size, and every load is aligned (whole 32-bit words for the wide kernels and texels of 4
+/// bytes or more, the texel's own size below that).
+fn surface_copy_kernel(
+    copy: SurfaceCopy,
+    src: Pitched,
+    dst: &ExternalArray,
+) -> Option<(&'static std::ffi::CStr, usize)> {
+    let aligned = |align: u64| {
+        src.ptr.is_multiple_of(align)
+            && (src.row as u64).is_multiple_of(align)
+            && (src.plane as u64).is_multiple_of(align)
+    };
+    let wide = wide_surface_kernel(dst.three_d, dst.texel_bytes)
+        .filter(|_| copy == SurfaceCopy::Wide && aligned(4))
+        .map(|kernel| (kernel, 16));
+    wide.or_else(|| {
+        surface_kernel(dst.three_d, dst.texel_bytes)
+            .filter(|_| aligned(dst.texel_bytes.min(4) as u64))
+            .map(|kernel| (kernel, dst.texel_bytes))
+    })
+}
+
+/// Whether [`copy_into_surface`] can copy from `src` into `dst` (see `surface_copy_kernel`).
 pub(crate) fn surface_copy_fits(src: Pitched, dst: &ExternalArray) -> bool {
-    let align = dst.texel_bytes.min(4) as u64;
-    surface_kernel(dst.three_d, dst.texel_bytes).is_some()
-        && src.ptr.is_multiple_of(align)
-        && (src.row as u64).is_multiple_of(align)
-        && (src.plane as u64).is_multiple_of(align)
+    surface_copy_kernel(SurfaceCopy::Texel, src, dst).is_some()
 }
 
 /// Copies all of `dst` (its extent of texels) from `src`, whose rows and planes are pitched,
-/// on `stream` without waiting, with `module`'s surface-store kernel: one texel per thread,
-/// which runs at the GPU's memory bandwidth where `cuMemcpy3D` into an array goes through a
-/// copy engine. The caller checked [`surface_copy_fits`].
+/// on `stream` without waiting, with one of `module`'s surface-store kernels: these run near
+/// the GPU's memory bandwidth where `cuMemcpy3D` into an array goes through a copy engine. The
+/// caller checked [`surface_copy_fits`]; `copy` picks the kernel where both apply.
 pub(crate) fn copy_into_surface(
     module: &Module,
     stream: StreamHandle,
     src: Pitched,
     dst: &ExternalArray,
+    copy: SurfaceCopy,
 ) -> Result<(), InteropError> {
     let [width, height, depth] = dst.extent;
     let width_bytes = width * dst.texel_bytes;
-    let kernel = surface_kernel(dst.three_d, dst.texel_bytes)
-        .filter(|_| surface_copy_fits(src, dst))
-        .ok_or(InteropError::UnsupportedLayout {
+    let (kernel, per_thread) =
+        surface_copy_kernel(copy, src, dst).ok_or(InteropError::UnsupportedLayout {
             reason: format!(
                 "no surface copy for {}-byte texels from address {:#x} with rows {} and planes {} bytes apart",
                 dst.texel_bytes, src.ptr, src.row, src.plane
@@ -437,7 +479,7 @@ pub(crate) fn copy_into_surface(
     }
     const BLOCK: [u32; 3] = [64, 4, 1];
     let grid = [
-        (width as u32).div_ceil(BLOCK[0]),
+        (width_bytes.div_ceil(per_thread) as u32).div_ceil(BLOCK[0]),
         (height as u32).div_ceil(BLOCK[1]),
         depth as u32,
     ];

@@ -19,7 +19,7 @@ use sluice_render::{DeviceTexture, DeviceTextureRequest};
 
 use super::driver::{
     array_format, copy_into_array, copy_into_surface, surface_copy_fits, ExternalArray, Pitched,
-    StreamHandle,
+    StreamHandle, SurfaceCopy,
 };
 use super::pool::{Handover, Pool, Pooled, Taken};
 use super::CudaInterop;
@@ -138,9 +138,27 @@ impl Drop for Textures {
 /// The direct path's textures, shared with the leases proxies hold.
 pub(crate) struct CudaTextures {
     textures: Arc<Textures>,
-    /// Copy with `cuMemcpy3D` rather than the surface-store kernel (a diagnostic:
-    /// `SLUICE_CUDA_ARRAY_COPY=memcpy`).
-    memcpy: bool,
+    /// How CUDA fills the textures: the wide surface-store kernels (the default), one texel
+    /// per store (`SLUICE_CUDA_ARRAY_COPY=texel`) or `cuMemcpy3D` (`=memcpy`); the last two
+    /// are diagnostics.
+    method: ArrayCopy,
+}
+
+/// How CUDA fills a texture's array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ArrayCopy {
+    Kernel(SurfaceCopy),
+    Memcpy,
+}
+
+impl ArrayCopy {
+    fn from_env() -> Self {
+        match std::env::var("SLUICE_CUDA_ARRAY_COPY").as_deref() {
+            Ok("memcpy") => ArrayCopy::Memcpy,
+            Ok("texel") => ArrayCopy::Kernel(SurfaceCopy::Texel),
+            _ => ArrayCopy::Kernel(SurfaceCopy::Wide),
+        }
+    }
 }
 
 impl CudaTextures {
@@ -152,7 +170,7 @@ impl CudaTextures {
                 lent: Mutex::new(Lent::default()),
                 refused: Mutex::new(HashSet::new()),
             }),
-            memcpy: std::env::var("SLUICE_CUDA_ARRAY_COPY").is_ok_and(|v| v == "memcpy"),
+            method: ArrayCopy::from_env(),
         }
     }
 
@@ -195,14 +213,16 @@ impl CudaTextures {
         let src = Pitched::at(memory, [0, 0, 0], texel_bytes);
         let array = &slot.array;
         let ctx = cuda.context();
-        let kernel = !self.memcpy && surface_copy_fits(src, array);
+        let method = match self.method {
+            ArrayCopy::Kernel(copy) if surface_copy_fits(src, array) => Some(copy),
+            _ => None,
+        };
         slot.handover
-            .enqueue(cuda, stream, memory.ready_event, || {
-                if kernel {
-                    copy_into_surface(cuda.device().surface_kernels()?, stream, src, array)
-                } else {
-                    copy_into_array(ctx, stream, src, array)
+            .enqueue(cuda, stream, memory.ready_event, || match method {
+                Some(copy) => {
+                    copy_into_surface(cuda.device().surface_kernels()?, stream, src, array, copy)
                 }
+                None => copy_into_array(ctx, stream, src, array),
             })?;
         let texture = slot.texture.texture().clone();
         {
@@ -310,6 +330,144 @@ mod tests {
     use super::*;
     use crate::cuda::driver::{copy_into, ExternalBuffer};
 
+    /// Every texel size and dimension, rows of widths that are not whole 16-byte chunks (the
+    /// wide kernels' tails), packed rows (the per-texel kernels, or `cuMemcpy3D` for rows that
+    /// are not whole words) and pitched ones: the texture CUDA filled, read back, holds exactly
+    /// the source's bytes. Runs on the NVIDIA machine; elsewhere it says it skipped (and fails
+    /// under `SLUICE_REQUIRE_CUDA=1`).
+    #[test]
+    fn direct_textures_hold_every_texel_exactly() {
+        use crate::cuda::CudaSource;
+        use crate::source::Pitches;
+        use sluice_core::{DataSource, ElementType as E, Layout, Shape};
+        use wgpu::TextureFormat as F;
+
+        if let Err(e) = crate::cuda::driver_available() {
+            if std::env::var_os("SLUICE_REQUIRE_CUDA").is_some_and(|v| v != "0") {
+                panic!("CUDA is required (SLUICE_REQUIRE_CUDA) but {e}");
+            }
+            eprintln!("SKIPPED direct_textures_hold_every_texel_exactly: {e}");
+            return;
+        }
+        let interop = Interop::new().unwrap();
+        let cuda = interop.cuda().unwrap();
+        let stream = cuda.context().new_stream().unwrap();
+        let cases: &[(&[usize], E, usize, F)] = &[
+            (&[5, 37], E::U8, 1, F::R8Uint),
+            (&[4, 19], E::U8, 2, F::Rg8Uint),
+            (&[3, 13], E::U8, 4, F::Rgba8Uint),
+            (&[4, 21], E::U16, 1, F::R16Uint),
+            (&[3, 7], E::I16, 4, F::Rgba16Sint),
+            (&[2, 21], E::F32, 1, F::R32Float),
+            (&[3, 9], E::F32, 2, F::Rg32Float),
+            (&[2, 5], E::F32, 4, F::Rgba32Float),
+            (&[2, 3, 23], E::U8, 1, F::R8Uint),
+            (&[3, 4, 9], E::F32, 1, F::R32Float),
+            (&[2, 2, 11], E::F32, 2, F::Rg32Float),
+        ];
+        for (method, &(dims, element, channels, format)) in [
+            ArrayCopy::Kernel(SurfaceCopy::Wide),
+            ArrayCopy::Kernel(SurfaceCopy::Texel),
+            ArrayCopy::Memcpy,
+        ]
+        .into_iter()
+        .flat_map(|m| cases.iter().map(move |c| (m, c)))
+        {
+            let mut textures = CudaTextures::new(interop.clone());
+            textures.method = method;
+            let layout = Layout::new(Shape::new(dims).unwrap(), element, channels).unwrap();
+            let texel = layout.sample_bytes();
+            let shape = layout.shape();
+            let (w, h) = (shape.width(), shape.height());
+            let d = if dims.len() == 3 { dims[0] } else { 1 };
+            let padded = Pitches {
+                row: (w * texel).next_multiple_of(4) + 4,
+                plane: ((w * texel).next_multiple_of(4) + 4) * h + 8,
+            };
+            for pitches in [Pitches::packed(&layout), padded] {
+                let what = format!("{method:?}: {dims:?} {format:?} at {pitches:?}");
+                let span = pitches.span(&layout) as usize;
+                let bytes: Vec<u8> = (0..span).map(|i| (i * 31 + 7) as u8).collect();
+                let slice = stream.clone_htod(&bytes).unwrap();
+                let source = CudaSource::from_slice(&cuda, layout.clone(), pitches, slice).unwrap();
+                let memory = source.memory();
+                let size = wgpu::Extent3d {
+                    width: w as u32,
+                    height: h as u32,
+                    depth_or_array_layers: d as u32,
+                };
+                let dimension = if dims.len() == 3 {
+                    wgpu::TextureDimension::D3
+                } else {
+                    wgpu::TextureDimension::D2
+                };
+                let residency = source.residency();
+                let provided = textures
+                    .provide(
+                        &cuda,
+                        &DeviceTextureRequest {
+                            device: interop.device(),
+                            queue: interop.queue(),
+                            source: &source,
+                            residency: &residency,
+                            layout: &layout,
+                            format,
+                            size,
+                            dimension,
+                        },
+                        &memory,
+                    )
+                    .unwrap()
+                    .unwrap_or_else(|| panic!("{what}: no texture provided"));
+                let row = (w * texel).next_multiple_of(256);
+                let readback = interop.device().create_buffer(&wgpu::BufferDescriptor {
+                    label: None,
+                    size: (row * h * d) as u64,
+                    usage: wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::MAP_READ,
+                    mapped_at_creation: false,
+                });
+                let mut encoder = interop.device().create_command_encoder(&Default::default());
+                encoder.copy_texture_to_buffer(
+                    provided.texture.as_image_copy(),
+                    wgpu::TexelCopyBufferInfo {
+                        buffer: &readback,
+                        layout: wgpu::TexelCopyBufferLayout {
+                            offset: 0,
+                            bytes_per_row: Some(row as u32),
+                            rows_per_image: Some(h as u32),
+                        },
+                    },
+                    size,
+                );
+                // This submit waits for CUDA's copy.
+                interop.queue().submit([encoder.finish()]);
+                textures.frame_submitted();
+                readback
+                    .slice(..)
+                    .map_async(wgpu::MapMode::Read, |r| r.unwrap());
+                interop
+                    .device()
+                    .poll(wgpu::PollType::wait_indefinitely())
+                    .unwrap();
+                let got = readback.slice(..).get_mapped_range().unwrap();
+                for z in 0..d {
+                    for y in 0..h {
+                        let from = z * pitches.plane + y * pitches.row;
+                        let want = &bytes[from..from + w * texel];
+                        let at = (z * h + y) * row;
+                        assert_eq!(
+                            &got[at..at + w * texel],
+                            want,
+                            "{what}: row {y} of plane {z}"
+                        );
+                    }
+                }
+                drop(got);
+                drop(provided);
+            }
+        }
+    }
+
     /// How long CUDA takes to fill a 4K RGBA8 texture each way, against a plain device copy
     /// of the same bytes into renderer-exported memory (20 per synchronize, median of 7). Run
     /// on the NVIDIA machine: `SLUICE_DEVICE_DIAG=1 bash scripts/device-cuda.sh prepare`, then
@@ -373,12 +531,18 @@ mod tests {
         let d2d =
             time(&|| copy_into(ctx, handle, pitched, linear, &mapping, [1, h, w * 4]).unwrap());
         let memcpy = time(&|| copy_into_array(ctx, handle, pitched, &slot.array).unwrap());
-        let kernel = time(&|| copy_into_surface(module, handle, pitched, &slot.array).unwrap());
+        let texel = time(&|| {
+            copy_into_surface(module, handle, pitched, &slot.array, SurfaceCopy::Texel).unwrap()
+        });
+        let wide = time(&|| {
+            copy_into_surface(module, handle, pitched, &slot.array, SurfaceCopy::Wide).unwrap()
+        });
         println!(
-            "4K RGBA8 ({bytes} bytes), per copy, 20 per synchronize: into exported linear memory {:.3} ms; into the texture's array by cuMemcpy3D {:.3} ms; by the surface kernel {:.3} ms",
+            "4K RGBA8 ({bytes} bytes), per copy, 20 per synchronize: into exported linear memory {:.3} ms; into the texture's array by cuMemcpy3D {:.3} ms; by the surface kernel, a texel per store {:.3} ms, 16 bytes per store {:.3} ms",
             d2d.as_secs_f64() * 1e3,
             memcpy.as_secs_f64() * 1e3,
-            kernel.as_secs_f64() * 1e3
+            texel.as_secs_f64() * 1e3,
+            wide.as_secs_f64() * 1e3
         );
     }
 
@@ -407,13 +571,14 @@ mod tests {
             Arc::new(CudaSource::from_slice(&cuda, layout.clone(), pitches, slice).unwrap());
         let mut scene = Scene::new();
         scene.add(Image::new(source.clone() as sluice_core::SharedSource));
-        for (label, direct, memcpy) in [
-            ("direct, surface kernel", true, false),
-            ("direct, cuMemcpy3D", true, true),
-            ("staging", false, false),
+        for (label, direct, method) in [
+            ("direct, surface kernel, 16 bytes per store", true, "wide"),
+            ("direct, surface kernel, a texel per store", true, "texel"),
+            ("direct, cuMemcpy3D", true, "memcpy"),
+            ("staging", false, ""),
         ] {
             interop.set_direct_cuda_textures(direct);
-            std::env::set_var("SLUICE_CUDA_ARRAY_COPY", if memcpy { "memcpy" } else { "" });
+            std::env::set_var("SLUICE_CUDA_ARRAY_COPY", method);
             let mut renderer = interop.renderer();
             for side in [512u32, 1] {
                 let target = renderer.create_target(side, side).unwrap();
