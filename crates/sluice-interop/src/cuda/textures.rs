@@ -380,9 +380,13 @@ mod tests {
             let shape = layout.shape();
             let (w, h) = (shape.width(), shape.height());
             let d = if dims.len() == 3 { dims[0] } else { 1 };
+            // Pitches are whole samples (and words): rows one unit longer than needed, planes
+            // one unit more than their rows.
+            let unit = texel.max(4);
+            let row = (w * texel).next_multiple_of(unit) + unit;
             let padded = Pitches {
-                row: (w * texel).next_multiple_of(4) + 4,
-                plane: ((w * texel).next_multiple_of(4) + 4) * h + 8,
+                row,
+                plane: row * h + unit,
             };
             for pitches in [Pitches::packed(&layout), padded] {
                 let what = format!("{method:?}: {dims:?} {format:?} at {pitches:?}");
