@@ -239,7 +239,8 @@ impl CudaTextures {
         }))
     }
 
-    /// A texture of `key` (see [`Pool::take`]); `None` if the driver will not make one.
+    /// A texture of `key` (see [`Pool::take`]); `None` if one cannot be made (the key is then
+    /// refused for good, with a warning).
     fn take(
         &self,
         cuda: &CudaInterop,
@@ -266,12 +267,18 @@ impl CudaTextures {
                     slot.handover.stamp(uses);
                     Ok(Some(slot))
                 }
-                Err(e @ InteropError::TextureNotShareable { .. }) => {
-                    log::warn!("CUDA sources of this shape take the staging path: {e}");
+                // The staging path works wherever this one does not (a format the driver will
+                // not share, an array CUDA will not map): sources of this kind take it from now.
+                Err(e) => {
+                    log::warn!(
+                        "CUDA sources of {:?} {:?} textures of {:?} take the staging path: {e}",
+                        key.dimension,
+                        key.format,
+                        key.size
+                    );
                     textures.refused.lock().insert(key);
                     Ok(None)
                 }
-                Err(e) => Err(e),
             },
         }
     }
