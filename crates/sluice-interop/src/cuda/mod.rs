@@ -1,10 +1,11 @@
 //! CUDA sources (feature `cuda`): data in CUDA memory reaches the renderer without the CPU.
 //!
 //! - [`CudaSource`]: memory the user owns (a device pointer with shape, pitch, element type
-//!   and stream, from PyTorch, CuPy or cudarc). Each frame that shows a new version, the
-//!   renderer copies it device to device on the user's stream into a staging buffer the
-//!   renderer exported to CUDA, then into the texture; a shared timeline semaphore orders the
-//!   two APIs, never a context- or device-wide synchronize.
+//!   and stream, from PyTorch, CuPy or cudarc). Each frame that shows a new version, a kernel
+//!   on the user's stream copies it straight into a texture the renderer exported and CUDA
+//!   maps as an array, which the visuals then draw (mesh attributes go through a staging
+//!   buffer and one GPU copy); shared timeline semaphores order the two APIs, never a
+//!   context- or device-wide synchronize.
 //! - [`CudaWritableSource`]: memory the renderer owns and exports, handed to CUDA as a device
 //!   pointer for the user's kernels to write straight into, between
 //!   [`CudaWritableSource::begin_write`] and [`CudaWrite::end`].

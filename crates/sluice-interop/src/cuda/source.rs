@@ -26,10 +26,12 @@ use crate::vulkan::semaphore::SharedSemaphore;
 /// A source whose bytes are in CUDA memory the user owns: a PyTorch or CuPy tensor's device
 /// pointer, or a cudarc slice.
 ///
-/// When a renderer draws a version it has not copied yet, it enqueues a device-to-device copy
-/// on the source's stream (after its `ready_event`, if any) into a staging buffer it exported
-/// to CUDA, then copies that into the texture on its own queue, the two ordered by a shared
-/// timeline semaphore. Nothing waits for the whole device. Call [`CudaSource::publish`] after
+/// When a renderer draws a version it has not copied yet, it enqueues a copy on the source's
+/// stream (after its `ready_event`, if any): for an image or a volume, straight into a texture
+/// it exported and CUDA maps as an array, which it then draws; for mesh attributes (or with
+/// [`crate::Interop::set_direct_cuda_textures`] off), into a staging buffer it exported, then
+/// into the texture or vertex buffer on its own queue. Shared timeline semaphores order the
+/// two APIs; nothing waits for the whole device. Call [`CudaSource::publish`] after
 /// enqueuing each new write on the stream; writes enqueued on the stream after the renderer's
 /// copy are never seen half done (the stream runs them in order).
 pub struct CudaSource {
