@@ -121,6 +121,9 @@ pub enum InteropError {
     /// The buffer was destroyed (`wgpu::Buffer::destroy`) before its memory was exported.
     #[error("the exported buffer was destroyed; its memory can no longer be exported")]
     BufferDestroyed,
+    /// The texture was destroyed (`wgpu::Texture::destroy`) before its memory was exported.
+    #[error("the exported texture was destroyed; its memory can no longer be exported")]
+    TextureDestroyed,
     /// A buffer of zero bytes was asked for.
     #[error("a shared buffer needs at least one byte")]
     EmptyBuffer,

@@ -116,16 +116,11 @@ impl ExportedBuffer {
         // nothing is destroyed through it.
         let guard =
             unsafe { self.buffer.as_hal::<Vulkan>() }.ok_or(InteropError::BufferDestroyed)?;
-        let info = vk::MemoryGetFdInfoKHR::default()
-            .memory(self.memory)
-            .handle_type(OPAQUE_FD);
         // SAFETY: `memory` is alive: it belongs to `buffer`, which is not destroyed (checked
         // above, and the guard keeps it so), and it was allocated exportable as OPAQUE_FD.
-        let fd = unsafe { dev.memory_fd.get_memory_fd(&info) };
+        let fd = unsafe { export_memory_fd(dev, self.memory) };
         drop(guard);
-        let fd = fd.map_err(|e| InteropError::vulkan("vkGetMemoryFdKHR", e))?;
-        // SAFETY: vkGetMemoryFdKHR returned a new file descriptor that nobody else owns.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        fd
     }
 
     /// A descriptor of data stored in this buffer from byte `offset` at `pitches`, with a new
@@ -154,6 +149,26 @@ impl std::fmt::Debug for ExportedBuffer {
             .field("dedicated", &self.dedicated)
             .finish()
     }
+}
+
+/// A new opaque fd for `memory` (the caller owns it).
+///
+/// # Safety
+///
+/// `memory` is a live allocation of `dev`, made exportable as `OPAQUE_FD`, and stays alive
+/// until this returns.
+pub(super) unsafe fn export_memory_fd(
+    dev: &VulkanDevice,
+    memory: vk::DeviceMemory,
+) -> Result<OwnedFd, InteropError> {
+    let info = vk::MemoryGetFdInfoKHR::default()
+        .memory(memory)
+        .handle_type(OPAQUE_FD);
+    // SAFETY: the caller guarantees `memory` is alive and exportable as OPAQUE_FD.
+    let fd = unsafe { dev.memory_fd.get_memory_fd(&info) }
+        .map_err(|e| InteropError::vulkan("vkGetMemoryFdKHR", e))?;
+    // SAFETY: vkGetMemoryFdKHR returned a new file descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Imports the memory `memory` describes as a `wgpu::Buffer` spanning the whole allocation on

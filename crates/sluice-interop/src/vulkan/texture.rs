@@ -12,12 +12,13 @@
 //! Those transitions only ever go between defined layouts, which on the drivers that share
 //! images with CUDA preserve what CUDA wrote.
 
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 use ash::vk;
 use wgpu::hal::api::Vulkan;
 
 use super::device::VulkanDevice;
+use super::memory::export_memory_fd;
 use crate::error::InteropError;
 use crate::interop::Interop;
 
@@ -206,17 +207,12 @@ impl ExportedTexture {
         // SAFETY: the guard is only held (it blocks `destroy`) while the fd is taken, and
         // nothing is destroyed through it.
         let guard =
-            unsafe { self.texture.as_hal::<Vulkan>() }.ok_or(InteropError::BufferDestroyed)?;
-        let info = vk::MemoryGetFdInfoKHR::default()
-            .memory(self.memory)
-            .handle_type(OPAQUE_FD);
+            unsafe { self.texture.as_hal::<Vulkan>() }.ok_or(InteropError::TextureDestroyed)?;
         // SAFETY: `memory` is alive: it belongs to `texture`, which is not destroyed (the
         // guard keeps it so), and it was allocated exportable as OPAQUE_FD.
-        let fd = unsafe { dev.memory_fd.get_memory_fd(&info) };
+        let fd = unsafe { export_memory_fd(dev, self.memory) };
         drop(guard);
-        let fd = fd.map_err(|e| InteropError::vulkan("vkGetMemoryFdKHR (image)", e))?;
-        // SAFETY: vkGetMemoryFdKHR returned a new file descriptor that nobody else owns.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        fd
     }
 }
 
