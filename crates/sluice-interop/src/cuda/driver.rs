@@ -868,11 +868,14 @@ pub(crate) fn copy_to_host(
 pub(crate) struct Module {
     ctx: Arc<CudaContext>,
     module: sys::CUmodule,
+    /// Functions looked up so far, by name: launches happen every frame, lookups once.
+    functions: parking_lot::Mutex<Vec<(&'static std::ffi::CStr, sys::CUfunction)>>,
 }
 
-// SAFETY: a driver handle, used with the context made current.
+// SAFETY: driver handles (the module and its functions), used with the context made current.
 unsafe impl Send for Module {}
-// SAFETY: as above; launching from several threads at once is allowed by the driver.
+// SAFETY: as above; launching from several threads at once is allowed by the driver, and the
+// function list is behind a lock.
 unsafe impl Sync for Module {}
 
 /// One kernel argument.
@@ -893,7 +896,26 @@ impl Module {
         Ok(Module {
             ctx: ctx.clone(),
             module,
+            functions: parking_lot::Mutex::new(Vec::new()),
         })
+    }
+
+    /// The function `name` of the module, looked up on first use.
+    fn function(&self, name: &'static std::ffi::CStr) -> Result<sys::CUfunction, InteropError> {
+        let mut functions = self.functions.lock();
+        if let Some(&(_, function)) = functions.iter().find(|(n, _)| *n == name) {
+            return Ok(function);
+        }
+        let mut function = MaybeUninit::uninit();
+        // SAFETY: a live module of this context (made current by the caller) and a
+        // NUL-terminated name.
+        unsafe { sys::cuModuleGetFunction(function.as_mut_ptr(), self.module, name.as_ptr()) }
+            .result()
+            .map_err(cuda_error("cuModuleGetFunction"))?;
+        // SAFETY: initialized by the successful call above.
+        let function = unsafe { function.assume_init() };
+        functions.push((name, function));
+        Ok(function)
     }
 
     /// Launches kernel `name` on `stream` over `grid` blocks of `block` threads.
@@ -903,7 +925,7 @@ impl Module {
     /// checked can hold everything the kernel writes.
     pub fn launch(
         &self,
-        name: &std::ffi::CStr,
+        name: &'static std::ffi::CStr,
         stream: StreamHandle,
         grid: [u32; 3],
         block: [u32; 3],
@@ -912,13 +934,7 @@ impl Module {
         self.ctx
             .bind_to_thread()
             .map_err(cuda_error("cuCtxSetCurrent"))?;
-        let mut function = MaybeUninit::uninit();
-        // SAFETY: a live module of this context and a NUL-terminated name.
-        unsafe { sys::cuModuleGetFunction(function.as_mut_ptr(), self.module, name.as_ptr()) }
-            .result()
-            .map_err(cuda_error("cuModuleGetFunction"))?;
-        // SAFETY: initialized by the successful call above.
-        let function = unsafe { function.assume_init() };
+        let function = self.function(name)?;
         let mut values: Vec<Arg> = args.to_vec();
         let mut pointers: Vec<*mut c_void> = values
             .iter_mut()
