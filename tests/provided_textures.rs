@@ -170,6 +170,7 @@ impl DeviceUpload for TestUpload {
         );
         self.leases.fetch_add(1, Ordering::SeqCst);
         Ok(Some(DeviceTexture {
+            view: texture.create_view(&wgpu::TextureViewDescriptor::default()),
             texture,
             lease: Box::new(Lease(self.leases.clone())),
         }))

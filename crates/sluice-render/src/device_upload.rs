@@ -202,6 +202,9 @@ pub struct DeviceTextureRequest<'a> {
 pub struct DeviceTexture {
     /// The texture. The proxy binds it until the source changes again.
     pub texture: wgpu::Texture,
+    /// A default view of `texture`, what the proxy binds (made once by the provider, which
+    /// reuses its textures, rather than once per frame by the proxy).
+    pub view: wgpu::TextureView,
     /// Kept by the proxy while it binds `texture`; dropping it tells the upload path that
     /// frames submitted from then on no longer read the texture, so it may be refilled.
     pub lease: Box<dyn std::any::Any + Send + Sync>,

@@ -602,17 +602,13 @@ impl TextureProxy {
                 ),
             });
         }
-        let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
         // The proxy's own texture is not drawn while a provided one is bound: its memory goes
         // back now (a volume's can be hundreds of MiB), and it is made again if copies into
         // it resume. Frames already submitted keep it alive until they are done.
         if self.bricks[0].provided.is_none() {
             self.bricks[0].texture.destroy();
         }
-        self.bricks[0].provided = Some(Provided {
-            view,
-            _texture: provided,
-        });
+        self.bricks[0].provided = Some(provided);
         self.generation += 1;
         Ok(())
     }
@@ -736,13 +732,7 @@ struct Brick {
     region: Region,
     /// A texture the device upload path filled with the whole source, bound instead of
     /// `texture` until a copy goes into `texture` again.
-    provided: Option<Provided>,
-}
-
-/// A provided texture and its view; dropping it releases the texture to its provider.
-struct Provided {
-    view: wgpu::TextureView,
-    _texture: DeviceTexture,
+    provided: Option<DeviceTexture>,
 }
 
 /// How a source is cut into bricks: brick size and brick count per axis, `[x, y, z]`.

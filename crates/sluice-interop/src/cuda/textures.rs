@@ -43,6 +43,8 @@ struct Slot {
     handover: Handover,
     array: ExternalArray,
     texture: ExportedTexture,
+    /// The view proxies bind, made once.
+    view: wgpu::TextureView,
     key: Key,
     bytes: u64,
 }
@@ -85,6 +87,9 @@ impl Slot {
             handover: Handover::new(cuda)?,
             array,
             bytes: texture.allocation_size(),
+            view: texture
+                .texture()
+                .create_view(&wgpu::TextureViewDescriptor::default()),
             texture,
             key,
         })
@@ -224,7 +229,7 @@ impl CudaTextures {
                 }
                 None => copy_into_array(ctx, stream, src, array),
             })?;
-        let texture = slot.texture.texture().clone();
+        let (texture, view) = (slot.texture.texture().clone(), slot.view.clone());
         {
             let mut lent = textures.lent.lock();
             *lent.count.entry(key).or_default() += 1;
@@ -232,6 +237,7 @@ impl CudaTextures {
         }
         Ok(Some(DeviceTexture {
             texture,
+            view,
             lease: Box::new(TextureLease {
                 textures: textures.clone(),
                 slot: Some(slot),
