@@ -220,14 +220,12 @@ impl<T: Pooled> Pool<T> {
     /// last read is done; else a new one while the pool and the destinations in use
     /// (`out_bytes`, `out_fitting` of which fit) hold less than `MAX_POOL_BYTES`; else the one
     /// read longest ago, once the host has seen that read done (up to `HOST_WAIT`), or at once
-    /// where fewer than three fit (its copy then waits on the GPU). `flush` submits the
-    /// renderer's queue, for a destination whose read signal is queued but not submitted.
+    /// where fewer than three fit (its copy then waits on the GPU).
     pub fn take(
         mut guard: parking_lot::MutexGuard<'_, Self>,
         bytes: u64,
         fits: impl Fn(&T) -> bool,
         (out_bytes, out_fitting): (u64, usize),
-        flush: impl FnOnce(),
     ) -> Taken<T> {
         guard.uses += 1;
         let uses = guard.uses;
@@ -245,11 +243,14 @@ impl<T: Pooled> Pool<T> {
             return Taken::Reuse(taken);
         }
         let held = out_bytes + pool.free.iter().map(Pooled::bytes).sum::<u64>();
+        // A destination whose read signal is queued for a submit still to come is left out:
+        // waiting for it now would wait for a frame not submitted yet. (Submitting early
+        // instead would hand that submit the waits the frame being recorded has queued.)
         let oldest = pool
             .free
             .iter()
             .enumerate()
-            .filter(|(_, d)| fits(d))
+            .filter(|(_, d)| fits(d) && !d.handover().is_unsubmitted())
             .min_by_key(|(_, d)| d.handover().last_use())
             .map(|(i, _)| i);
         let Some(oldest) = oldest.filter(|_| held + bytes > MAX_POOL_BYTES) else {
@@ -264,11 +265,6 @@ impl<T: Pooled> Pool<T> {
         drop(guard);
         let handover = taken.handover_mut();
         handover.last_use = uses;
-        if handover.unsubmitted {
-            // Its read signal must reach the GPU before anything waits for it.
-            flush();
-            handover.submitted();
-        }
         if fitting >= 3 {
             handover.wait_read();
         }

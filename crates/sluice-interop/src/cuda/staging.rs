@@ -199,10 +199,7 @@ impl CudaStaging {
                 busy.iter().filter(|s| fits(s)).count(),
             )
         };
-        let flush = || {
-            self.interop.queue().submit([]);
-        };
-        match Pool::take(self.pool.lock(), bytes, fits, out, flush) {
+        match Pool::take(self.pool.lock(), bytes, fits, out) {
             Taken::Reuse(staging) => Ok(staging),
             Taken::New(uses) => {
                 let mut staging = Staging::new(cuda, bytes)?;

@@ -113,7 +113,8 @@ struct Textures {
 
 impl Textures {
     /// Submits the renderer's queue (empty) if a free texture's read signal is still queued,
-    /// so that nothing waits for a signal that no submit carries.
+    /// so that nothing waits for a signal that no submit carries. Only at teardown: during a
+    /// frame, an early submit would take the waits the frame has queued.
     fn flush_releases(&self) {
         let queued = self
             .pool
@@ -127,9 +128,22 @@ impl Textures {
         }
     }
 
+    /// The renderer submitted: every queued read signal is on its way, and free textures
+    /// beyond the spares go (the longest unused first).
     fn submitted(&self) {
-        for slot in &mut self.pool.lock().free {
+        let mut pool = self.pool.lock();
+        for slot in &mut pool.free {
             slot.handover.submitted();
+        }
+        while pool.free.len() > SPARE_TEXTURES {
+            let oldest = pool
+                .free
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, s)| s.handover.last_use())
+                .map(|(i, _)| i)
+                .expect("more free textures than spares");
+            pool.free.swap_remove(oldest);
         }
     }
 }
@@ -263,10 +277,7 @@ impl CudaTextures {
             let lent = textures.lent.lock();
             (lent.bytes, lent.count.get(&key).copied().unwrap_or(0))
         };
-        let flush = || {
-            textures.interop.queue().submit([]);
-        };
-        match Pool::take(textures.pool.lock(), bytes, fits, out, flush) {
+        match Pool::take(textures.pool.lock(), bytes, fits, out) {
             Taken::Reuse(slot) => Ok(Some(slot)),
             Taken::New(uses) => match Slot::new(cuda, key, texel_bytes) {
                 Ok(mut slot) => {
@@ -314,25 +325,8 @@ impl Drop for TextureLease {
             }
             lent.bytes = lent.bytes.saturating_sub(slot.bytes);
         }
-        let mut pool = self.textures.pool.lock();
-        pool.free.push(slot);
-        if pool.free.len() > SPARE_TEXTURES {
-            let oldest = pool
-                .free
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, s)| s.handover.last_use())
-                .map(|(i, _)| i);
-            if let Some(i) = oldest {
-                let dropped = pool.free.swap_remove(i);
-                drop(pool);
-                // Its read signal may still be queued: submit it before the drop waits for it.
-                if dropped.handover.is_unsubmitted() {
-                    self.textures.interop.queue().submit([]);
-                }
-                drop(dropped);
-            }
-        }
+        // Trimmed to the spares after the next submit, which carries its read signal.
+        self.textures.pool.lock().free.push(slot);
     }
 }
 
