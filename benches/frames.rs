@@ -399,32 +399,10 @@ fn main() -> Res<()> {
     let fitted_like_sluice = group(&like_sluice, 1.0);
     let one_to_one = group(&pipeline, TARGET_SIDE as f32 / SIDE as f32);
     let clear = |e: &mut wgpu::CommandEncoder| {
-        e.begin_render_pass(&wgpu::RenderPassDescriptor {
-            color_attachments: &[Some(wgpu::RenderPassColorAttachment {
-                view: &target_view,
-                depth_slice: None,
-                resolve_target: None,
-                ops: wgpu::Operations {
-                    load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
-                    store: wgpu::StoreOp::Store,
-                },
-            })],
-            ..Default::default()
-        });
+        black_pass(e, &target_view);
     };
     let draw = |e: &mut wgpu::CommandEncoder, g: &wgpu::BindGroup| {
-        let mut pass = e.begin_render_pass(&wgpu::RenderPassDescriptor {
-            color_attachments: &[Some(wgpu::RenderPassColorAttachment {
-                view: &target_view,
-                depth_slice: None,
-                resolve_target: None,
-                ops: wgpu::Operations {
-                    load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
-                    store: wgpu::StoreOp::Store,
-                },
-            })],
-            ..Default::default()
-        });
+        let mut pass = black_pass(e, &target_view);
         pass.set_pipeline(&pipeline);
         pass.set_bind_group(0, g, &[]);
         pass.draw(0..4, 0..1);
@@ -791,4 +769,23 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         Ok((t.elapsed() / IN_FLIGHT as u32, None))
     })?;
     Ok(())
+}
+
+/// A render pass clearing `view` to black.
+fn black_pass<'a>(
+    e: &'a mut wgpu::CommandEncoder,
+    view: &wgpu::TextureView,
+) -> wgpu::RenderPass<'a> {
+    e.begin_render_pass(&wgpu::RenderPassDescriptor {
+        color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+            view,
+            depth_slice: None,
+            resolve_target: None,
+            ops: wgpu::Operations {
+                load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
+                store: wgpu::StoreOp::Store,
+            },
+        })],
+        ..Default::default()
+    })
 }
