@@ -99,7 +99,7 @@ impl InteropUpload {
         memory: &sluice_core::CudaMemory,
         layout: &Layout,
     ) -> Result<(), InteropError> {
-        self.cuda.check(memory, layout)
+        self.cuda.check(memory, layout).map(drop)
     }
 
     #[cfg(not(feature = "cuda"))]
@@ -328,7 +328,6 @@ impl DeviceUpload for InteropUpload {
         if let Residency::Cuda(memory) = request.residency {
             let provided = check_texture_layout(request.layout)
                 .and_then(|()| self.cuda.check(memory, request.layout))
-                .and_then(|()| self.cuda.cuda())
                 .and_then(|cuda| self.cuda_textures.provide(&cuda, &request, memory));
             return provided.map_err(|e| RenderError::UnsupportedSource {
                 visual: "TextureProxy",

@@ -87,7 +87,9 @@ impl CudaStaging {
         self.interop.cuda()
     }
 
-    pub fn check(&self, memory: &CudaMemory, layout: &Layout) -> Result<(), InteropError> {
+    /// Checks that `memory` holds `layout` on this renderer's CUDA device and was vouched for;
+    /// returns that device's CUDA side.
+    pub fn check(&self, memory: &CudaMemory, layout: &Layout) -> Result<CudaInterop, InteropError> {
         let cuda = self.cuda()?;
         self.interop.check_uuid(memory.device_uuid)?;
         check_device_layout(layout)?;
@@ -99,12 +101,12 @@ impl CudaStaging {
         if !cuda.device().is_vouched(vouch_key(memory)) {
             return Err(InteropError::UnvouchedCudaMemory);
         }
-        Ok(())
+        Ok(cuda)
     }
 
     pub fn copy(&self, copy: &mut DeviceCopy<'_>, memory: &CudaMemory) -> Result<(), InteropError> {
         check_texture_layout(copy.layout)?;
-        self.check(memory, copy.layout)?;
+        let cuda = self.check(memory, copy.layout)?;
         let region = copy.region;
         let sample = copy.layout.sample_bytes();
         let width_bytes = region.size[2] * sample;
@@ -115,6 +117,7 @@ impl CudaStaging {
         };
         let extent = [region.size[0], region.size[1], width_bytes];
         self.through_staging(
+            &cuda,
             memory,
             Pitched::at(memory, region.origin, sample),
             pitches,
@@ -134,7 +137,7 @@ impl CudaStaging {
         offset: u64,
         bytes: u64,
     ) -> Result<(), InteropError> {
-        self.check(memory, copy.layout)?;
+        let cuda = self.check(memory, copy.layout)?;
         if bytes == 0 {
             return Ok(());
         }
@@ -149,7 +152,7 @@ impl CudaStaging {
             row: width_bytes,
             plane: width_bytes,
         };
-        self.through_staging(memory, src, packed, [1, 1, width_bytes], |staging| {
+        self.through_staging(&cuda, memory, src, packed, [1, 1, width_bytes], |staging| {
             copy.encoder
                 .copy_buffer_to_buffer(staging, 0, copy.buffer, offset, bytes)
         })
@@ -162,15 +165,15 @@ impl CudaStaging {
     /// handover.
     pub(crate) fn through_staging(
         &self,
+        cuda: &CudaInterop,
         memory: &CudaMemory,
         src: Pitched,
         pitches: Pitches,
         extent: [usize; 3],
         record: impl FnOnce(&wgpu::Buffer),
     ) -> Result<(), InteropError> {
-        let cuda = self.cuda()?;
         let ctx = cuda.context();
-        let mut staging = self.take(&cuda, (pitches.plane * extent[0]) as u64)?;
+        let mut staging = self.take(cuda, (pitches.plane * extent[0]) as u64)?;
         let stream = StreamHandle::from_raw(memory.stream);
         let dst = Pitched {
             ptr: staging.mapping.ptr(),
@@ -180,7 +183,7 @@ impl CudaStaging {
         let mapping = &staging.mapping;
         staging
             .handover
-            .enqueue(&cuda, stream, memory.ready_event, || {
+            .enqueue(cuda, stream, memory.ready_event, || {
                 copy_into(ctx, stream, src, dst, mapping, extent)
             })?;
         record(staging.buffer.buffer());

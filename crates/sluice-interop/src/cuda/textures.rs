@@ -699,6 +699,7 @@ mod tests {
                 if with_cuda {
                     staging
                         .through_staging(
+                            &cuda,
                             &memory,
                             Pitched::at(&memory, [0, 0, 0], 4),
                             pitches,
