@@ -13,6 +13,11 @@ test:
 bench:
     cargo bench --bench upload && cargo bench --bench visuals && cargo bench --bench frames
 
+# sluice's side of the pygfx / VisPy comparison (JSON in the peers' schema; see benches/peers.rs).
+# Side by side: `bash ../shared/peers/run.sh --rounds 3 -- cargo bench -q --bench peers --`
+bench-peers *ARGS:
+    cargo bench --bench peers -- {{ARGS}}
+
 # Formatting, lints and API docs, as required before a commit (with and without CUDA support).
 lint:
     cargo fmt --all -- --check

@@ -1,0 +1,1502 @@
+//! sluice's side of the peer comparison with pygfx and VisPy (`cargo bench --bench peers`, or
+//! `just bench-peers`).
+//!
+//! The peers' harness (the `peers/` folder beside this repository: `bench_pygfx.py`,
+//! `bench_vispy.py`, `results.md`) defines the cases; this binary runs each of them through
+//! sluice with the same definitions and writes the same JSON schema, so that the harness's
+//! `run.sh` can run the three libraries alternately and print one side-by-side table:
+//!
+//! ```sh
+//! cargo bench --bench peers --no-run          # build first, so the rounds time no compiling
+//! bash ../shared/peers/run.sh --rounds 3 -- cargo bench -q --bench peers --
+//! ```
+//!
+//! The definitions, as the peers have them:
+//!
+//! - a 1024 x 1024 offscreen target; a timed iteration is a data update plus one frame read
+//!   back to host memory (`Renderer::read_image`, which waits for the GPU);
+//! - 3 warm-ups and 10 timed iterations (volumes 2 and 10), min / median / max in ms;
+//! - two pre-generated data sets A and B, alternating, so every update changes the data; each
+//!   carries a marker that every frame is checked for, outside the timer (a red or green block
+//!   in the centre of an RGBA image, white or black for float data, a mid-gray or bright MIP,
+//!   a mesh covering the whole view or only its central quarter);
+//! - each timed iteration is followed by a timed frame with nothing changed (`render_only`);
+//!   their per-iteration difference is the update's cost (`update_cost`);
+//! - `upload_only`: the update and the uploads without drawing (`Renderer::upload`), against
+//!   the same call with nothing changed;
+//! - `uploaded_per_update`: the renderer's byte counters over one extra update and frame;
+//! - `first_frame`: a fresh process (this binary with `--child first_frame`) from spawn to its
+//!   first 1024^2 RGBA8 image frame read back and checked;
+//! - `shared_source` memory: a fresh process per row reports its RSS after the scene, a frame
+//!   and a few updates; 8 visuals are compared with 1.
+//!
+//! sluice redraws only the screen rectangles that changed (nothing when nothing did). That is
+//! its default and its design, so each 2-D case is measured that way, and again with the
+//! suffix `_full_redraw`, where `RenderTarget::invalidate` makes every frame redraw the whole
+//! target: the peers' work, and the comparison that counts.
+//!
+//! Options: `--out FILE` (the JSON; without it, stdout), `--quick` (the peers' small sizes,
+//! a smoke test), `--only a,b` (benchmark names), `--iters N`. A table goes to stderr. The
+//! adapter follows `SLUICE_BACKEND` / `SLUICE_ADAPTER` like every other bench.
+
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::io::Write;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+use sluice::ndarray::ArrayD;
+use sluice::prelude::*;
+use sluice::{Counters, RendererOptions};
+
+type Res<T> = Result<T, Box<dyn Error>>;
+
+/// The target's side, as the peers' canvas.
+const CANVAS: u32 = 1024;
+
+/// The sizes of one run: the peers' "full" and "quick" configurations.
+#[derive(Clone, Debug)]
+struct Config {
+    warmup: usize,
+    iters: usize,
+    rgba_size: usize,
+    f32_size: usize,
+    partial_region: usize,
+    volumes: Vec<usize>,
+    mesh_grid: usize,
+    shared_size: usize,
+    shared_n: usize,
+    first_frame_runs: usize,
+    first_frame_size: usize,
+    mem_updates: usize,
+}
+
+impl Config {
+    fn full() -> Self {
+        Config {
+            warmup: 3,
+            iters: 10,
+            rgba_size: 4096,
+            f32_size: 2048,
+            partial_region: 256,
+            volumes: vec![256, 512],
+            mesh_grid: 1000,
+            shared_size: 2048,
+            shared_n: 8,
+            first_frame_runs: 5,
+            first_frame_size: 1024,
+            mem_updates: 3,
+        }
+    }
+
+    fn quick() -> Self {
+        Config {
+            warmup: 1,
+            iters: 5,
+            rgba_size: 1024,
+            f32_size: 512,
+            partial_region: 128,
+            volumes: vec![64],
+            mesh_grid: 200,
+            shared_size: 512,
+            shared_n: 8,
+            first_frame_runs: 2,
+            first_frame_size: 1024,
+            mem_updates: 2,
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "canvas": [CANVAS, CANVAS], "warmup": self.warmup, "iters": self.iters,
+            "rgba_size": self.rgba_size, "f32_size": self.f32_size,
+            "partial_region": self.partial_region, "volumes": self.volumes,
+            "mesh_grid": self.mesh_grid, "shared_size": self.shared_size,
+            "shared_n": self.shared_n, "first_frame_runs": self.first_frame_runs,
+            "first_frame_size": self.first_frame_size, "mem_updates": self.mem_updates,
+        })
+    }
+}
+
+/// What the command line asked for.
+struct Args {
+    out: Option<String>,
+    quick: bool,
+    only: Option<Vec<String>>,
+    iters: Option<usize>,
+    child: Option<String>,
+    /// `--key value` pairs after `--child`.
+    child_args: BTreeMap<String, String>,
+}
+
+fn parse_args() -> Res<Args> {
+    let mut args = Args {
+        out: None,
+        quick: false,
+        only: None,
+        iters: None,
+        child: None,
+        child_args: BTreeMap::new(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
+        match a.as_str() {
+            // Cargo passes --bench to harness-less bench binaries.
+            "--bench" => {}
+            "--quick" => args.quick = true,
+            "--out" => args.out = Some(value("--out")?),
+            "--only" => {
+                args.only = Some(value("--only")?.split(',').map(str::to_owned).collect());
+            }
+            "--iters" => {
+                let v = value("--iters")?;
+                args.iters = Some(
+                    v.parse()
+                        .map_err(|e| format!("--iters {v:?} is not a count: {e}"))?,
+                );
+            }
+            "--child" => args.child = Some(value("--child")?),
+            other if other.starts_with("--") && args.child.is_some() => {
+                let v = value(other)?;
+                args.child_args.insert(other[2..].to_owned(), v);
+            }
+            other => return Err(format!("unknown argument {other:?}").into()),
+        }
+    }
+    Ok(args)
+}
+
+fn main() -> Res<()> {
+    let args = parse_args()?;
+    if let Some(child) = &args.child {
+        return match child.as_str() {
+            "first_frame" => child_first_frame(&args.child_args),
+            "mem" => child_mem(&args.child_args),
+            other => Err(format!("unknown child mode {other:?}").into()),
+        };
+    }
+    let mut cfg = if args.quick {
+        Config::quick()
+    } else {
+        Config::full()
+    };
+    if let Some(n) = args.iters {
+        cfg.iters = n;
+    }
+    let wanted = |name: &str| {
+        args.only
+            .as_ref()
+            .is_none_or(|o| o.iter().any(|x| x == name))
+    };
+
+    let started = Instant::now();
+    let loadavg_at_start = loadavg();
+    let mut ctx = Ctx::new()?;
+    let info = ctx.renderer.adapter_info().clone();
+    let mut results = serde_json::Map::new();
+    let mut contention = serde_json::Map::new();
+    let mut errors = Vec::new();
+
+    type Bench = fn(&mut Ctx, &Config) -> Res<Value>;
+    let benches: [(&str, Bench); 7] = [
+        ("readback", bench_readback),
+        ("full_update_2d", bench_full_update_2d),
+        ("partial_update_2d", bench_partial_update_2d),
+        ("volume_3d", bench_volume_3d),
+        ("mesh_update", bench_mesh_update),
+        ("shared_source", bench_shared_source),
+        ("first_frame", bench_first_frame),
+    ];
+    for (name, bench) in benches {
+        if !wanted(name) {
+            continue;
+        }
+        eprintln!("peers: {name}");
+        let monitor = CpuMonitor::start();
+        match bench(&mut ctx, &cfg) {
+            Ok(v) => {
+                results.insert(name.into(), v);
+            }
+            Err(e) => {
+                eprintln!("peers: {name} failed: {e}");
+                errors.push(json!({"benchmark": name, "error": e.to_string()}));
+            }
+        }
+        contention.insert(name.into(), monitor.finish());
+    }
+
+    let doc = json!({
+        "library": "sluice",
+        "mode": if args.quick { "quick" } else { "full" },
+        "date_utc": utc_now(),
+        "host": {
+            "platform": platform(),
+            "cpu_count": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            "loadavg_at_start": loadavg_at_start,
+            "loadavg_at_end": loadavg(),
+        },
+        "config": cfg.to_json(),
+        "versions": {"sluice": env!("CARGO_PKG_VERSION"), "wgpu": "30 (see Cargo.lock)"},
+        "adapter": format!("{} | {} {} | backend={:?} type={:?}", info.name, info.driver,
+            info.driver_info, info.backend, info.device_type),
+        "adapter_info": {
+            "name": info.name, "driver": info.driver, "driver_info": info.driver_info,
+            "backend": format!("{:?}", info.backend),
+            "device_type": format!("{:?}", info.device_type),
+        },
+        "contention": contention,
+        "results": results,
+        "errors": errors,
+        "total_runtime_s": round(started.elapsed().as_secs_f64(), 1),
+    });
+    print_table(&doc);
+    let text = serde_json::to_string_pretty(&doc)?;
+    match &args.out {
+        Some(path) => {
+            std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {path}: {e}"))?
+        }
+        None => println!("{text}"),
+    }
+    if !doc["errors"].as_array().is_none_or(Vec::is_empty) {
+        return Err("some benchmarks failed (see errors in the JSON)".into());
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------ the frame and timing --
+
+/// One renderer and one 1024 x 1024 target, reused by every case (as the peers reuse a
+/// canvas per case; a new scene per case).
+struct Ctx {
+    renderer: Renderer,
+    target: RenderTarget,
+}
+
+impl Ctx {
+    fn new() -> Res<Self> {
+        let renderer = Renderer::with_options(RendererOptions::from_env()?)?;
+        let target = renderer.create_target(CANVAS, CANVAS)?;
+        Ok(Ctx { renderer, target })
+    }
+
+    /// One frame read back to host memory; with `full`, the whole target is redrawn.
+    fn draw(&mut self, scene: &Scene, camera: &dyn Camera, full: bool) -> Res<Frame> {
+        if full {
+            self.target.invalidate();
+        }
+        self.renderer.render(scene, camera, &self.target)?;
+        let image = self.renderer.read_image(&self.target)?;
+        Ok(Frame(image))
+    }
+
+    /// What the renderer's counters say one call of `f` uploaded; `textures` says whether
+    /// the case's sources are textures (images, volumes) or buffers (meshes), since the
+    /// counters do not split the two.
+    fn account(&mut self, textures: bool, f: impl FnOnce(&mut Ctx) -> Res<()>) -> Res<Value> {
+        let before = self.renderer.counters();
+        f(self)?;
+        let d: Counters = self.renderer.counters().since(&before);
+        let (tex, buf) = if textures {
+            (d.bytes_uploaded, 0)
+        } else {
+            (0, d.bytes_uploaded)
+        };
+        Ok(json!({
+            "texture_upload_bytes": tex,
+            "buffer_upload_bytes": buf,
+            "bytes_uploaded": d.bytes_uploaded,
+            "derived_bytes_uploaded": d.derived_bytes_uploaded,
+            "copies_issued": d.copies_issued,
+            "textures_created": d.textures_created,
+            "staging_buffers_created": d.staging_buffers_created,
+        }))
+    }
+}
+
+/// A frame read back: RGBA8, row 0 at the top.
+struct Frame(image::RgbaImage);
+
+impl Frame {
+    fn px(&self, y: u32, x: u32) -> [u8; 4] {
+        self.0.get_pixel(x, y).0
+    }
+    fn h(&self) -> u32 {
+        self.0.height()
+    }
+    fn w(&self) -> u32 {
+        self.0.width()
+    }
+}
+
+/// Timings of one case in the peers' form.
+struct Paired {
+    timing: Vec<f64>,
+    render_only: Vec<f64>,
+    cpu: Vec<f64>,
+    failures: Vec<String>,
+}
+
+/// The peers' `measure_paired`: each iteration times `update(prepare(variant)) + draw()`,
+/// then `draw()` alone; `prepare` (making the owned arrays an update moves into a source, as
+/// the peers pre-generate theirs) and `check` (on every frame) run outside both timers.
+fn measure_paired<P>(
+    warmup: usize,
+    iters: usize,
+    mut prepare: impl FnMut(usize) -> P,
+    mut update: impl FnMut(P) -> Res<()>,
+    mut draw: impl FnMut() -> Res<Frame>,
+    check: impl Fn(&Frame, Option<usize>) -> Option<String>,
+) -> Res<Paired> {
+    let mut p = Paired {
+        timing: Vec::new(),
+        render_only: Vec::new(),
+        cpu: Vec::new(),
+        failures: Vec::new(),
+    };
+    for i in 0..warmup + iters {
+        let variant = i % 2;
+        let prepared = prepare(variant);
+        let (c0, t0) = (process_cpu(), Instant::now());
+        update(prepared)?;
+        let frame = draw()?;
+        let (a, ca) = (t0.elapsed(), process_cpu() - c0);
+        let mut err = check(&frame, Some(variant));
+        let t1 = Instant::now();
+        let frame = draw()?;
+        let b = t1.elapsed();
+        err = err.or_else(|| check(&frame, None));
+        if i >= warmup {
+            p.timing.push(ms(a));
+            p.render_only.push(ms(b));
+            p.cpu.push(ca * 1e3);
+        }
+        if let Some(e) = err {
+            p.failures.push(format!("iter {i}: {e}"));
+        }
+    }
+    Ok(p)
+}
+
+/// A case's result from its paired timings; `bytes` is the data size of one update.
+fn finish_case(mut res: Value, p: &Paired, bytes: Option<usize>) -> Value {
+    let diffs: Vec<f64> = p
+        .timing
+        .iter()
+        .zip(&p.render_only)
+        .map(|(a, b)| a - b)
+        .collect();
+    let mut timing = stats(&p.timing);
+    timing["cpu_median_ms"] = json!(round(median(&p.cpu), 3));
+    res["timing"] = timing;
+    res["render_only"] = stats(&p.render_only);
+    res["update_cost"] = stats(&diffs);
+    res["verified"] = json!(p.failures.is_empty());
+    if !p.failures.is_empty() {
+        res["verify_failures"] = json!(p.failures.iter().take(5).collect::<Vec<_>>());
+    }
+    if let Some(n) = bytes {
+        res["data_bytes"] = json!(n);
+        res["gbps_end_to_end"] = json!(gbps(n, median(&p.timing)));
+        let uc = median(&diffs);
+        res["gbps_upload_attributable"] = if uc > 0.0 {
+            json!(gbps(n, uc))
+        } else {
+            Value::Null
+        };
+    }
+    res
+}
+
+/// Upload without drawing: `update(prepare(variant)) + Renderer::upload + wait` against
+/// `upload + wait` with nothing changed, paired per iteration; `prepare` is not timed.
+fn upload_only<P>(
+    ctx: &mut Ctx,
+    scene: &Scene,
+    cfg: &Config,
+    warmup: usize,
+    bytes: usize,
+    mut prepare: impl FnMut(usize) -> P,
+    mut update: impl FnMut(P) -> Res<()>,
+) -> Res<Value> {
+    let mut with = Vec::new();
+    let mut without = Vec::new();
+    for i in 0..warmup + cfg.iters {
+        let prepared = prepare(i % 2);
+        let t0 = Instant::now();
+        update(prepared)?;
+        ctx.renderer.upload(scene)?;
+        ctx.renderer.wait_idle()?;
+        let a = t0.elapsed();
+        let t1 = Instant::now();
+        ctx.renderer.upload(scene)?;
+        ctx.renderer.wait_idle()?;
+        let b = t1.elapsed();
+        if i >= warmup {
+            with.push(ms(a));
+            without.push(ms(b));
+        }
+    }
+    let net: Vec<f64> = with.iter().zip(&without).map(|(a, b)| a - b).collect();
+    let n = median(&net);
+    Ok(json!({
+        "how": "update + Renderer::upload(&scene) + wait_idle, minus upload + wait_idle with nothing changed",
+        "timing": stats(&with),
+        "sync_only": stats(&without),
+        "net": stats(&net),
+        "gbps_net": if n > 0.0 { json!(gbps(bytes, n)) } else { Value::Null },
+    }))
+}
+
+// ------------------------------------------------------------------------- test data --
+
+/// A small deterministic generator (xorshift64*), so both variants are the same every run.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+/// Two n x n RGBA8 images: random colours, opaque, B = A ^ 0x55, a red (A) or green (B)
+/// block over the middle quarter.
+fn rgba_pair(n: usize, seed: u64) -> (Array3<u8>, Array3<u8>) {
+    let mut rng = Rng::new(seed);
+    let mut a = Array3::<u8>::zeros((n, n, 4));
+    for v in a.iter_mut() {
+        *v = rng.next() as u8;
+    }
+    let mut b = a.mapv(|v| v ^ 0x55);
+    let (lo, hi) = (n * 3 / 8, n * 5 / 8);
+    for y in 0..n {
+        for x in 0..n {
+            a[[y, x, 3]] = 255;
+            b[[y, x, 3]] = 255;
+            if (lo..hi).contains(&y) && (lo..hi).contains(&x) {
+                for (c, (va, vb)) in [(250, 10), (10, 250), (10, 10), (255, 255)]
+                    .into_iter()
+                    .enumerate()
+                {
+                    a[[y, x, c]] = va;
+                    b[[y, x, c]] = vb;
+                }
+            }
+        }
+    }
+    (a, b)
+}
+
+/// Two n x n f32 images: A in [0.25, 0.75] with a block of 1.0, B = 1 - A (block 0.0).
+fn f32_pair(n: usize, seed: u64) -> (Array2<f32>, Array2<f32>) {
+    let mut rng = Rng::new(seed);
+    let mut a = Array2::<f32>::from_shape_fn((n, n), |_| rng.unit() * 0.5 + 0.25);
+    let (lo, hi) = (n * 3 / 8, n * 5 / 8);
+    a.slice_mut(sluice::ndarray::s![lo..hi, lo..hi]).fill(1.0);
+    let b = a.mapv(|v| 1.0 - v);
+    (a, b)
+}
+
+/// Two n^3 u8 volumes: A in [0, 100], B = A + 150 (a MIP of mid-gray against bright).
+fn volume_pair(n: usize, seed: u64) -> (Array3<u8>, Array3<u8>) {
+    let mut rng = Rng::new(seed);
+    let a = Array3::<u8>::from_shape_fn((n, n, n), |_| (rng.next() % 101) as u8);
+    let b = a.mapv(|v| v + 150);
+    (a, b)
+}
+
+/// A g x g grid over [0, 1]^2 with a small z ripple, and the same shrunk to the central
+/// quarter (z mirrored); two triangles per cell.
+fn mesh_data(g: usize) -> (Array2<f32>, Array2<f32>, Array2<u32>) {
+    let lin = |i: usize| i as f32 / (g - 1) as f32;
+    let pa = Array2::<f32>::from_shape_fn((g * g, 3), |(i, c)| {
+        let (x, y) = (lin(i % g), lin(i / g));
+        match c {
+            0 => x,
+            1 => y,
+            _ => 0.05 * (x * 20.0).sin() * (y * 20.0).cos(),
+        }
+    });
+    let mut pb = pa.clone();
+    for mut row in pb.rows_mut() {
+        row[0] = 0.25 + 0.5 * row[0];
+        row[1] = 0.25 + 0.5 * row[1];
+        row[2] = -row[2];
+    }
+    let cells = (g - 1) * (g - 1);
+    let mut faces = Array2::<u32>::zeros((2 * cells, 3));
+    for (k, (r, c)) in (0..g - 1)
+        .flat_map(|r| (0..g - 1).map(move |c| (r, c)))
+        .enumerate()
+    {
+        let q0 = (r * g + c) as u32;
+        let (q1, q2, q3) = (q0 + 1, q0 + 1 + g as u32, q0 + g as u32);
+        faces
+            .row_mut(k)
+            .assign(&sluice::ndarray::arr1(&[q0, q1, q2]));
+        faces
+            .row_mut(cells + k)
+            .assign(&sluice::ndarray::arr1(&[q0, q2, q3]));
+    }
+    (pa, pb, faces)
+}
+
+// ------------------------------------------------------------------------ frame checks --
+
+fn check_rgb_marker(f: &Frame, variant: usize, at: Option<(u32, u32)>) -> Option<String> {
+    let (y, x) = at.unwrap_or((f.h() / 2, f.w() / 2));
+    let p = f.px(y, x);
+    let (r, g) = (p[0], p[1]);
+    match variant {
+        0 if !(r > 180 && g < 80) => {
+            Some(format!("expected red marker at {:?}, got {p:?}", (y, x)))
+        }
+        1 if !(g > 180 && r < 80) => {
+            Some(format!("expected green marker at {:?}, got {p:?}", (y, x)))
+        }
+        _ => None,
+    }
+}
+
+fn check_gray_marker(f: &Frame, variant: usize) -> Option<String> {
+    let p = f.px(f.h() / 2, f.w() / 2);
+    match variant {
+        0 if p[0] < 200 => Some(format!("expected white marker at centre, got {p:?}")),
+        1 if p[0] > 50 => Some(format!("expected black marker at centre, got {p:?}")),
+        _ => None,
+    }
+}
+
+fn check_covered(f: &Frame, points: &[(u32, u32)]) -> Option<String> {
+    points.iter().find_map(|&(y, x)| {
+        let p = f.px(y, x);
+        (p[3] != 255).then(|| format!("pixel {:?} not covered: {p:?}", (y, x)))
+    })
+}
+
+fn volume_check(f: &Frame, variant: Option<usize>) -> Option<String> {
+    let p = f.px(f.h() / 2, f.w() / 2);
+    let v = p[1];
+    match variant {
+        None if v == 0 => Some(format!("blank centre pixel {p:?}")),
+        Some(0) if !(30 < v && v < 200) => {
+            Some(format!("expected mid-gray MIP at centre, got {v}"))
+        }
+        Some(1) if v <= 200 => Some(format!("expected bright MIP at centre, got {v}")),
+        _ => None,
+    }
+}
+
+fn mesh_check(f: &Frame, variant: usize) -> Option<String> {
+    let (h, w) = (f.h(), f.w());
+    let covered = |y: u32, x: u32| f.px(y, x)[3] == 255;
+    if !covered(h / 2, w / 2) {
+        return Some(format!("centre not covered: {:?}", f.px(h / 2, w / 2)));
+    }
+    let corners = [
+        (h / 10, w / 10),
+        (h - h / 10, w - w / 10),
+        (h / 10, w - w / 10),
+        (h - h / 10, w / 10),
+    ];
+    let cov: Vec<bool> = corners.iter().map(|&(y, x)| covered(y, x)).collect();
+    match variant {
+        0 if !cov.iter().all(|&c| c) => Some(format!("variant 0 should cover corners: {cov:?}")),
+        1 if cov.iter().any(|&c| c) => Some(format!("variant 1 should not cover corners: {cov:?}")),
+        _ => None,
+    }
+}
+
+// --------------------------------------------------------------------------- the cases --
+
+/// A camera showing the world rectangle `0..w x 0..h` whole.
+fn fit_camera(w: f32, h: f32) -> PanZoomCamera {
+    PanZoomCamera::fit(Vec2::ZERO, Vec2::new(w, h), [CANVAS, CANVAS])
+}
+
+/// A scene on a transparent background, so coverage can be read from alpha.
+fn new_scene() -> Scene {
+    let mut scene = Scene::new();
+    scene.set_background([0.0, 0.0, 0.0, 0.0]);
+    scene
+}
+
+fn bench_readback(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
+    let (a, _) = rgba_pair(256, 0);
+    let mut scene = new_scene();
+    scene.add(Image::new(Arc::new(ArraySource::with_channels(a)?)));
+    let camera = fit_camera(256.0, 256.0);
+    for _ in 0..2 {
+        ctx.draw(&scene, &camera, true)?;
+    }
+    let mut readback = Vec::new();
+    for i in 0..cfg.warmup + cfg.iters * 2 {
+        let t = Instant::now();
+        ctx.renderer.read_image(&ctx.target)?;
+        if i >= cfg.warmup {
+            readback.push(ms(t.elapsed()));
+        }
+    }
+    let mut out = json!({
+        "readback_1024x1024_rgba8": {
+            "what": "Renderer::read_image of the 1024x1024 RGBA8 target (copy to a buffer, map, wait, copy out)",
+            "timing": stats(&readback),
+            "bytes": CANVAS * CANVAS * 4,
+        }
+    });
+    for (key, full) in [
+        ("frame_floor_trivial_scene", false),
+        ("frame_floor_trivial_scene_full_redraw", true),
+    ] {
+        let mut times = Vec::new();
+        let mut last = None;
+        for i in 0..cfg.warmup + cfg.iters {
+            let t = Instant::now();
+            let f = ctx.draw(&scene, &camera, full)?;
+            if i >= cfg.warmup {
+                times.push(ms(t.elapsed()));
+            }
+            last = Some(f);
+        }
+        let verified = last.is_some_and(|f| check_covered(&f, &[(10, 10)]).is_none());
+        out[key] = json!({
+            "what": format!("a frame of a 256x256 image, nothing changed, read back{}",
+                if full { "; the whole target redrawn" } else { "; sluice draws nothing" }),
+            "timing": stats(&times),
+            "verified": verified,
+        });
+    }
+    Ok(out)
+}
+
+/// How a full-update case changes its source.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Update {
+    /// `ArraySource::replace` with an owned copy of A or B, made outside the timer (the
+    /// peers hand their libraries pre-generated arrays).
+    Replace,
+    /// `ArraySource::write` of the whole array from A or B in place (one more host copy).
+    Write,
+}
+
+fn redraw_note(full: bool) -> &'static str {
+    if full {
+        "the whole target redrawn every frame (RenderTarget::invalidate): the peers' work"
+    } else {
+        "sluice's default: a 2-D frame redraws only the screen rectangles of texels copied since the last frame"
+    }
+}
+
+/// The redraw variants of a 2-D case: sluice's default, then the whole target every frame.
+const REDRAWS: [(&str, bool); 2] = [("", false), ("_full_redraw", true)];
+
+/// One full-update image case.
+#[allow(clippy::too_many_arguments)]
+fn image_case<T: sluice::Element + Clone>(
+    ctx: &mut Ctx,
+    cfg: &Config,
+    pair: &[ArrayD<T>; 2],
+    channels: bool,
+    clim: [f64; 2],
+    check: fn(&Frame, usize) -> Option<String>,
+    how: Update,
+    full: bool,
+) -> Res<Value> {
+    let n = pair[0].shape()[0];
+    let bytes = std::mem::size_of_val(pair[0].as_slice().ok_or("array not contiguous")?);
+    let source = Arc::new(if channels {
+        ArraySource::with_channels(pair[0].clone())?
+    } else {
+        ArraySource::new(pair[0].clone())?
+    });
+    let mut scene = new_scene();
+    scene.add(
+        Image::new(source.clone())
+            .with_clim(clim[0], clim[1])
+            .with_colormap(Colormap::Gray),
+    );
+    let camera = fit_camera(n as f32, n as f32);
+    let corners = [(3, 3), (CANVAS - 4, CANVAS - 4)];
+    let t0 = Instant::now();
+    ctx.draw(&scene, &camera, true)?;
+    let first = ms(t0.elapsed());
+    let origin = vec![0; pair[0].ndim() - usize::from(channels)];
+    let update = |variant: usize, owned: Option<ArrayD<T>>| -> Res<()> {
+        match owned {
+            Some(a) => source.replace(a)?,
+            None => source.write(&origin, pair[variant].view())?,
+        };
+        Ok(())
+    };
+    let prepare = |variant: usize| {
+        (
+            variant,
+            (how == Update::Replace).then(|| pair[variant].clone()),
+        )
+    };
+    let p = measure_paired(
+        cfg.warmup,
+        cfg.iters,
+        prepare,
+        |(v, owned)| update(v, owned),
+        || ctx.draw(&scene, &camera, full),
+        |f, v| check_covered(f, &corners).or_else(|| v.and_then(|v| check(f, v))),
+    )?;
+    let mut res = finish_case(
+        json!({
+            "first_draw_ms": round(first, 1),
+            "update_api": match how {
+                Update::Replace => "ArraySource::replace(owned array, cloned from the pre-generated A/B array outside the timer)",
+                Update::Write => "ArraySource::write(origin 0, view of the pre-generated A/B array)",
+            },
+            "redraw": redraw_note(full),
+        }),
+        &p,
+        Some(bytes),
+    );
+    let (v, owned) = prepare(0);
+    res["uploaded_per_update"] = ctx.account(true, |ctx| {
+        update(v, owned)?;
+        ctx.draw(&scene, &camera, full)?;
+        Ok(())
+    })?;
+    if !full && how == Update::Replace {
+        res["upload_only"] =
+            upload_only(ctx, &scene, cfg, cfg.warmup, bytes, prepare, |(v, o)| {
+                update(v, o)
+            })?;
+    }
+    Ok(res)
+}
+
+fn bench_full_update_2d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
+    let mut out = serde_json::Map::new();
+    let n = cfg.rgba_size;
+    let (a, b) = rgba_pair(n, 0);
+    let rgba = [a.into_dyn(), b.into_dyn()];
+    let rgb_check = |f: &Frame, v: usize| check_rgb_marker(f, v, None);
+    for (suffix, how, full) in [
+        ("", Update::Replace, false),
+        ("_full_redraw", Update::Replace, true),
+        ("_write_in_place", Update::Write, true),
+    ] {
+        let v = image_case(ctx, cfg, &rgba, true, [0.0, 255.0], rgb_check, how, full)?;
+        out.insert(format!("rgba8_{n}{suffix}"), v);
+    }
+    let m = cfg.f32_size;
+    let (a, b) = f32_pair(m, 1);
+    let gray = [a.into_dyn(), b.into_dyn()];
+    for (suffix, full) in REDRAWS {
+        let v = image_case(
+            ctx,
+            cfg,
+            &gray,
+            false,
+            [0.0, 1.0],
+            check_gray_marker,
+            Update::Replace,
+            full,
+        )?;
+        out.insert(format!("f32_{m}{suffix}"), v);
+    }
+    Ok(Value::Object(out))
+}
+
+/// The two blocks the partial update writes: red (A) or green (B), with some texture.
+fn partial_blocks(s: usize) -> [Array3<u8>; 2] {
+    let block = |r: u8, g: u8, sy: usize, sx: usize| {
+        Array3::<u8>::from_shape_fn((s, s, 4), |(y, x, c)| match c {
+            0 => r,
+            1 => g,
+            2 if y % sy == 0 && x % sx == 0 => 99,
+            2 => 10,
+            _ => 255,
+        })
+    };
+    [block(250, 10, 7, 5), block(10, 250, 5, 7)]
+}
+
+fn bench_partial_update_2d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
+    let n = cfg.rgba_size;
+    let s = cfg.partial_region;
+    let (a, _) = rgba_pair(n, 0);
+    let source = Arc::new(ArraySource::with_channels(a)?);
+    let mut scene = new_scene();
+    scene.add(Image::new(source.clone()).with_clim(0.0, 255.0));
+    let camera = fit_camera(n as f32, n as f32);
+    ctx.draw(&scene, &camera, true)?;
+    let blocks = partial_blocks(s);
+    let mut out = serde_json::Map::new();
+    for (label, off) in [
+        ("aligned", n / 2 - s / 2),
+        ("unaligned", n / 2 - s / 2 - 37),
+    ] {
+        for (suffix, full) in REDRAWS {
+            let update = |v: usize| -> Res<()> {
+                source.write(&[off, off], blocks[v].view())?;
+                Ok(())
+            };
+            let p = measure_paired(
+                cfg.warmup,
+                cfg.iters,
+                |v| v,
+                update,
+                || ctx.draw(&scene, &camera, full),
+                |f, v| v.and_then(|v| check_rgb_marker(f, v, None)),
+            )?;
+            let mut res = finish_case(
+                json!({
+                    "what": format!("ArraySource::write({s}x{s} block at x=y={off}) + frame, on a {n}x{n} RGBA8 source"),
+                    "region_bytes": s * s * 4,
+                    "redraw": redraw_note(full),
+                }),
+                &p,
+                None,
+            );
+            res["uploaded_per_update"] = ctx.account(true, |ctx| {
+                update(0)?;
+                ctx.draw(&scene, &camera, full)?;
+                Ok(())
+            })?;
+            out.insert(format!("rgba8_{n}_region{s}_{label}{suffix}"), res);
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+fn bench_volume_3d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
+    let mut out = serde_json::Map::new();
+    for &n in &cfg.volumes {
+        let (a, b) = volume_pair(n, 3);
+        let bytes = a.len();
+        let source = Arc::new(ArraySource::new(a.clone())?);
+        let mut scene = new_scene();
+        scene.add(
+            Volume::new(source.clone())
+                .with_mode(VolumeMode::Mip)
+                .with_clim(0.0, 255.0)
+                .with_colormap(Colormap::Gray)
+                .with_interpolation(Interpolation::Linear)
+                .with_step(0.8),
+        );
+        // The peers look along (-1, -1, -1) with a perspective camera; sluice's fitted orbit
+        // camera looks along the same diagonal from azimuth 45, elevation 35.26 degrees.
+        let camera = OrbitCamera::fit(Vec3::ZERO, Vec3::splat(n as f32), 45.0, 35.264);
+        let t0 = Instant::now();
+        ctx.draw(&scene, &camera, true)?;
+        let first = ms(t0.elapsed());
+        let arrays = [a, b];
+        let warm = cfg.warmup.min(2);
+        let prepare = |v: usize| arrays[v].clone();
+        let update = |owned: Array3<u8>| -> Res<()> {
+            source.replace(owned)?;
+            Ok(())
+        };
+        let p = measure_paired(
+            warm,
+            cfg.iters,
+            prepare,
+            update,
+            || ctx.draw(&scene, &camera, true),
+            volume_check,
+        )?;
+        let mut res = finish_case(
+            json!({
+                "what": format!("ArraySource::replace(new {n}^3 u8 volume) + frame (MIP, linear, step 0.8 voxel, perspective, looking along the diagonal)"),
+                "first_draw_ms": round(first, 1),
+            }),
+            &p,
+            Some(bytes),
+        );
+        let owned = prepare(0);
+        res["uploaded_per_update"] = ctx.account(true, |ctx| {
+            update(owned)?;
+            ctx.draw(&scene, &camera, true)?;
+            Ok(())
+        })?;
+        res["upload_only"] = upload_only(ctx, &scene, cfg, warm, bytes, prepare, update)?;
+        out.insert(format!("u8_{n}^3"), res);
+    }
+    Ok(Value::Object(out))
+}
+
+fn bench_mesh_update(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
+    let g = cfg.mesh_grid;
+    let (pa, pb, faces) = mesh_data(g);
+    let triangles = faces.nrows();
+    let bytes = pa.len() * 4;
+    let positions = Arc::new(ArraySource::with_channels(pa.clone())?);
+    let mut scene = new_scene();
+    let node = scene.add(
+        Mesh::new(positions.clone())
+            .with_indices(Arc::new(ArraySource::with_channels(faces)?))
+            .with_color([1.0, 0.5, 0.0, 1.0])
+            .with_shading(Shading::Unlit),
+    );
+    // The ripple's z is within +-0.05: move it inside the clip volume's depth range.
+    scene.set_transform(node, Mat4::from_translation(Vec3::new(0.0, 0.0, 0.5)));
+    let camera = PanZoomCamera::fit(Vec2::splat(-0.01), Vec2::splat(1.01), [CANVAS, CANVAS]);
+    let t0 = Instant::now();
+    ctx.draw(&scene, &camera, true)?;
+    let first = ms(t0.elapsed());
+    let arrays = [pa, pb];
+    let prepare = |v: usize| arrays[v].clone();
+    let update = |owned: Array2<f32>| -> Res<()> {
+        positions.replace(owned)?;
+        Ok(())
+    };
+    let p = measure_paired(
+        cfg.warmup,
+        cfg.iters,
+        prepare,
+        update,
+        || ctx.draw(&scene, &camera, true),
+        |f, v| v.and_then(|v| mesh_check(f, v)),
+    )?;
+    let mut res = finish_case(
+        json!({
+            "what": format!("ArraySource::replace(new ({},3) f32 positions) + frame; {triangles} triangles (u32 indices, unchanged), unlit uniform colour", g * g),
+            "n_vertices": g * g,
+            "n_triangles": triangles,
+            "first_draw_ms": round(first, 1),
+        }),
+        &p,
+        Some(bytes),
+    );
+    let owned = prepare(0);
+    res["uploaded_per_update"] = ctx.account(false, |ctx| {
+        update(owned)?;
+        ctx.draw(&scene, &camera, true)?;
+        Ok(())
+    })?;
+    res["upload_only"] = upload_only(ctx, &scene, cfg, cfg.warmup, bytes, prepare, update)?;
+    Ok(json!({ format!("mesh_{}v", g * g): res }))
+}
+
+/// The peers' tile layout: each tile's offset, the whole extent, and the target pixels
+/// (row, column) at the tiles' centres.
+struct Tiles {
+    offsets: Vec<(f32, f32)>,
+    extent: (f32, f32),
+    centres: Vec<(u32, u32)>,
+}
+
+/// `n` tiles of side `s`, 4 per row, gaps of s/16.
+fn tile_layout(n: usize, s: usize) -> Tiles {
+    let cols = 4;
+    let rows = n.div_ceil(cols);
+    let gap = (s / 16) as f32;
+    let s = s as f32;
+    let w = cols as f32 * s + (cols - 1) as f32 * gap;
+    let h = rows as f32 * s + (rows - 1) as f32 * gap;
+    let offsets: Vec<(f32, f32)> = (0..n)
+        .map(|i| ((i % cols) as f32 * (s + gap), (i / cols) as f32 * (s + gap)))
+        .collect();
+    let camera = fit_camera(w, h);
+    let centres = offsets
+        .iter()
+        .map(|&(ox, oy)| {
+            let p = camera.world_to_screen(Vec2::new(ox + s / 2.0, oy + s / 2.0), [CANVAS, CANVAS]);
+            (p.y as u32, p.x as u32)
+        })
+        .collect();
+    Tiles {
+        offsets,
+        extent: (w, h),
+        centres,
+    }
+}
+
+/// A scene of `n` tiled images of `a`: all showing one source, or each its own.
+type SharedScene = (Scene, Vec<Arc<ArraySource>>, PanZoomCamera, Vec<(u32, u32)>);
+
+fn shared_scene(n: usize, a: &Array3<u8>, shared: bool) -> Res<SharedScene> {
+    let Tiles {
+        offsets,
+        extent: (w, h),
+        centres,
+    } = tile_layout(n, a.shape()[0]);
+    let mut sources: Vec<Arc<ArraySource>> = Vec::new();
+    let mut scene = new_scene();
+    for &(ox, oy) in &offsets {
+        if !shared || sources.is_empty() {
+            sources.push(Arc::new(ArraySource::with_channels(a.clone())?));
+        }
+        let source = sources.last().ok_or("no source")?.clone();
+        let node = scene.add(Image::new(source).with_clim(0.0, 255.0));
+        scene.set_transform(node, Mat4::from_translation(Vec3::new(ox, oy, 0.0)));
+    }
+    Ok((scene, sources, fit_camera(w, h), centres))
+}
+
+fn bench_shared_source(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
+    let (n, s) = (cfg.shared_n, cfg.shared_size);
+    let (a, b) = rgba_pair(s, 0);
+    let arrays = [a, b];
+    let mut out = serde_json::Map::new();
+    for shared in [true, false] {
+        for (suffix, full) in REDRAWS {
+            let (scene, sources, camera, centres) = shared_scene(n, &arrays[0], shared)?;
+            ctx.draw(&scene, &camera, true)?;
+            let check = |f: &Frame, v: Option<usize>| {
+                let covered = centres
+                    .iter()
+                    .filter(|&&(y, x)| f.px(y, x)[3] == 255)
+                    .count();
+                if covered < n {
+                    return Some(format!("only {covered} of {n} tiles covered"));
+                }
+                let v = v?;
+                centres
+                    .iter()
+                    .find_map(|&p| check_rgb_marker(f, v, Some(p)))
+            };
+            let prepare = |v: usize| -> Vec<Array3<u8>> {
+                sources.iter().map(|_| arrays[v].clone()).collect()
+            };
+            let update = |owned: Vec<Array3<u8>>| -> Res<()> {
+                for (src, arr) in sources.iter().zip(owned) {
+                    src.replace(arr)?;
+                }
+                Ok(())
+            };
+            let p = measure_paired(
+                cfg.warmup,
+                cfg.iters,
+                prepare,
+                update,
+                || ctx.draw(&scene, &camera, full),
+                check,
+            )?;
+            let mut res = finish_case(
+                json!({
+                    "what": if shared {
+                        format!("{n} Images show ONE ArraySource; replace it once + frame")
+                    } else {
+                        format!("{n} Images, each with its own ArraySource of the same array; replace all {n} + frame")
+                    },
+                    "redraw": redraw_note(full),
+                }),
+                &p,
+                Some(arrays[0].len()),
+            );
+            let owned = prepare(0);
+            res["uploaded_per_update"] = ctx.account(true, |ctx| {
+                update(owned)?;
+                ctx.draw(&scene, &camera, full)?;
+                Ok(())
+            })?;
+            let kind = if shared {
+                "shared_texture"
+            } else {
+                "separate_textures"
+            };
+            out.insert(format!("{n}x_rgba8_{s}_{kind}{suffix}"), res);
+        }
+    }
+    out.insert("memory".into(), shared_memory(n, s, cfg.mem_updates));
+    Ok(Value::Object(out))
+}
+
+/// Host memory of 1 and `n` visuals, shared and separate, each in a fresh process.
+fn shared_memory(n: usize, s: usize, updates: usize) -> Value {
+    let mut rows = serde_json::Map::new();
+    for (nv, shared) in [(1, true), (n, true), (n, false)] {
+        let key = format!(
+            "{nv}_visuals_{}",
+            if shared { "shared" } else { "separate" }
+        );
+        let args = [
+            "--child",
+            "mem",
+            "--n-visuals",
+            &nv.to_string(),
+            "--shared",
+            if shared { "1" } else { "0" },
+            "--size",
+            &s.to_string(),
+            "--updates",
+            &updates.to_string(),
+        ]
+        .map(str::to_owned);
+        let row = run_child(&args, &[])
+            .map(|(v, _)| v)
+            .unwrap_or_else(|e| json!({"error": e.to_string()}));
+        rows.insert(key, row);
+    }
+    let base = rows
+        .get("1_visuals_shared")
+        .and_then(|r| r["rss_after_updates"].as_f64());
+    if let Some(base) = base {
+        for row in rows.values_mut() {
+            if let Some(v) = row["rss_after_updates"].as_f64() {
+                row["rss_minus_1_visual_MiB"] = json!(round((v - base) / (1u64 << 20) as f64, 1));
+            }
+        }
+    }
+    json!({
+        "how": "Fresh process per row; RSS from /proc/self/status after the scene, one frame and the updates. On a CPU driver textures live in host memory, so RSS growth stands for GPU memory.",
+        "rows": rows,
+    })
+}
+
+fn bench_first_frame(_ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
+    let mut out = serde_json::Map::new();
+    for (name, env) in [
+        ("warm_shader_cache", vec![]),
+        (
+            "mesa_shader_cache_disabled",
+            vec![("MESA_SHADER_CACHE_DISABLE", "true")],
+        ),
+    ] {
+        let args = [
+            "--child".to_string(),
+            "first_frame".into(),
+            "--size".into(),
+            cfg.first_frame_size.to_string(),
+        ];
+        // One unmeasured run first (it fills the caches the "warm" case means).
+        run_child(&args, &env)?;
+        let mut totals = Vec::new();
+        let mut phases: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        let mut all_ok = true;
+        for _ in 0..cfg.first_frame_runs {
+            let (child, spawned) = run_child(&args, &env)?;
+            let at = |k: &str| child[k].as_f64().unwrap_or(f64::NAN);
+            totals.push((at("t_frame") - spawned) * 1e3);
+            phases
+                .entry("process_start")
+                .or_default()
+                .push((at("t_main") - spawned) * 1e3);
+            phases
+                .entry("data")
+                .or_default()
+                .push((at("t_data") - at("t_main")) * 1e3);
+            phases
+                .entry("context_device")
+                .or_default()
+                .push((at("t_device") - at("t_data")) * 1e3);
+            phases
+                .entry("scene_first_draw")
+                .or_default()
+                .push((at("t_frame") - at("t_device")) * 1e3);
+            all_ok &= child["ok"].as_bool() == Some(true);
+        }
+        let phase_medians: serde_json::Map<String, Value> = phases
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), json!(round(median(v), 1))))
+            .collect();
+        out.insert(
+            name.into(),
+            json!({
+                "what": format!("spawn this binary with --child first_frame -> first {0}^2 RGBA8 image frame on a 1024x1024 target, read back and checked", cfg.first_frame_size),
+                "timing": stats(&totals),
+                "phase_medians_ms": phase_medians,
+                "verified": all_ok,
+            }),
+        );
+    }
+    Ok(Value::Object(out))
+}
+
+// ----------------------------------------------------------------------- child modes --
+
+/// Runs this binary with `args` and `env`; returns its JSON line and the wall-clock time
+/// (seconds since the epoch) just before it was spawned.
+fn run_child(args: &[String], env: &[(&str, &str)]) -> Res<(Value, f64)> {
+    let exe = std::env::current_exe()?;
+    let spawned = epoch_s();
+    let out = Command::new(exe)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "child {args:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+        .into());
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().ok_or("child printed nothing")?;
+    Ok((serde_json::from_str(line)?, spawned))
+}
+
+fn child_arg(args: &BTreeMap<String, String>, key: &str) -> Res<usize> {
+    let v = args.get(key).ok_or_else(|| format!("--{key} missing"))?;
+    v.parse()
+        .map_err(|e| format!("--{key} {v:?} is not a count: {e}").into())
+}
+
+fn child_first_frame(args: &BTreeMap<String, String>) -> Res<()> {
+    let t_main = epoch_s();
+    let n = child_arg(args, "size")?;
+    let (a, _) = rgba_pair(n, 0);
+    let t_data = epoch_s();
+    let renderer = Renderer::with_options(RendererOptions::from_env()?)?;
+    let t_device = epoch_s();
+    let mut ctx = Ctx {
+        target: renderer.create_target(CANVAS, CANVAS)?,
+        renderer,
+    };
+    let mut scene = new_scene();
+    scene.add(Image::new(Arc::new(ArraySource::with_channels(a)?)).with_clim(0.0, 255.0));
+    let f = ctx.draw(&scene, &fit_camera(n as f32, n as f32), false)?;
+    let t_frame = epoch_s();
+    let err = check_rgb_marker(&f, 0, None);
+    println!(
+        "{}",
+        json!({"ok": err.is_none(), "error": err, "t_main": t_main, "t_data": t_data,
+               "t_device": t_device, "t_frame": t_frame})
+    );
+    Ok(())
+}
+
+fn child_mem(args: &BTreeMap<String, String>) -> Res<()> {
+    let nv = child_arg(args, "n-visuals")?;
+    let shared = child_arg(args, "shared")? == 1;
+    let s = child_arg(args, "size")?;
+    let updates = child_arg(args, "updates")?;
+    let mut ctx = Ctx::new()?;
+    let empty = new_scene();
+    ctx.draw(&empty, &fit_camera(1.0, 1.0), true)?;
+    let rss0 = rss_bytes();
+    let (a, b) = rgba_pair(s, 0);
+    let rss_data = rss_bytes();
+    let (scene, sources, camera, _) = shared_scene(nv, &a, shared)?;
+    ctx.draw(&scene, &camera, true)?;
+    let rss_frame = rss_bytes();
+    for i in 0..updates {
+        let arr = if i % 2 == 0 { &b } else { &a };
+        for src in &sources {
+            src.replace(arr.clone())?;
+        }
+        ctx.draw(&scene, &camera, true)?;
+    }
+    let rss_updates = rss_bytes();
+    let c = ctx.renderer.counters();
+    println!(
+        "{}",
+        json!({"n_visuals": nv, "shared": shared, "rss_empty_scene": rss0, "rss_after_data": rss_data,
+               "rss_after_first_frame": rss_frame, "rss_after_updates": rss_updates,
+               "rss_visuals_delta": rss_updates.saturating_sub(rss_data),
+               "resident_bytes": c.resident_bytes, "textures_alive": c.textures_alive})
+    );
+    Ok(())
+}
+
+// ------------------------------------------------------------------ small measurements --
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn round(x: f64, digits: i32) -> f64 {
+    let p = 10f64.powi(digits);
+    (x * p).round() / p
+}
+
+fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+fn stats(v: &[f64]) -> Value {
+    if v.is_empty() {
+        return json!({"n": 0});
+    }
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    json!({
+        "n": v.len(), "min_ms": round(min, 3), "median_ms": round(median(v), 3),
+        "max_ms": round(max, 3), "mean_ms": round(mean, 3),
+        "samples_ms": v.iter().map(|x| round(*x, 3)).collect::<Vec<_>>(),
+    })
+}
+
+fn gbps(bytes: usize, ms: f64) -> f64 {
+    round(bytes as f64 / (ms / 1e3) / 1e9, 4)
+}
+
+fn epoch_s() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn utc_now() -> String {
+    let secs = epoch_s() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}+00:00",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+fn platform() -> String {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!(
+        "{} {} {}",
+        std::env::consts::OS,
+        release.trim(),
+        std::env::consts::ARCH
+    )
+}
+
+fn loadavg() -> Vec<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .filter_map(|v| v.parse().ok())
+        .collect()
+}
+
+/// Resident set size of this process, bytes (0 where /proc is missing).
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Clock ticks per second of /proc's CPU times (Linux's USER_HZ, 100 on every common build).
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// CPU seconds this process (all threads) has used.
+fn process_cpu() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    if f.len() > 12 {
+        (f[11] + f[12]) / TICKS_PER_SECOND
+    } else {
+        0.0
+    }
+}
+
+/// Busy CPU seconds of the whole machine, from /proc/stat.
+fn machine_busy() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(line) = stat.lines().next() else {
+        return 0.0;
+    };
+    let v: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal: busy is all but idle and iowait.
+    let total: f64 = v.iter().take(8).sum();
+    let idle = v.get(3).copied().unwrap_or(0.0) + v.get(4).copied().unwrap_or(0.0);
+    (total - idle) / TICKS_PER_SECOND
+}
+
+/// Other processes' share of the CPUs while a section ran.
+struct CpuMonitor {
+    wall: Instant,
+    busy: f64,
+    own: f64,
+}
+
+impl CpuMonitor {
+    fn start() -> Self {
+        CpuMonitor {
+            wall: Instant::now(),
+            busy: machine_busy(),
+            own: process_cpu(),
+        }
+    }
+
+    fn finish(self) -> Value {
+        let wall = self.wall.elapsed().as_secs_f64();
+        let own = process_cpu() - self.own;
+        let foreign = (machine_busy() - self.busy - own).max(0.0);
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        json!({
+            "wall_s": round(wall, 2), "own_cpu_s": round(own, 2),
+            "foreign_cpu_s": round(foreign, 2),
+            "foreign_cpu_share": round(foreign / (wall * cpus).max(1e-9), 3),
+            "loadavg_1m_end": loadavg().first().copied(),
+        })
+    }
+}
+
+/// A short table of the medians on stderr.
+fn print_table(doc: &Value) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(
+        err,
+        "\n{:<60} {:>10} {:>10} {:>12}",
+        "case", "median ms", "render ms", "upload MB"
+    );
+    if let Some(results) = doc["results"].as_object() {
+        for (bench, cases) in results {
+            let Some(cases) = cases.as_object() else {
+                continue;
+            };
+            for (case, r) in cases {
+                if r.get("timing").is_none() {
+                    continue;
+                }
+                let up = r["uploaded_per_update"]["bytes_uploaded"]
+                    .as_f64()
+                    .map_or("-".into(), |b| format!("{:.2}", b / 1e6));
+                let ok = if r["verified"].as_bool() == Some(false) {
+                    " FAIL"
+                } else {
+                    ""
+                };
+                let _ = writeln!(
+                    err,
+                    "{:<60} {:>10} {:>10} {:>12}{ok}",
+                    format!("{bench}/{case}"),
+                    r["timing"]["median_ms"],
+                    r["render_only"]["median_ms"],
+                    up
+                );
+            }
+        }
+    }
+}
