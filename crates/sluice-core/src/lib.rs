@@ -17,11 +17,13 @@
 
 mod array;
 mod changes;
+mod chunk;
 mod conversion;
 mod crop;
 mod element;
 mod error;
 mod layout;
+mod loader;
 mod mmap;
 mod npy;
 mod plan;
@@ -32,11 +34,13 @@ mod source;
 
 pub use array::{ArraySource, HostCopyPolicy};
 pub use changes::{ChangeLog, Changes, Version};
+pub use chunk::{ChunkFailure, ChunkKey, ChunkProgress, ChunkStatus, ChunkWant, Tier};
 pub use conversion::{read_element, BufferFormat, UploadFormat};
 pub use crop::CropSource;
 pub use element::{Element, ElementType};
 pub use error::SourceError;
 pub use layout::{ChunkGrid, Layout, Level, MAX_CHANNELS};
+pub use loader::{ChunkFill, ChunkLoader, ProceduralLoader, SourceLoader};
 pub use mmap::MmapSource;
 pub use npy::npy_header;
 pub use plan::{plan_chunked, plan_exact, UploadPlan};
