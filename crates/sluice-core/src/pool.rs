@@ -309,7 +309,8 @@ impl LoaderPool {
             }
             entry.wakers.push(waker.clone());
         }
-        let mut affected: Vec<ChunkKey> = new.keys().copied().collect();
+        // In the stated order, so that equal wants load in that order.
+        let mut affected: Vec<ChunkKey> = wants.iter().map(|w| w.key).collect();
         if add {
             for (k, w) in new {
                 entry
