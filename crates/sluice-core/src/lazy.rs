@@ -321,15 +321,15 @@ fn level0_footprint(layout: &Layout, key: ChunkKey) -> Option<Region> {
     let level = layout.levels().get(key.level)?;
     let d0 = layout.shape().padded();
     let mut r = Region::default();
-    for a in 0..3 {
+    for (a, &d) in d0.iter().enumerate() {
         let ds = level.downsample[a];
         let lo = ((region.origin[a] as f64 * ds + level.offset[a])
             .floor()
             .max(0.0) as usize)
-            .min(d0[a] - 1);
+            .min(d - 1);
         let end = (((region.origin[a] + region.size[a]) as f64 * ds + level.offset[a]).ceil()
             as usize)
-            .clamp(lo + 1, d0[a]);
+            .clamp(lo + 1, d);
         r.origin[a] = lo;
         r.size[a] = end - lo;
     }
@@ -416,7 +416,7 @@ impl DataSource for LazySource {
     ) -> Result<LendOutcome, SourceError> {
         let layout = &self.core.layout;
         let sb = layout.sample_bytes();
-        let bytes_needed = request.region.len().checked_mul(sb).unwrap_or(usize::MAX);
+        let bytes_needed = request.region.len().saturating_mul(sb);
         check_read(layout, request, bytes_needed)?;
         let level = &layout.levels()[request.level];
         let (lo, hi) = level.chunks.chunks_touched(&request.region);

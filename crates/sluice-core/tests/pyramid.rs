@@ -56,9 +56,9 @@ fn halve(img: &[Vec<u32>]) -> Vec<Vec<u32>> {
                 .map(|x| {
                     let mut sum = 0;
                     let mut n = 0;
-                    for yy in 2 * y..(2 * y + 2).min(h) {
-                        for xx in 2 * x..(2 * x + 2).min(w) {
-                            sum += img[yy][xx];
+                    for row in &img[2 * y..(2 * y + 2).min(h)] {
+                        for v in &row[2 * x..(2 * x + 2).min(w)] {
+                            sum += v;
                             n += 1;
                         }
                     }
