@@ -88,6 +88,15 @@ impl SourceCore {
             .ok_or_else(|| {
                 SourceError::custom(format!("{key}: region {region} overflows usize bytes"))
             })?;
+        // Refuse before allocating: a chunk the cache cannot hold is an error, not an abort.
+        if bytes > self.cache.budget() {
+            return Err(SourceError::ChunkOverBudget {
+                label: self.label.clone(),
+                key,
+                bytes,
+                budget: self.cache.budget(),
+            });
+        }
         let cached = if key.level >= self.computed_from {
             let mut dst = vec![0u8; bytes];
             self.compute_from_finer(key, region, &mut dst)?;
@@ -224,11 +233,14 @@ impl LazySource {
             .with_levels(layout.levels()[1..].iter().copied())?;
         let fill = loader.fill_value();
         if fill.len() != layout.sample_bytes() {
-            return Err(SourceError::BufferSize {
-                region: Region::default(),
-                expected: layout.sample_bytes(),
-                got: fill.len(),
-            });
+            return Err(SourceError::custom(format!(
+                "{}: fill value of {} bytes, but one sample ({} x {}) is {} bytes",
+                loader.label(),
+                fill.len(),
+                layout.channels(),
+                layout.element(),
+                layout.sample_bytes()
+            )));
         }
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let core = Arc::new(SourceCore {

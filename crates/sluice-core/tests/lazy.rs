@@ -773,3 +773,46 @@ fn reads_and_lends_cross_chunk_borders_with_exact_values() {
     };
     assert!(src.read(&outside, &mut dst).is_err());
 }
+
+#[test]
+fn a_chunk_bigger_than_the_cache_fails_naming_both_sizes_without_loading() {
+    // 16 x 16 u16 chunks are 512 bytes; the cache holds 500.
+    let loader = Arc::new(TestLoader::new(64, 64, 16, 1));
+    let src = source(&loader, options(1, 500));
+    let notify = Arc::new(Notify::default());
+    let waker = notify.waker();
+    let k = key(0, 0, 0);
+    src.request_chunks(ConsumerId::next(), &[ChunkWant::visible(k, 0.0)], &waker)
+        .unwrap();
+    notify.wait_for("the failure", || {
+        matches!(status(&src, k), ChunkStatus::Failed(_))
+    });
+    let ChunkStatus::Failed(f) = status(&src, k) else {
+        unreachable!()
+    };
+    let msg = f.error.to_string();
+    assert!(msg.contains("512") && msg.contains("500"), "{msg}");
+    assert_eq!(src.loader_calls(), 0, "refused before loading");
+}
+
+#[test]
+fn a_fill_value_of_the_wrong_size_is_refused() {
+    struct Bad(Layout);
+    impl ChunkLoader for Bad {
+        fn layout(&self) -> Layout {
+            self.0.clone()
+        }
+        fn load(&self, _: ChunkKey, _: Region, _: &mut [u8]) -> Result<ChunkFill, SourceError> {
+            Ok(ChunkFill::Empty)
+        }
+        fn fill_value(&self) -> Vec<u8> {
+            vec![0; 3]
+        }
+    }
+    let layout = Layout::new(Shape::d2(4, 4).unwrap(), ElementType::U16, 2).unwrap();
+    let e = LazySource::with_options(Bad(layout), options(1, 1024))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("3 bytes") && e.contains("4 bytes"), "{e}");
+}
