@@ -273,6 +273,49 @@ impl LazySource {
         &self.core.cache
     }
 
+    /// Copies the resident chunks of a checked request into `dst`, the failed ones as the
+    /// fill value; returns the chunks still to load.
+    fn copy_resident(&self, request: &ReadRequest<'_>, dst: &mut [u8]) -> Vec<ChunkWant> {
+        let layout = &self.core.layout;
+        let level = &layout.levels()[request.level];
+        let grid: ChunkGrid = level.chunks;
+        let (lo, hi) = grid.chunks_touched(&request.region);
+        let sb = layout.sample_bytes();
+        let mut missing = Vec::new();
+        for z in lo[0]..hi[0] {
+            for y in lo[1]..hi[1] {
+                for x in lo[2]..hi[2] {
+                    let key = ChunkKey::new(request.level, [z, y, x]);
+                    let chunk_region = grid.chunk_region(key.index, &level.shape);
+                    let Some(part) = chunk_region.intersection(&request.region) else {
+                        continue;
+                    };
+                    if self
+                        .copy_part(key, &chunk_region, &part, &request.region, dst)
+                        .is_some()
+                    {
+                        continue;
+                    }
+                    if let Some(ChunkStatus::Failed(_)) =
+                        self.pool.scheduled_status(self.core.id, key)
+                    {
+                        let row = part.size[2] * sb;
+                        for pz in 0..part.size[0] {
+                            for py in 0..part.size[1] {
+                                let at = [part.origin[0] + pz, part.origin[1] + py, part.origin[2]];
+                                let d = offset(&request.region, at, sb);
+                                fill_row(&mut dst[d..d + row], &self.core.fill);
+                            }
+                        }
+                    } else {
+                        missing.push(ChunkWant::visible(key, 0.0));
+                    }
+                }
+            }
+        }
+        missing
+    }
+
     /// Writes `part` (inside chunk `key`'s region `chunk_region`) of a resident chunk into
     /// `dst`, which holds `region` tightly packed; returns false if the chunk is not resident.
     fn copy_part(
@@ -362,63 +405,23 @@ impl DataSource for LazySource {
     }
 
     fn read(&self, request: &ReadRequest<'_>, dst: &mut [u8]) -> Result<ReadStatus, SourceError> {
-        let layout = &self.core.layout;
-        check_read(layout, request, dst.len())?;
-        let level = &layout.levels()[request.level];
-        let grid: ChunkGrid = level.chunks;
-        let (lo, hi) = grid.chunks_touched(&request.region);
-        let mut missing = Vec::new();
-        for z in lo[0]..hi[0] {
-            for y in lo[1]..hi[1] {
-                for x in lo[2]..hi[2] {
-                    let key = ChunkKey::new(request.level, [z, y, x]);
-                    let chunk_region = grid.chunk_region(key.index, &level.shape);
-                    let Some(part) = chunk_region.intersection(&request.region) else {
-                        continue;
-                    };
-                    if self
-                        .copy_part(key, &chunk_region, &part, &request.region, dst)
-                        .is_some()
-                    {
-                        continue;
-                    }
-                    match self.pool.scheduled_status(self.core.id, key) {
-                        Some(ChunkStatus::Failed(_)) => {
-                            let sb = layout.sample_bytes();
-                            let row = part.size[2] * sb;
-                            for pz in 0..part.size[0] {
-                                for py in 0..part.size[1] {
-                                    let at =
-                                        [part.origin[0] + pz, part.origin[1] + py, part.origin[2]];
-                                    let d = offset(&request.region, at, sb);
-                                    fill_row(&mut dst[d..d + row], &self.core.fill);
-                                }
-                            }
-                        }
-                        _ => missing.push(ChunkWant::visible(key, 0.0)),
-                    }
-                }
+        check_read(&self.core.layout, request, dst.len())?;
+        loop {
+            let missing = self.copy_resident(request, dst);
+            if missing.is_empty() {
+                return Ok(ReadStatus::Ready);
+            }
+            // Pending only if a missing chunk is still to settle, so that its loader wakes the
+            // caller; if they all settled between the look and the request, look again (an
+            // evicted one is queued again, which ends the loop).
+            let waker = request.waker;
+            if self
+                .pool
+                .request(self.core.id, self.core.reader, &missing, waker, true)
+            {
+                return Ok(ReadStatus::Pending);
             }
         }
-        if missing.is_empty() {
-            return Ok(ReadStatus::Ready);
-        }
-        self.pool.request(
-            self.core.id,
-            self.core.reader,
-            &missing,
-            request.waker,
-            true,
-        );
-        // A chunk may have settled between the look and the request: then no loader will
-        // wake the caller, so wake it now and let it read again.
-        if missing.iter().all(|w| {
-            let status = self.chunk_status(w.key);
-            status.is_resident() || matches!(status, ChunkStatus::Failed(_))
-        }) {
-            request.waker.wake_by_ref();
-        }
-        Ok(ReadStatus::Pending)
     }
 
     fn lend(
@@ -468,7 +471,8 @@ impl DataSource for LazySource {
         for want in wants {
             want.key.region(&self.core.layout)?;
         }
-        self.pool
+        let _queued = self
+            .pool
             .request(self.core.id, consumer, wants, waker, false);
         Ok(())
     }

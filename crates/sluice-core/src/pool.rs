@@ -281,7 +281,8 @@ impl LoaderPool {
         self.shared_state().state.lock().sources.remove(&source);
     }
 
-    /// Replaces `consumer`'s wanted set (`add` false) or adds to it (`add` true).
+    /// Replaces `consumer`'s wanted set (`add` false) or adds to it (`add` true). Returns
+    /// whether one of `wants` is now queued or loading (so that its settling wakes `waker`).
     pub(crate) fn request(
         &self,
         source: SourceKey,
@@ -289,12 +290,12 @@ impl LoaderPool {
         wants: &[ChunkWant],
         waker: &Waker,
         add: bool,
-    ) {
+    ) -> bool {
         let shared = self.shared_state();
         let mut guard = shared.state.lock();
         let state = &mut *guard;
         let Some(sched) = state.sources.get_mut(&source) else {
-            return;
+            return false;
         };
         let mut new: HashMap<ChunkKey, ChunkWant> = HashMap::with_capacity(wants.len());
         for w in wants {
@@ -327,10 +328,16 @@ impl LoaderPool {
         for key in affected {
             queued_any |= sched.reconcile(&mut state.seq, key);
         }
+        let pending = wants.iter().any(|w| {
+            sched.loading.contains(&w.key)
+                || sched.queued.contains_key(&w.key)
+                || sched.backoff.contains_key(&w.key)
+        });
         drop(guard);
         if queued_any {
             shared.wake.notify_all();
         }
+        pending
     }
 
     /// Forgets `consumer`'s wanted set and wakers.

@@ -42,9 +42,10 @@ impl Notify {
     /// Waits until `done` holds, re-checking after every wake; fails after [`PATIENCE`].
     fn wait_for(&self, what: &str, mut done: impl FnMut() -> bool) {
         let deadline = Instant::now() + PATIENCE;
-        let mut wakes = self.wakes.lock();
+        // `done` may wake this very waker (reads may), so the lock is not held around it.
         while !done() {
             assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            let mut wakes = self.wakes.lock();
             self.cond.wait_for(&mut wakes, Duration::from_millis(20));
         }
     }

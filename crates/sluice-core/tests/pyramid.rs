@@ -36,12 +36,13 @@ fn read_all(source: &LazySource, level: usize, region: Region, sample_bytes: usi
     };
     let mut dst = vec![0u8; region.len() * sample_bytes];
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut wakes = notify.wakes.lock();
+    // A read may wake this very waker, so the lock is not held around it.
     while source.read(&request, &mut dst).unwrap() == ReadStatus::Pending {
         assert!(
             Instant::now() < deadline,
             "level {level} never became ready"
         );
+        let mut wakes = notify.wakes.lock();
         notify.cond.wait_for(&mut wakes, Duration::from_millis(20));
     }
     dst
