@@ -172,6 +172,24 @@ impl ChunkCache {
         Ok(())
     }
 
+    /// Drops one chunk.
+    pub(crate) fn remove(&self, source: SourceKey, key: ChunkKey) {
+        self.inner.lock().remove(&(source, key));
+    }
+
+    /// The empty chunks of `source` held now.
+    pub(crate) fn empty_keys(&self, source: SourceKey) -> Vec<ChunkKey> {
+        let state = self.inner.lock();
+        let mut keys: Vec<ChunkKey> = state
+            .entries
+            .iter()
+            .filter(|((s, _), e)| *s == source && matches!(e.data, Cached::Empty))
+            .map(|((_, k), _)| *k)
+            .collect();
+        keys.sort();
+        keys
+    }
+
     /// Drops every chunk of `source` (a lazy source that was dropped).
     pub(crate) fn remove_source(&self, source: SourceKey) {
         let mut state = self.inner.lock();

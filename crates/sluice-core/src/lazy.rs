@@ -268,6 +268,26 @@ impl LazySource {
         self.core.loader_calls.load(Ordering::Relaxed)
     }
 
+    /// Forgets chunks so that they load again: their cached bytes (or emptiness) and failures
+    /// are dropped, those still wanted are queued, and their level-0 footprint is reported
+    /// changed. For a store that is still being written: a watcher that sees a chunk appear
+    /// (see [`LazySource::empty_chunks`]) invalidates it. A load of one of them already running
+    /// is not interrupted; its result is kept.
+    pub fn invalidate(&self, keys: &[ChunkKey]) {
+        self.pool.invalidate(self.core.id, keys);
+        let mut changes = self.changes.lock();
+        for key in keys {
+            if let Some(region) = level0_footprint(&self.core.layout, *key) {
+                changes.record(region);
+            }
+        }
+    }
+
+    /// The chunks that loaded as empty (absent on purpose) and are still cached, in key order.
+    pub fn empty_chunks(&self) -> Vec<ChunkKey> {
+        self.core.cache.empty_keys(self.core.id)
+    }
+
     /// The cache the chunks live in.
     pub fn cache(&self) -> &ChunkCache {
         &self.core.cache

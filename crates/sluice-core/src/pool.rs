@@ -399,6 +399,26 @@ impl LoaderPool {
         p
     }
 
+    /// Forgets `keys` (cached bytes, emptiness, failure) and queues those still wanted.
+    pub(crate) fn invalidate(&self, source: SourceKey, keys: &[ChunkKey]) {
+        let shared = self.shared_state();
+        let mut guard = shared.state.lock();
+        let state = &mut *guard;
+        let Some(sched) = state.sources.get_mut(&source) else {
+            return;
+        };
+        let mut queued_any = false;
+        for key in keys {
+            sched.failed.remove(key);
+            sched.core.cache.remove(source, *key);
+            queued_any |= sched.reconcile(&mut state.seq, *key);
+        }
+        drop(guard);
+        if queued_any {
+            shared.wake.notify_all();
+        }
+    }
+
     /// Forgets the source's failed chunks and queues those still wanted; returns the keys.
     pub(crate) fn retry_failed(&self, source: SourceKey) -> Vec<ChunkKey> {
         let shared = self.shared_state();

@@ -822,3 +822,42 @@ fn a_fill_value_of_the_wrong_size_is_refused() {
         .to_string();
     assert!(e.contains("3 bytes") && e.contains("4 bytes"), "{e}");
 }
+
+#[test]
+fn invalidated_empty_chunks_load_again_once_written() {
+    let absent = key(0, 2, 1);
+    let loader = Arc::new(TestLoader::new(64, 64, 16, 1).fault(absent, &[Fault::Empty]));
+    let src = source(&loader, options(1, 1 << 24));
+    let notify = Arc::new(Notify::default());
+    let waker = notify.waker();
+    let consumer = ConsumerId::next();
+    let wants = [
+        ChunkWant::visible(absent, 0.0),
+        ChunkWant::visible(key(0, 0, 0), 1.0),
+    ];
+    src.request_chunks(consumer, &wants, &waker).unwrap();
+    notify.wait_for("both chunks", || {
+        wants.iter().all(|w| status(&src, w.key).is_resident())
+    });
+    assert!(matches!(status(&src, absent), ChunkStatus::Empty));
+    assert_eq!(src.empty_chunks(), vec![absent]);
+    // The store wrote the chunk (the fault is used up); a watcher invalidates it.
+    let before = src.version();
+    src.invalidate(&[absent]);
+    match src.changes_since(before) {
+        sluice_core::Changes::Regions(r) => assert_eq!(r, vec![Region::d2(32, 16, 16, 16)]),
+        other => panic!("expected the chunk's region, got {other:?}"),
+    }
+    notify.wait_for("the written chunk", || {
+        matches!(status(&src, absent), ChunkStatus::Ready)
+    });
+    assert!(src.empty_chunks().is_empty());
+    assert_eq!(calls_of(&loader, absent), 2);
+    assert_eq!(
+        calls_of(&loader, key(0, 0, 0)),
+        1,
+        "the other chunk stays cached"
+    );
+    let got = read_all(&src, 0, Region::d2(32, 16, 16, 16));
+    assert_eq!(got[0], value(0, [0, 32, 16]));
+}
