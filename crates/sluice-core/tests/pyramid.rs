@@ -223,3 +223,56 @@ fn a_pyramid_deeper_than_the_shape_allows_is_refused() {
         .unwrap();
     assert!(e.to_string().contains("(4, 4)"), "{e}");
 }
+
+#[test]
+fn a_procedural_source_computes_each_level_on_the_shared_pool() {
+    // A 1000 x 1500 u32 image with two coarser levels the closure computes directly.
+    let grid = ChunkGrid::new(&[128, 128]).unwrap();
+    let levels = (1..3).map(|l| {
+        let f = 1usize << l;
+        sluice_core::Level::new(
+            Shape::d2(1000usize.div_ceil(f), 1500usize.div_ceil(f)).unwrap(),
+            [1.0, f as f64, f as f64],
+        )
+        .with_chunks(grid)
+    });
+    let layout = Layout::new(Shape::d2(1000, 1500).unwrap(), ElementType::U32, 1)
+        .unwrap()
+        .with_chunks(grid)
+        .with_levels(levels)
+        .unwrap();
+    let value = |level: usize, y: usize, x: usize| (level * 1_000_000 + y * 1500 + x) as u32;
+    let loader = ProceduralLoader::new(layout, move |key: ChunkKey, r: Region, dst: &mut [u8]| {
+        let mut i = 0;
+        for y in r.origin[1]..r.end()[1] {
+            for x in r.origin[2]..r.end()[2] {
+                dst[i..i + 4].copy_from_slice(&value(key.level, y, x).to_le_bytes());
+                i += 4;
+            }
+        }
+        Ok(ChunkFill::Filled)
+    })
+    .with_label("gradient");
+    let src = LazySource::new(loader).unwrap();
+    assert_eq!(src.label(), "gradient");
+    assert!(src.is_lazy());
+    for (level, region) in [
+        (2, Region::d2(0, 0, 250, 375)),
+        (1, Region::d2(100, 200, 300, 400)),
+        (0, Region::d2(990, 1400, 10, 100)),
+    ] {
+        let got = read_all(&src, level, region, 4);
+        let mut i = 0;
+        for y in region.origin[1]..region.end()[1] {
+            for x in region.origin[2]..region.end()[2] {
+                let b = &got[i * 4..i * 4 + 4];
+                assert_eq!(
+                    u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                    value(level, y, x)
+                );
+                i += 1;
+            }
+        }
+    }
+    assert!(src.cache().budget() == sluice_core::DEFAULT_CACHE_BYTES);
+}
