@@ -82,11 +82,15 @@ impl SourceCore {
             return Ok(cached);
         }
         let region = key.region(&self.layout)?;
-        let bytes = region
-            .len()
-            .checked_mul(self.layout.sample_bytes())
+        let bytes = region.size[0]
+            .checked_mul(region.size[1])
+            .and_then(|n| n.checked_mul(region.size[2]))
+            .and_then(|n| n.checked_mul(self.layout.sample_bytes()))
             .ok_or_else(|| {
-                SourceError::custom(format!("{key}: region {region} overflows usize bytes"))
+                SourceError::custom(format!(
+                    "{}: {key} ({region}) has more bytes than usize holds",
+                    self.label
+                ))
             })?;
         // Refuse before allocating: a chunk the cache cannot hold is an error, not an abort.
         if bytes > self.cache.budget() {
