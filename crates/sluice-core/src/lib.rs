@@ -29,6 +29,7 @@ mod region;
 mod residency;
 mod rows;
 mod source;
+pub mod testing;
 
 pub use array::{ArraySource, HostCopyPolicy};
 pub use changes::{ChangeLog, Changes, Version};
