@@ -338,3 +338,16 @@ fn rendering_an_absurd_layout_is_an_error() {
     scene.add(Image::new(ok));
     r.render(&scene, &cam, &target).unwrap();
 }
+
+/// Found by the `region_arithmetic` fuzz target: an empty region whose other axes multiply
+/// past `usize::MAX` has 0 samples, not an overflow (it made `checked_len` answer `None`).
+#[test]
+fn fuzz_found_empty_regions_with_huge_axes_have_no_samples() {
+    let r = Region {
+        origin: [0; 3],
+        size: [usize::MAX, usize::MAX, 0],
+    };
+    assert_eq!((r.checked_len(), r.len()), (Some(0), 0));
+    let layout = Layout::new(Shape::d2(2, 2).unwrap(), ElementType::F32, 3).unwrap();
+    assert_eq!(layout.checked_region_bytes(&r), Some(0));
+}

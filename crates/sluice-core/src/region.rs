@@ -192,6 +192,10 @@ impl Region {
 
     /// Number of samples in the region, or `None` if that overflows `usize`.
     pub fn checked_len(&self) -> Option<usize> {
+        if self.is_empty() {
+            // 0 samples, however large the other axes (found by the region fuzz target).
+            return Some(0);
+        }
         self.size[0]
             .checked_mul(self.size[1])?
             .checked_mul(self.size[2])
