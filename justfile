@@ -9,9 +9,15 @@ test:
     bash scripts/test.sh
 
 # Upload and render benchmarks (images; volumes and meshes; a frame's cost taken apart); every
-# judged figure is a ratio against a ceiling measured in the same run.
+# judged figure is a ratio against a ceiling measured in the same run. Then the soak: thousands
+# of frames of visuals added and removed, with memory (RSS) and counters every 500 frames.
 bench:
-    cargo bench --bench upload && cargo bench --bench visuals && cargo bench --bench frames
+    cargo bench --bench upload && cargo bench --bench visuals && cargo bench --bench frames && cargo bench --bench soak
+
+# The fuzz targets of tests/fuzz.rs for many more cases than CI runs (SLUICE_FUZZ_CASES per
+# target; set SLUICE_FUZZ_SEED to start elsewhere). A failure prints the seed that replays it.
+fuzz cases="200000":
+    SLUICE_FUZZ_CASES={{cases}} cargo test --release --test fuzz -- --nocapture
 
 # Formatting, lints and API docs, as required before a commit (with and without CUDA support).
 lint:
