@@ -501,7 +501,9 @@ fn fuzz_write_read() {
                 _ => {
                     // Read (sometimes with a wrong destination) and lend.
                     let readable = region.is_within(&shape);
-                    let exact = region.checked_len().and_then(|l| l.checked_mul(channels * 2));
+                    let exact = region
+                        .checked_len()
+                        .and_then(|l| l.checked_mul(channels * 2));
                     let len = match exact {
                         Some(e) if e <= 1 << 20 && rng.chance(80) => e,
                         Some(e) if e <= 1 << 20 => e + rng.below(3) + 1,

@@ -53,5 +53,8 @@ fn memory_stays_flat_and_counters_return_to_zero() {
         (0, 0, 0),
         "after dropping everything: {d:?}"
     );
-    eprintln!("dropped: rss {:.1} MB, {d:?}", soak.dropped_rss as f64 / 1e6);
+    eprintln!(
+        "dropped: rss {:.1} MB, {d:?}",
+        soak.dropped_rss as f64 / 1e6
+    );
 }

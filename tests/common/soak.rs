@@ -75,7 +75,9 @@ fn triangles(n: usize, seed: usize) -> (Arc<ArraySource>, Arc<ArraySource>) {
 /// A visual of kind `k % 5`, each on fresh sources (dropped with the visual).
 fn churned(k: usize, shared_texture: &Arc<ArraySource>) -> sluice::Visual {
     match k % 5 {
-        0 => Image::new(u8_image(16, 24, k)).with_colormap(Colormap::Viridis).into(),
+        0 => Image::new(u8_image(16, 24, k))
+            .with_colormap(Colormap::Viridis)
+            .into(),
         1 => Volume::new(Arc::new(
             ArraySource::new(Array3::from_shape_fn((8, 8, 8), |(z, y, x)| {
                 ((x + y + z + k) * 9 % 256) as u8
@@ -134,9 +136,7 @@ pub fn run(
     let mut scene = Scene::new();
     let target = renderer.create_target(SIDE, SIDE)?;
     // A source written every frame, and an image whose source is swapped and replaced.
-    let written = Arc::new(
-        ArraySource::new(Array2::<f32>::zeros((64, 64))).expect("written"),
-    );
+    let written = Arc::new(ArraySource::new(Array2::<f32>::zeros((64, 64))).expect("written"));
     scene.add(Image::new(written.clone()).with_clim(0.0, 1.0));
     let mut swap = [u8_image(32, 32, 1), u8_image(32, 32, 2)];
     let swapped = scene.add(Image::new(swap[0].clone()));

@@ -597,10 +597,7 @@ pub fn check_writes(source: &dyn DataSource, write: &mut WriteFn<'_>) -> Result<
             });
         }
     }
-    let mut report = match c.finish() {
-        Ok(report) => report,
-        Err(failures) => return Err(failures),
-    };
+    let mut report = c.finish()?;
     let read_side = check_source(source)?;
     report.checks += read_side.checks;
     report.skipped.extend(read_side.skipped);
