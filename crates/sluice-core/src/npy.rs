@@ -28,7 +28,7 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<NpyHeader, String> {
     }
     if bytes.len() < 10 {
         return Err(format!(
-            "header cut short: the file ends at byte {} inside the 10-byte prefix (magic, version, header length)",
+            "truncated header (cut short): the file ends at byte {} inside the 10-byte prefix (magic, version, header length)",
             bytes.len()
         ));
     }
@@ -44,7 +44,7 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<NpyHeader, String> {
     };
     if bytes.len() < prefix {
         return Err(format!(
-            "header cut short: the file ends at byte {} inside the {prefix}-byte prefix of format {major}.{minor}",
+            "truncated header (cut short): the file ends at byte {} inside the {prefix}-byte prefix of format {major}.{minor}",
             bytes.len()
         ));
     }
@@ -58,7 +58,7 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<NpyHeader, String> {
         .ok_or_else(|| "header length overflows".to_string())?;
     if bytes.len() < end {
         return Err(format!(
-            "header cut short (truncated): it declares {header_len} bytes of header text from byte {prefix} \
+            "truncated header (cut short): it declares {header_len} bytes of header text from byte {prefix} \
              (up to byte {end}), but the file ends at byte {}",
             bytes.len()
         ));
