@@ -351,3 +351,52 @@ fn fuzz_found_empty_regions_with_huge_axes_have_no_samples() {
     let layout = Layout::new(Shape::d2(2, 2).unwrap(), ElementType::F32, 3).unwrap();
     assert_eq!(layout.checked_region_bytes(&r), Some(0));
 }
+
+/// A source that reports only empty changed regions after its first version.
+struct EmptyChanges {
+    layout: Layout,
+    version: std::sync::atomic::AtomicU64,
+}
+
+impl DataSource for EmptyChanges {
+    fn layout(&self) -> Layout {
+        self.layout.clone()
+    }
+    fn version(&self) -> Version {
+        Version(self.version.load(std::sync::atomic::Ordering::Acquire))
+    }
+    fn changes_since(&self, since: Version) -> Changes {
+        if since >= self.version() {
+            Changes::None
+        } else if since < Version::INITIAL {
+            Changes::All
+        } else {
+            Changes::Regions(vec![Region::d2(1, 1, 0, 3), Region::d2(4, 8, 0, 0)])
+        }
+    }
+    fn read(&self, request: &ReadRequest<'_>, dst: &mut [u8]) -> Result<ReadStatus, SourceError> {
+        sluice::check_read(&self.layout, request, dst.len())?;
+        dst.fill(128);
+        Ok(ReadStatus::Ready)
+    }
+}
+
+#[test]
+fn the_proxy_uploads_nothing_for_empty_changed_regions() {
+    let mut r = common::renderer();
+    let target = r.create_target(8, 4).unwrap();
+    let cam = common::pixel_camera(8, 4);
+    let source = Arc::new(EmptyChanges {
+        layout: Layout::new(Shape::d2(4, 8).unwrap(), ElementType::U8, 1).unwrap(),
+        version: std::sync::atomic::AtomicU64::new(1),
+    });
+    let mut scene = Scene::new();
+    scene.add(Image::new(source.clone()));
+    let first = r.render(&scene, &cam, &target).unwrap();
+    assert_eq!(first.bytes_uploaded, 32);
+    source
+        .version
+        .store(2, std::sync::atomic::Ordering::Release);
+    let second = r.render(&scene, &cam, &target).unwrap();
+    assert_eq!((second.bytes_uploaded, second.copies_issued), (0, 0));
+}
