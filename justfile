@@ -9,14 +9,20 @@ test:
     bash scripts/test.sh
 
 # Upload and render benchmarks (images; volumes and meshes; a frame's cost taken apart); every
-# judged figure is a ratio against a ceiling measured in the same run.
+# judged figure is a ratio against a ceiling measured in the same run. Then the soak: thousands
+# of frames of visuals added and removed, with memory (RSS) and counters every 500 frames.
 bench:
-    cargo bench --bench upload && cargo bench --bench visuals && cargo bench --bench frames && cargo bench -p sluice-core --bench loader
+    cargo bench --bench upload && cargo bench --bench visuals && cargo bench --bench frames && cargo bench --bench soak && cargo bench -p sluice-core --bench loader
 
 # sluice's side of the pygfx / VisPy comparison (JSON in the peers' schema; see benches/peers.rs).
 # Side by side: `bash ../shared/peers/run.sh --rounds 3 -- cargo bench -q --bench peers --`
 bench-peers *ARGS:
     cargo bench --bench peers -- {{ARGS}}
+
+# The fuzz targets of tests/fuzz.rs for many more cases than CI runs (SLUICE_FUZZ_CASES per
+# target; set SLUICE_FUZZ_SEED to start elsewhere). A failure prints the seed that replays it.
+fuzz cases="200000":
+    SLUICE_FUZZ_CASES={{cases}} cargo test --release --test fuzz -- --nocapture
 
 # Formatting, lints and API docs, as required before a commit (with and without CUDA support).
 lint:

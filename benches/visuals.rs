@@ -208,7 +208,7 @@ fn volume_upload(renderer: &mut Renderer, n: usize, warmup: usize, iters: usize)
     scene.add(Volume::new(source.clone()).with_mode(VolumeMode::Mip));
     let camera = volume_camera(n);
     let target = renderer.create_target(TARGET_SIDE, TARGET_SIDE)?;
-    let full = Region::new(&[0, 0, 0], &[n, n, n]);
+    let full = Region::new(&[0, 0, 0], &[n, n, n]).expect("3 axes each");
     frame(renderer, &scene, &camera, &target, false)?;
 
     let extent = wgpu::Extent3d {

@@ -10,7 +10,7 @@ use crate::element::{Element, ElementType};
 use crate::error::SourceError;
 use crate::layout::{ChunkGrid, Layout};
 use crate::region::{Region, Shape};
-use crate::rows::{for_each_row, region_span, region_start_and_pitches};
+use crate::rows::{empty_view, for_each_row, region_span, region_start_and_pitches};
 use crate::source::{
     check_read, ConsumerId, DataSource, HostView, LendOutcome, ReadRequest, ReadStatus, Readable,
 };
@@ -213,7 +213,7 @@ impl ArraySource {
     /// Mutates `region` in place through `f`, which gets a view of exactly that region (with a
     /// trailing channel axis for multi-channel sources), and marks only it dirty.
     ///
-    /// Fails if `T` is not the source's element type, the region is out of bounds, or the host
+    /// Fails if `T` is not the source's element type, the region is out of bounds or empty, or the host
     /// copy was released. Returns the new version.
     pub fn update<T: Element>(
         &self,
@@ -223,6 +223,11 @@ impl ArraySource {
         let mut s = self.state.write();
         check_type::<T>(s.layout.element())?;
         region.check_within(&s.layout.shape())?;
+        if region.is_empty() {
+            return Err(SourceError::EmptyShape {
+                shape: region.size.to_vec(),
+            });
+        }
         let full = self.array_dims(&s.layout);
         let ndim = s.layout.shape().ndim();
         let state = &mut *s;
@@ -323,7 +328,7 @@ impl ArraySource {
                 shape: data_dims.to_vec(),
             });
         }
-        let region = Region::new(origin, spatial);
+        let region = Region::new(origin, spatial)?;
         region.check_within(&layout.shape())?;
         Ok(region)
     }
@@ -387,7 +392,11 @@ fn lend_locked(
     let region = request.region;
     let sample_bytes = s.layout.sample_bytes();
     // `check_read` only looks at the length; lending has no destination buffer.
-    check_read(&s.layout, request, region.len() * sample_bytes)?;
+    check_read(&s.layout, request, s.layout.region_bytes(&region))?;
+    if region.is_empty() {
+        visit(empty_view(region, sample_bytes));
+        return Ok(LendOutcome::Lent);
+    }
     if let Some(data) = s.data.as_ref() {
         let (start, row_pitch, plane_pitch) =
             region_start_and_pitches(&s.layout.shape(), &region, sample_bytes);
@@ -448,7 +457,10 @@ impl DataSource for ArraySource {
     }
 
     fn read(&self, request: &ReadRequest<'_>, dst: &mut [u8]) -> Result<ReadStatus, SourceError> {
-        let outcome = self.lend(request, &mut |view| view.copy_packed(dst))?;
+        // One lock for the check and the copy: a `replace` in between could change the size.
+        let s = self.state.read();
+        check_read(&s.layout, request, dst.len())?;
+        let outcome = lend_locked(&s, request, &mut |view| view.copy_packed(dst))?;
         debug_assert_eq!(outcome, LendOutcome::Lent);
         Ok(ReadStatus::Ready)
     }

@@ -35,7 +35,7 @@ impl CropSource {
                 got: shape.dims().to_vec(),
             });
         }
-        let window = Region::new(&[index, 0, 0], &[1, shape.height(), shape.width()]);
+        let window = Region::new(&[index, 0, 0], &[1, shape.height(), shape.width()])?;
         Self::build(inner, window, &[shape.height(), shape.width()])
     }
 
@@ -67,7 +67,14 @@ impl CropSource {
             });
         }
         request.region.check_within(&self.layout.shape())?;
-        Ok(request.region.translated(self.window.origin))
+        // Inside the window, which lies inside the inner shape: no overflow.
+        request
+            .region
+            .checked_translated(self.window.origin)
+            .ok_or(SourceError::OutOfBounds {
+                region: request.region,
+                shape: self.layout.shape(),
+            })
     }
 }
 

@@ -97,7 +97,7 @@ pub enum SourceError {
         reason: String,
     },
     /// A raw or `.npy` file shorter than its layout says.
-    #[error("{path}: file has {file_bytes} bytes, but data of {needed_bytes} bytes is declared at offset {offset}")]
+    #[error("{}", truncated_message(path, *file_bytes, *needed_bytes, *offset))]
     Truncated {
         /// The file.
         path: PathBuf,
@@ -180,6 +180,28 @@ pub enum SourceError {
         /// The cache's byte budget.
         budget: usize,
     },
+    /// A shape (with its element type and channels, where known) whose samples or bytes do
+    /// not fit in this machine's memory: more than `isize::MAX` bytes, or more samples than
+    /// `usize` counts.
+    #[error("{}", too_large_message(shape, *element, *channels))]
+    TooLarge {
+        /// The shape, in numpy order.
+        shape: Vec<usize>,
+        /// The element type, if the size was computed for one.
+        element: Option<ElementType>,
+        /// Channels per sample.
+        channels: usize,
+    },
+    /// A region whose origin and size do not have the same number (1 to 3) of axes.
+    #[error(
+        "region origin {origin:?} and size {size:?} must have the same number of axes, 1 to 3"
+    )]
+    RegionAxes {
+        /// The origin given.
+        origin: Vec<usize>,
+        /// The size given.
+        size: Vec<usize>,
+    },
     /// An error of a user-defined source.
     #[error("{0}")]
     Custom(Box<dyn std::error::Error + Send + Sync>),
@@ -202,5 +224,39 @@ impl SourceError {
     /// Wraps an error of a user-defined source.
     pub fn custom(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         SourceError::Custom(error.into())
+    }
+}
+
+fn truncated_message(
+    path: &std::path::Path,
+    file_bytes: u64,
+    needed_bytes: u64,
+    offset: u64,
+) -> String {
+    let path = path.display();
+    if file_bytes == 0 {
+        return format!(
+            "{path}: the file is empty (0 bytes), but its layout declares {needed_bytes} bytes of data at offset {offset}"
+        );
+    }
+    format!(
+        "{path}: the file has {file_bytes} bytes, but its layout declares {needed_bytes} bytes of data at offset {offset} \
+         (the file ends {} bytes short): the file is cut short, or the shape, element type or offset \
+         given for it is wrong",
+        (u128::from(offset) + u128::from(needed_bytes)).saturating_sub(u128::from(file_bytes))
+    )
+}
+
+fn too_large_message(shape: &[usize], element: Option<ElementType>, channels: usize) -> String {
+    match element {
+        Some(element) => format!(
+            "shape {shape:?} of {element} with {channels} channel(s) needs more than {} bytes, \
+             more than fits in memory on this machine",
+            isize::MAX
+        ),
+        None => format!(
+            "shape {shape:?} has more samples than fit in memory on this machine (its product overflows {} bits)",
+            usize::BITS
+        ),
     }
 }

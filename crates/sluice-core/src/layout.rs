@@ -63,8 +63,9 @@ impl ChunkGrid {
         let d = shape.padded();
         let mut r = Region::default();
         for a in 0..3 {
-            r.origin[a] = index[a] * self.chunk[a];
-            r.size[a] = self.chunk[a].min(d[a] - r.origin[a]);
+            // Saturating: a chunk index past the grid gives an empty region, not a panic.
+            r.origin[a] = index[a].saturating_mul(self.chunk[a]);
+            r.size[a] = self.chunk[a].min(d[a].saturating_sub(r.origin[a]));
         }
         r
     }
@@ -137,10 +138,24 @@ pub struct Layout {
 impl Layout {
     /// A single-level layout with sluice's default chunk grid.
     ///
-    /// Fails if `channels` is not 1 to 4.
+    /// Fails if `channels` is not 1 to 4, or if the data would take more than `isize::MAX`
+    /// bytes (the most any allocation or mapping can hold), naming the shape and type. Every
+    /// byte count of the layout (`total_bytes`, `row_bytes`, `region_bytes` of a region inside
+    /// the shape) is then exact.
     pub fn new(shape: Shape, element: ElementType, channels: usize) -> Result<Self, SourceError> {
         if channels == 0 || channels > MAX_CHANNELS {
             return Err(SourceError::UnsupportedChannels { channels });
+        }
+        let bytes = shape
+            .len()
+            .checked_mul(element.size() * channels)
+            .filter(|&b| isize::try_from(b).is_ok());
+        if bytes.is_none() {
+            return Err(SourceError::TooLarge {
+                shape: shape.dims().to_vec(),
+                element: Some(element),
+                channels,
+            });
         }
         Ok(Layout {
             shape,
@@ -219,9 +234,15 @@ impl Layout {
         self.shape.len() * self.sample_bytes()
     }
 
-    /// Bytes of `region` tightly packed.
+    /// Bytes of `region` tightly packed, saturating at `usize::MAX` (exact for a region inside
+    /// any level's shape; [`Layout::checked_region_bytes`] tells them apart).
     pub fn region_bytes(&self, region: &Region) -> usize {
-        region.len() * self.sample_bytes()
+        self.checked_region_bytes(region).unwrap_or(usize::MAX)
+    }
+
+    /// Bytes of `region` tightly packed, or `None` if that overflows `usize`.
+    pub fn checked_region_bytes(&self, region: &Region) -> Option<usize> {
+        region.checked_len()?.checked_mul(self.sample_bytes())
     }
 }
 

@@ -43,6 +43,7 @@ mod region;
 mod residency;
 mod rows;
 mod source;
+pub mod testing;
 
 pub use array::{ArraySource, HostCopyPolicy};
 pub use cache::{ChunkCache, DEFAULT_CACHE_BYTES};

@@ -14,7 +14,7 @@ use crate::error::SourceError;
 use crate::layout::Layout;
 use crate::npy::parse_header;
 use crate::region::Shape;
-use crate::rows::{region_span, region_start_and_pitches};
+use crate::rows::{empty_view, region_span, region_start_and_pitches};
 use crate::source::{check_read, DataSource, HostView, LendOutcome, ReadRequest, ReadStatus};
 
 /// A read-only memory-mapped file: a `.npy` array or raw samples with an explicit layout.
@@ -51,12 +51,11 @@ impl MmapSource {
     ) -> Result<Self, SourceError> {
         let path = path.as_ref();
         let map = Self::map(path)?;
-        let offset_usize = usize::try_from(offset).unwrap_or(usize::MAX);
-        Self::check_size(path, &map, offset_usize, &layout)?;
+        let offset = Self::check_size(path, &map, offset, &layout)?;
         Ok(MmapSource {
             path: path.to_path_buf(),
             map,
-            offset: offset_usize,
+            offset,
             layout,
             bytes_read: AtomicU64::new(0),
         })
@@ -64,25 +63,32 @@ impl MmapSource {
 
     fn npy(path: &Path, channel_axis: bool) -> Result<Self, SourceError> {
         let map = Self::map(path)?;
-        let header = parse_header(&map).map_err(|reason| SourceError::Npy {
+        let npy_error = |reason: String| SourceError::Npy {
             path: path.to_path_buf(),
             reason,
-        })?;
+        };
+        let header = parse_header(&map).map_err(npy_error)?;
         let mut dims = header.shape.clone();
         let channels = if channel_axis {
             if dims.len() < 2 {
-                return Err(SourceError::UnsupportedDimensions { shape: dims });
+                return Err(npy_error(format!(
+                    "shape {} has no channel axis after its spatial axes (opened with channels)",
+                    tuple(&dims)
+                )));
             }
             dims.pop().unwrap_or(1)
         } else {
             1
         };
-        let layout = Layout::new(Shape::new(&dims)?, header.element, channels)?;
-        Self::check_size(path, &map, header.data_offset, &layout)?;
+        // Shape errors name the file and the shape the header declares.
+        let layout = Shape::new(&dims)
+            .and_then(|shape| Layout::new(shape, header.element, channels))
+            .map_err(|e| npy_error(format!("shape {}: {e}", tuple(&header.shape))))?;
+        let offset = Self::check_size(path, &map, header.data_offset as u64, &layout)?;
         Ok(MmapSource {
             path: path.to_path_buf(),
             map,
-            offset: header.data_offset,
+            offset,
             layout,
             bytes_read: AtomicU64::new(0),
         })
@@ -94,37 +100,42 @@ impl MmapSource {
             source,
         };
         let file = File::open(path).map_err(io)?;
-        if file.metadata().map_err(io)?.len() == 0 {
-            return Err(SourceError::Truncated {
-                path: path.to_path_buf(),
-                file_bytes: 0,
-                needed_bytes: 1,
-                offset: 0,
-            });
+        let metadata = file.metadata().map_err(io)?;
+        if !metadata.is_file() {
+            return Err(io(std::io::Error::other("not a regular file")));
         }
+        // An empty file maps to an empty map (memmap2 maps no pages for it): the header parser
+        // and the size check say that it is empty.
         // SAFETY: the map is read-only and private to this source. Its contract (documented on
         // `MmapSource`) is that the file is not modified or truncated while mapped; sluice never
         // writes through it.
         unsafe { Mmap::map(&file) }.map_err(io)
     }
 
+    /// Refuses a file that holds less than `layout` needs after `offset` (the numbers in the
+    /// error); returns the offset as an index into the map.
     fn check_size(
         path: &Path,
         map: &Mmap,
-        offset: usize,
+        offset: u64,
         layout: &Layout,
-    ) -> Result<(), SourceError> {
+    ) -> Result<usize, SourceError> {
+        // `Layout::new` bounds the total by `isize::MAX`, so it fits in u64.
         let needed = layout.total_bytes() as u64;
-        let available = (map.len() as u64).saturating_sub(offset as u64);
-        if offset > map.len() || available < needed {
+        let file_bytes = map.len() as u64;
+        let fits = offset
+            .checked_add(needed)
+            .is_some_and(|end| end <= file_bytes);
+        if !fits {
             return Err(SourceError::Truncated {
                 path: path.to_path_buf(),
-                file_bytes: map.len() as u64,
+                file_bytes,
                 needed_bytes: needed,
-                offset: offset as u64,
+                offset,
             });
         }
-        Ok(())
+        // offset <= file_bytes = map.len(), a usize.
+        Ok(offset as usize)
     }
 
     /// The mapped file.
@@ -135,6 +146,20 @@ impl MmapSource {
     /// Bytes of sample data handed out (read or lent) so far: what uploads touched.
     pub fn bytes_read(&self) -> u64 {
         self.bytes_read.load(Ordering::Relaxed)
+    }
+}
+
+/// A shape in numpy's notation, `(3,)` or `(2, 3)`.
+fn tuple(dims: &[usize]) -> String {
+    match dims {
+        [n] => format!("({n},)"),
+        dims => format!(
+            "({})",
+            dims.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
@@ -169,7 +194,11 @@ impl DataSource for MmapSource {
     ) -> Result<LendOutcome, SourceError> {
         let region = request.region;
         let sample_bytes = self.layout.sample_bytes();
-        check_read(&self.layout, request, region.len() * sample_bytes)?;
+        check_read(&self.layout, request, self.layout.region_bytes(&region))?;
+        if region.is_empty() {
+            visit(empty_view(region, sample_bytes));
+            return Ok(LendOutcome::Lent);
+        }
         let (start, row_pitch, plane_pitch) =
             region_start_and_pitches(&self.layout.shape(), &region, sample_bytes);
         let span = region_span(&region, row_pitch, plane_pitch, sample_bytes);

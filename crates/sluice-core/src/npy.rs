@@ -19,8 +19,18 @@ pub(crate) struct NpyHeader {
 
 /// Parses the header at the start of `bytes`; the error is a sentence saying what is wrong.
 pub(crate) fn parse_header(bytes: &[u8]) -> Result<NpyHeader, String> {
-    if bytes.len() < 10 || &bytes[..6] != MAGIC {
+    if bytes.is_empty() {
+        return Err("the file is empty (0 bytes); a .npy file starts with a header".into());
+    }
+    let magic_len = bytes.len().min(MAGIC.len());
+    if bytes[..magic_len] != MAGIC[..magic_len] {
         return Err("not a .npy file (no \\x93NUMPY magic)".into());
+    }
+    if bytes.len() < 10 {
+        return Err(format!(
+            "truncated header (cut short): the file ends at byte {} inside the 10-byte prefix (magic, version, header length)",
+            bytes.len()
+        ));
     }
     let (major, minor) = (bytes[6], bytes[7]);
     let (len_bytes, prefix) = match major {
@@ -33,7 +43,10 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<NpyHeader, String> {
         }
     };
     if bytes.len() < prefix {
-        return Err(format!("truncated header: file has {} bytes", bytes.len()));
+        return Err(format!(
+            "truncated header (cut short): the file ends at byte {} inside the {prefix}-byte prefix of format {major}.{minor}",
+            bytes.len()
+        ));
     }
     let header_len = if len_bytes == 2 {
         u16::from_le_bytes([bytes[8], bytes[9]]) as usize
@@ -45,12 +58,17 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<NpyHeader, String> {
         .ok_or_else(|| "header length overflows".to_string())?;
     if bytes.len() < end {
         return Err(format!(
-            "truncated header: it declares {header_len} bytes, the file has {} after the prefix",
-            bytes.len() - prefix
+            "truncated header (cut short): it declares {header_len} bytes of header text from byte {prefix} \
+             (up to byte {end}), but the file ends at byte {}",
+            bytes.len()
         ));
     }
-    let text = std::str::from_utf8(&bytes[prefix..end])
-        .map_err(|_| "header is not valid text".to_string())?;
+    let text = std::str::from_utf8(&bytes[prefix..end]).map_err(|e| {
+        format!(
+            "header text (bytes {prefix}..{end}) is not valid text at byte {}",
+            prefix + e.valid_up_to()
+        )
+    })?;
     let descr = dict_value(text, "descr").ok_or("header has no 'descr'")?;
     let fortran = dict_value(text, "fortran_order").ok_or("header has no 'fortran_order'")?;
     let shape = dict_value(text, "shape").ok_or("header has no 'shape'")?;
@@ -151,9 +169,16 @@ fn parse_shape(value: &str) -> Result<Vec<usize>, String> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| {
-            s.trim_end_matches('L')
-                .parse::<usize>()
-                .map_err(|_| format!("shape {value} has a non-integer axis {s:?}"))
+            let digits = s.trim_end_matches('L');
+            digits.parse::<usize>().map_err(|_| {
+                if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                    format!(
+                        "shape {value} has an axis of {digits} samples, more than fit in memory on this machine"
+                    )
+                } else {
+                    format!("shape {value} has a non-integer axis {s:?}")
+                }
+            })
         })
         .collect()
 }

@@ -212,8 +212,16 @@ mod tests {
     fn planes_merge_in_volumes() {
         let shape = Shape::new(&[64, 64, 64]).unwrap();
         let grid = ChunkGrid::new(&[16, 16, 16]).unwrap();
-        let p = plan_chunked(&shape, &grid, &[Region::new(&[0, 0, 0], &[40, 20, 5])], 0.5);
-        assert_eq!(p.copies, vec![Region::new(&[0, 0, 0], &[48, 32, 16])]);
+        let p = plan_chunked(
+            &shape,
+            &grid,
+            &[Region::new(&[0, 0, 0], &[40, 20, 5]).unwrap()],
+            0.5,
+        );
+        assert_eq!(
+            p.copies,
+            vec![Region::new(&[0, 0, 0], &[48, 32, 16]).unwrap()]
+        );
     }
 
     #[test]

@@ -18,7 +18,8 @@ pub struct Shape {
 impl Shape {
     /// A shape from 1 to 3 axis lengths in numpy order (`[rows, cols]`, `[planes, rows, cols]`).
     ///
-    /// Fails for no axis, more than three, or any axis of length zero.
+    /// Fails for no axis, more than three, any axis of length zero, or more samples than
+    /// `usize` can count.
     pub fn new(dims: &[usize]) -> Result<Self, SourceError> {
         if dims.is_empty() || dims.len() > 3 {
             return Err(SourceError::UnsupportedDimensions {
@@ -28,6 +29,17 @@ impl Shape {
         if dims.contains(&0) {
             return Err(SourceError::EmptyShape {
                 shape: dims.to_vec(),
+            });
+        }
+        if dims
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .is_none()
+        {
+            return Err(SourceError::TooLarge {
+                shape: dims.to_vec(),
+                element: None,
+                channels: 1,
             });
         }
         let mut padded = [1; 3];
@@ -125,20 +137,20 @@ impl Region {
     /// A region of `size` samples starting at `origin`, both in numpy order with 1 to 3 axes
     /// (missing leading axes are padded: origin 0, size 1).
     ///
-    /// # Panics
-    /// If `origin` and `size` have different lengths or more than three axes; this is a
-    /// programming error, unlike a region that does not fit a shape, which
-    /// [`Region::check_within`] reports as an error.
-    pub fn new(origin: &[usize], size: &[usize]) -> Self {
-        assert!(
-            origin.len() == size.len() && origin.len() <= 3,
-            "Region::new: origin {origin:?} and size {size:?} must have the same length, at most 3"
-        );
+    /// Fails, naming both, if `origin` and `size` have different lengths, no axis, or more
+    /// than three. Whether the region fits a shape is [`Region::check_within`]'s question.
+    pub fn new(origin: &[usize], size: &[usize]) -> Result<Self, SourceError> {
+        if origin.len() != size.len() || origin.is_empty() || origin.len() > 3 {
+            return Err(SourceError::RegionAxes {
+                origin: origin.to_vec(),
+                size: size.to_vec(),
+            });
+        }
         let mut o = [0; 3];
         let mut s = [1; 3];
         o[3 - origin.len()..].copy_from_slice(origin);
         s[3 - size.len()..].copy_from_slice(size);
-        Region { origin: o, size: s }
+        Ok(Region { origin: o, size: s })
     }
 
     /// A 2-D region: `rows` rows starting at `row`, `cols` columns starting at `col`.
@@ -157,18 +169,36 @@ impl Region {
         }
     }
 
-    /// One past the last sample on each axis.
+    /// One past the last sample on each axis, saturating at `usize::MAX` (a region that ends
+    /// past it lies inside no shape; [`Region::checked_end`] tells them apart).
     pub fn end(&self) -> [usize; 3] {
-        [
-            self.origin[0] + self.size[0],
-            self.origin[1] + self.size[1],
-            self.origin[2] + self.size[2],
-        ]
+        [0, 1, 2].map(|a| self.origin[a].saturating_add(self.size[a]))
     }
 
-    /// Number of samples in the region.
+    /// One past the last sample on each axis, or `None` if that overflows `usize`.
+    pub fn checked_end(&self) -> Option<[usize; 3]> {
+        Some([
+            self.origin[0].checked_add(self.size[0])?,
+            self.origin[1].checked_add(self.size[1])?,
+            self.origin[2].checked_add(self.size[2])?,
+        ])
+    }
+
+    /// Number of samples in the region, saturating at `usize::MAX` (exact for any region that
+    /// lies inside a shape; [`Region::checked_len`] tells them apart).
     pub fn len(&self) -> usize {
-        self.size.iter().product()
+        self.checked_len().unwrap_or(usize::MAX)
+    }
+
+    /// Number of samples in the region, or `None` if that overflows `usize`.
+    pub fn checked_len(&self) -> Option<usize> {
+        if self.is_empty() {
+            // 0 samples, however large the other axes (found by the region fuzz target).
+            return Some(0);
+        }
+        self.size[0]
+            .checked_mul(self.size[1])?
+            .checked_mul(self.size[2])
     }
 
     /// Whether the region holds no sample.
@@ -231,26 +261,32 @@ impl Region {
         r
     }
 
-    /// This region expressed relative to `outer`'s origin (`self` must lie inside `outer`).
+    /// This region expressed relative to `outer`'s origin (`self` must lie inside `outer`;
+    /// an origin before `outer`'s is clamped to 0).
     pub fn relative_to(&self, outer: &Region) -> Region {
         Region {
-            origin: [
-                self.origin[0] - outer.origin[0],
-                self.origin[1] - outer.origin[1],
-                self.origin[2] - outer.origin[2],
-            ],
+            origin: [0, 1, 2].map(|a| self.origin[a].saturating_sub(outer.origin[a])),
             size: self.size,
         }
     }
 
-    /// This region moved by `offset` samples per axis.
+    /// This region moved by `offset` samples per axis, or `None` if an origin overflows.
+    pub fn checked_translated(&self, offset: [usize; 3]) -> Option<Region> {
+        Some(Region {
+            origin: [
+                self.origin[0].checked_add(offset[0])?,
+                self.origin[1].checked_add(offset[1])?,
+                self.origin[2].checked_add(offset[2])?,
+            ],
+            size: self.size,
+        })
+    }
+
+    /// This region moved by `offset` samples per axis (origins saturate at `usize::MAX`; see
+    /// [`Region::checked_translated`]).
     pub fn translated(&self, offset: [usize; 3]) -> Region {
         Region {
-            origin: [
-                self.origin[0] + offset[0],
-                self.origin[1] + offset[1],
-                self.origin[2] + offset[2],
-            ],
+            origin: [0, 1, 2].map(|a| self.origin[a].saturating_add(offset[a])),
             size: self.size,
         }
     }
@@ -264,7 +300,8 @@ impl fmt::Debug for Region {
 
 impl fmt::Display for Region {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let e = self.end();
+        // Ends in u128: exact even for a region that ends past `usize::MAX`.
+        let e = [0, 1, 2].map(|a| self.origin[a] as u128 + self.size[a] as u128);
         write!(
             f,
             "[{}..{}, {}..{}, {}..{}]",

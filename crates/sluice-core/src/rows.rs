@@ -43,14 +43,29 @@ pub(crate) fn region_start_and_pitches(
     (start, row_pitch, plane_pitch)
 }
 
-/// Bytes from a region's first sample to the end of its last row in a packed array.
+/// Bytes from a region's first sample to the end of its last row in a packed array (0 for an
+/// empty region). The region lies inside the array, so nothing overflows.
 pub(crate) fn region_span(
     region: &Region,
     row_pitch: usize,
     plane_pitch: usize,
     sample_bytes: usize,
 ) -> usize {
+    if region.is_empty() {
+        return 0;
+    }
     (region.size[0] - 1) * plane_pitch
         + (region.size[1] - 1) * row_pitch
         + region.size[2] * sample_bytes
+}
+
+/// An empty view of an empty region (see the empty-region rule on [`crate::check_read`]).
+pub(crate) fn empty_view(region: Region, sample_bytes: usize) -> crate::source::HostView<'static> {
+    crate::source::HostView {
+        bytes: &[],
+        region,
+        sample_bytes,
+        row_pitch: region.size[2] * sample_bytes,
+        plane_pitch: region.size[1] * region.size[2] * sample_bytes,
+    }
 }

@@ -249,8 +249,15 @@ impl<'a> HostView<'a> {
     }
 
     /// Copies the region tightly packed into `dst` (exactly `region.len() * sample_bytes`).
+    ///
+    /// # Panics
+    /// If `dst` or the view's bytes are shorter than the region needs; sources check the
+    /// destination with [`check_read`] before lending into it.
     pub fn copy_packed(&self, dst: &mut [u8]) {
         let row_bytes = self.row_bytes();
+        if self.region.is_empty() {
+            return;
+        }
         if self.is_contiguous() {
             let n = self.region.len() * self.sample_bytes;
             dst[..n].copy_from_slice(&self.bytes[..n]);
@@ -286,6 +293,11 @@ pub fn noop_waker() -> &'static Waker {
 
 /// Checks a read request against a layout: the level exists, the region lies inside it and
 /// `dst_len` is exactly the region's packed size. Sources call this first.
+///
+/// An empty region (an axis of size 0) whose origin lies inside the level, or at its end,
+/// passes with `dst_len` 0: reading it is a no-op that answers [`ReadStatus::Ready`], lending
+/// it calls `visit` once with an empty view. This is sluice's one rule for empty regions;
+/// every built-in source and the proxy layer follow it.
 pub fn check_read(
     layout: &Layout,
     request: &ReadRequest<'_>,
@@ -299,7 +311,14 @@ pub fn check_read(
         });
     };
     request.region.check_within(&level.shape)?;
-    let expected = request.region.len() * layout.sample_bytes();
+    // Inside the level, so the count fits unless a coarser level is larger than level 0.
+    let expected = layout
+        .checked_region_bytes(&request.region)
+        .ok_or_else(|| SourceError::TooLarge {
+            shape: level.shape.dims().to_vec(),
+            element: Some(layout.element()),
+            channels: layout.channels(),
+        })?;
     if dst_len != expected {
         return Err(SourceError::BufferSize {
             region: request.region,

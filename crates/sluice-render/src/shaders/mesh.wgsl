@@ -73,19 +73,23 @@ fn vs_main(@builtin(vertex_index) i: u32) -> VertexOut {
     out.invalid = 0.0;
     out.position = params.mvp * vec4<f32>(p, 1.0);
     out.world = (params.model * vec4<f32>(p, 1.0)).xyz;
-    if ((params.flags & HAS_NORMALS) != 0u) {
-        out.normal = (params.normal_matrix * vec4<f32>(vec3_at(1u, i), 0.0)).xyz;
-    }
-    out.color = params.base_color;
-    if ((params.flags & HAS_COLORS) != 0u) {
-        out.color = unpack4x8unorm(colors[i]);
-    }
-    if ((params.flags & HAS_SCALARS) != 0u) {
-        out.scalar = scalars[i];
-    }
-    if ((params.flags & HAS_TEXTURE) != 0u) {
-        out.uv = vec2<f32>(texcoords[2u * i], texcoords[2u * i + 1u]);
-    }
+    // Attributes are chosen with `select`, never with a branch on `params`: Mesa's lavapipe
+    // (22.3) recompiles a vertex shader whose control flow depends on uniforms, on every
+    // draw, and never frees the copies (about 150 KB of host memory per mesh per frame).
+    // Reading an absent attribute's stand-in buffer is bounds-checked, and its value unused.
+    let flags = params.flags;
+    out.normal = select(
+        vec3<f32>(0.0),
+        (params.normal_matrix * vec4<f32>(vec3_at(1u, i), 0.0)).xyz,
+        (flags & HAS_NORMALS) != 0u,
+    );
+    out.color = select(params.base_color, unpack4x8unorm(colors[i]), (flags & HAS_COLORS) != 0u);
+    out.scalar = select(0.0, scalars[i], (flags & HAS_SCALARS) != 0u);
+    out.uv = select(
+        vec2<f32>(0.0),
+        vec2<f32>(texcoords[2u * i], texcoords[2u * i + 1u]),
+        (flags & HAS_TEXTURE) != 0u,
+    );
     return out;
 }
 
