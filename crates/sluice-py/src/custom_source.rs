@@ -6,7 +6,7 @@
 //!   takes; `channels` (optional, default 1);
 //! - `read(index)`: the samples of `index` (a tuple of slices, one per spatial axis) as an
 //!   array-like of exactly that shape (plus a channel axis when `channels > 1`);
-//! - `version()` (optional, default 0): an integer that grows on every change;
+//! - `version()` (optional, default 0): an integer from 0 up that grows on every change;
 //! - `changes_since(version)` (optional): `None` (nothing), `"all"`, or a list of indices
 //!   (tuples of slices) changed after `version`. Without it a new version means everything.
 //!
@@ -120,6 +120,9 @@ impl PythonSource {
     }
 
     fn changes(&self, py: Python<'_>, since: Version) -> PyResult<Changes> {
+        if since == Version::NEVER {
+            return Ok(Changes::All);
+        }
         let object = self.object.bind(py);
         if !object.hasattr("changes_since")? {
             return Ok(if self.current(py)? == since {
@@ -128,7 +131,7 @@ impl PythonSource {
                 Changes::All
             });
         }
-        let answer = object.call_method1("changes_since", (since.0,))?;
+        let answer = object.call_method1("changes_since", (since.0 - 1,))?;
         if answer.is_none() {
             return Ok(Changes::None);
         }
@@ -153,11 +156,13 @@ impl PythonSource {
     fn current(&self, py: Python<'_>) -> PyResult<Version> {
         let object = self.object.bind(py);
         if !object.hasattr("version")? {
-            return Ok(Version(0));
+            return Ok(Version::INITIAL);
         }
         let v = object.getattr("version")?;
         let v = if v.is_callable() { v.call0()? } else { v };
-        Ok(Version(v.extract()?))
+        // Python versions start at 0; sluice's at 1 (0 means "never uploaded").
+        let v: u64 = v.extract()?;
+        Ok(Version(v.saturating_add(1)))
     }
 }
 
@@ -169,7 +174,7 @@ impl DataSource for PythonSource {
     fn version(&self) -> Version {
         // An object whose version cannot be read is shown as it was: the error surfaces in
         // the next read.
-        Python::attach(|py| self.current(py).unwrap_or(Version(0)))
+        Python::attach(|py| self.current(py).unwrap_or(Version::INITIAL))
     }
 
     fn changes_since(&self, since: Version) -> Changes {
