@@ -18,8 +18,8 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PySlice, PyString, PyTuple};
 use sluice_core::{
-    check_read, Changes, DataSource, Layout, ReadRequest, ReadStatus, Region, Shape,
-    SourceError, Version,
+    check_read, Changes, DataSource, Layout, ReadRequest, ReadStatus, Region, Shape, SourceError,
+    Version,
 };
 
 use crate::dtype::element_type;
@@ -82,7 +82,10 @@ impl PythonSource {
 
     fn read_into(&self, py: Python<'_>, region: &Region, dst: &mut [u8]) -> PyResult<()> {
         let index = self.index(py, region)?;
-        let value = self.object.bind(py).call_method1("read", (index.clone(),))?;
+        let value = self
+            .object
+            .bind(py)
+            .call_method1("read", (index.clone(),))?;
         let np = py.import("numpy")?;
         let array = np
             .call_method1("ascontiguousarray", (value, self.dtype.bind(py)))?
@@ -184,7 +187,7 @@ impl DataSource for PythonSource {
     fn read(&self, request: &ReadRequest<'_>, dst: &mut [u8]) -> Result<ReadStatus, SourceError> {
         check_read(&self.layout, request, dst.len())?;
         Python::attach(|py| self.read_into(py, &request.region, dst))
-            .map_err(|e| SourceError::custom(e))?;
+            .map_err(SourceError::custom)?;
         Ok(ReadStatus::Ready)
     }
 

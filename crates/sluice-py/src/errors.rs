@@ -76,9 +76,9 @@ pub fn render_error(error: RenderError) -> PyErr {
                 new
             })
         }
-        RenderError::NoAdapter { .. }
-        | RenderError::RequestDevice { .. }
-        | RenderError::Gpu(_) => DeviceError::new_err(error.to_string()),
+        RenderError::NoAdapter { .. } | RenderError::RequestDevice { .. } | RenderError::Gpu(_) => {
+            DeviceError::new_err(error.to_string())
+        }
         RenderError::InvalidOption { .. } => PyValueError::new_err(error.to_string()),
         _ => PyValueError::new_err(error.to_string()),
     }

@@ -15,9 +15,9 @@
 //! pointer becomes a source (`cuda`, feature `cuda`), each with its `SAFETY` argument.
 
 mod camera;
-mod custom_source;
 #[cfg(all(feature = "cuda", target_os = "linux"))]
 mod cuda;
+mod custom_source;
 mod dtype;
 pub mod errors;
 mod mmap_source;
@@ -51,6 +51,9 @@ fn _sluice(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<renderer::PyTarget>()?;
     #[cfg(all(feature = "cuda", target_os = "linux"))]
     cuda::register(m)?;
-    m.add("CUDA_SUPPORT", cfg!(all(feature = "cuda", target_os = "linux")))?;
+    m.add(
+        "CUDA_SUPPORT",
+        cfg!(all(feature = "cuda", target_os = "linux")),
+    )?;
     Ok(())
 }

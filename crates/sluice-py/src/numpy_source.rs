@@ -236,8 +236,10 @@ impl DataSource for NumpySource {
         let _consistent = self.log.read();
         for (i, request) in requests.iter().enumerate() {
             let view = self.view(request.region);
-            self.bytes_lent
-                .fetch_add(view.region.len() as u64 * view.sample_bytes as u64, Ordering::Relaxed);
+            self.bytes_lent.fetch_add(
+                view.region.len() as u64 * view.sample_bytes as u64,
+                Ordering::Relaxed,
+            );
             visit(i, view);
         }
         Ok(LendOutcome::Lent)
@@ -266,7 +268,11 @@ impl PyArraySource {
         let array = array.cast::<PyUntypedArray>().map_err(|_| {
             PyTypeError::new_err(format!(
                 "ArraySource takes a numpy.ndarray, got {} (wrap it with numpy.asarray first)",
-                array.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                array
+                    .get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
             ))
         })?;
         guard(|| {
@@ -351,4 +357,3 @@ impl PyArraySource {
         self.inner.label.clone()
     }
 }
-

@@ -2,10 +2,12 @@
 
 use numpy::{PyArray1, PyArrayMethods};
 use parking_lot::Mutex;
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use sluice_render::{parse_backends, Counters, FrameStats, RenderTarget, Renderer, RendererOptions};
+use sluice_render::{
+    parse_backends, Counters, FrameStats, RenderTarget, Renderer, RendererOptions,
+};
 
 use crate::camera::AnyCamera;
 use crate::errors::{guard, render_error};
@@ -152,7 +154,12 @@ impl PyRenderer {
     }
 
     /// Saves the target as a PNG file.
-    fn save_png(&self, py: Python<'_>, target: PyRef<'_, PyTarget>, path: std::path::PathBuf) -> PyResult<()> {
+    fn save_png(
+        &self,
+        py: Python<'_>,
+        target: PyRef<'_, PyTarget>,
+        path: std::path::PathBuf,
+    ) -> PyResult<()> {
         let t = &target.inner;
         let image = self.with(py, |r| r.read_image(t).map_err(render_error))?;
         py.detach(|| {
@@ -228,7 +235,7 @@ fn make_renderer(options: RendererOptions, cuda: bool) -> PyResult<Renderer> {
         #[cfg(all(feature = "cuda", target_os = "linux"))]
         return crate::cuda::renderer(&options);
         #[cfg(not(all(feature = "cuda", target_os = "linux")))]
-        return Err(PyValueError::new_err(
+        return Err(pyo3::exceptions::PyValueError::new_err(
             "Renderer(cuda=True): this build of sluice has no CUDA support (build sluice-py with feature `cuda`)",
         ));
     }

@@ -104,7 +104,12 @@ impl PyScene {
 
     /// Sets a node's local transform: a 4x4 matrix `m` acting on column vectors
     /// (`world = m @ [x, y, z, 1]`).
-    fn set_transform(&self, py: Python<'_>, node: usize, transform: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn set_transform(
+        &self,
+        py: Python<'_>,
+        node: usize,
+        transform: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let m = matrix(transform)?;
         let id = self.id(node)?;
         self.with(py, move |s| {
@@ -160,8 +165,9 @@ impl PyScene {
         // Give each removed visual object its visual back (same settings), then drop the
         // nodes from the Rust scene.
         let ids: Vec<NodeId> = doomed.iter().map(|(id, _)| *id).collect();
-        let copies: Vec<Option<Visual>> =
-            self.with(py, move |s| ids.iter().map(|&id| s.visual(id).cloned()).collect())?;
+        let copies: Vec<Option<Visual>> = self.with(py, move |s| {
+            ids.iter().map(|&id| s.visual(id).cloned()).collect()
+        })?;
         for ((_, object), copy) in doomed.iter().zip(copies) {
             let (Some(object), Some(copy)) = (object, copy) else {
                 continue;
@@ -263,7 +269,9 @@ fn matrix(m: &Bound<'_, PyAny>) -> PyResult<Mat4> {
     }
     let rows: Vec<Vec<f64>> = a.call_method0("tolist")?.extract()?;
     if rows.iter().flatten().any(|v| !v.is_finite()) {
-        return Err(PyValueError::new_err("a transform holds finite numbers only"));
+        return Err(PyValueError::new_err(
+            "a transform holds finite numbers only",
+        ));
     }
     let mut cols = [[0.0f32; 4]; 4];
     for (r, row) in rows.iter().enumerate() {

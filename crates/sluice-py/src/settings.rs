@@ -109,7 +109,11 @@ pub fn slice(value: &Bound<'_, PyAny>) -> PyResult<Slice> {
             value.repr().map(|r| r.to_string()).unwrap_or_default()
         ))
     };
-    let axis: String = value.get_item(0).map_err(|_| bad())?.extract().map_err(|_| bad())?;
+    let axis: String = value
+        .get_item(0)
+        .map_err(|_| bad())?
+        .extract()
+        .map_err(|_| bad())?;
     match axis.to_ascii_lowercase().as_str() {
         a @ ("z" | "y" | "x") => {
             let (_, index): (String, usize) = value.extract().map_err(|_| bad())?;

@@ -60,7 +60,8 @@ impl PyImage {
     #[setter]
     fn set_source(&mut self, source: &Bound<'_, PyAny>) -> PyResult<()> {
         let (shared, object) = shared_source(source, ArrayAxes::Image)?;
-        self.slot.write(source.py(), move |v| v.set_source(shared))?;
+        self.slot
+            .write(source.py(), move |v| v.set_source(shared))?;
         self.source = object;
         Ok(())
     }
@@ -68,9 +69,7 @@ impl PyImage {
     /// Contrast limits `(lo, hi)`; `None` for the element type's default range.
     #[getter]
     fn clim(&self, py: Python<'_>) -> PyResult<Option<(f64, f64)>> {
-        self.slot.read(py, |v| {
-            v.clim().map(|[a, b]| (a, b))
-        })
+        self.slot.read(py, |v| v.clim().map(|[a, b]| (a, b)))
     }
 
     #[setter]
@@ -94,9 +93,7 @@ impl PyImage {
     /// Gamma applied after normalization.
     #[getter]
     fn gamma(&self, py: Python<'_>) -> PyResult<f32> {
-        self.slot.read(py, |v| {
-            v.gamma()
-        })
+        self.slot.read(py, |v| v.gamma())
     }
 
     #[setter]
@@ -108,9 +105,7 @@ impl PyImage {
     /// The colormap's name; set a name or an `(n, 3)` / `(n, 4)` table.
     #[getter]
     fn colormap(&self, py: Python<'_>) -> PyResult<String> {
-        self.slot.read(py, |v| {
-            v.colormap().name().to_string()
-        })
+        self.slot.read(py, |v| v.colormap().name().to_string())
     }
 
     #[setter]
@@ -122,23 +117,21 @@ impl PyImage {
     /// `"nearest"` or `"linear"`.
     #[getter]
     fn interpolation(&self, py: Python<'_>) -> PyResult<&'static str> {
-        self.slot.read(py, |v| {
-            settings::interpolation_name(v.interpolation())
-        })
+        self.slot
+            .read(py, |v| settings::interpolation_name(v.interpolation()))
     }
 
     #[setter]
     fn set_interpolation(&mut self, py: Python<'_>, interpolation: &str) -> PyResult<()> {
         let interpolation = settings::interpolation(interpolation)?;
-        self.slot.write(py, move |v| v.set_interpolation(interpolation))
+        self.slot
+            .write(py, move |v| v.set_interpolation(interpolation))
     }
 
     /// RGBA colour of NaN samples.
     #[getter]
     fn nan_color(&self, py: Python<'_>) -> PyResult<[f32; 4]> {
-        self.slot.read(py, |v| {
-            v.nan_color()
-        })
+        self.slot.read(py, |v| v.nan_color())
     }
 
     #[setter]
@@ -149,9 +142,7 @@ impl PyImage {
     /// Opacity in `[0, 1]`.
     #[getter]
     fn opacity(&self, py: Python<'_>) -> PyResult<f32> {
-        self.slot.read(py, |v| {
-            v.opacity()
-        })
+        self.slot.read(py, |v| v.opacity())
     }
 
     #[setter]
@@ -180,9 +171,7 @@ impl PyImage {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        self.slot.read(py, |v| {
-            format!("{:?}", v)
-        })
+        self.slot.read(py, |v| format!("{:?}", v))
     }
 }
 
@@ -246,7 +235,8 @@ impl PyVolume {
     #[setter]
     fn set_source(&mut self, source: &Bound<'_, PyAny>) -> PyResult<()> {
         let (shared, object) = shared_source(source, ArrayAxes::Spatial)?;
-        self.slot.write(source.py(), move |v| v.set_source(shared))?;
+        self.slot
+            .write(source.py(), move |v| v.set_source(shared))?;
         self.source = object;
         Ok(())
     }
@@ -254,12 +244,10 @@ impl PyVolume {
     /// `"mip"`, `"translucent"` or `"iso"`.
     #[getter]
     fn mode(&self, py: Python<'_>) -> PyResult<&'static str> {
-        self.slot.read(py, |v| {
-            match v.mode() {
-                VolumeMode::Mip => "mip",
-                VolumeMode::Translucent { .. } => "translucent",
-                VolumeMode::Iso { .. } => "iso",
-            }
+        self.slot.read(py, |v| match v.mode() {
+            VolumeMode::Mip => "mip",
+            VolumeMode::Translucent { .. } => "translucent",
+            VolumeMode::Iso { .. } => "iso",
         })
     }
 
@@ -310,17 +298,13 @@ impl PyVolume {
     /// Gamma applied after normalization.
     #[getter]
     fn gamma(&self, py: Python<'_>) -> PyResult<f32> {
-        self.slot.read(py, |v| {
-            v.gamma()
-        })
+        self.slot.read(py, |v| v.gamma())
     }
 
     /// The colormap's name; set a name or a table.
     #[getter]
     fn colormap(&self, py: Python<'_>) -> PyResult<String> {
-        self.slot.read(py, |v| {
-            v.colormap().name().to_string()
-        })
+        self.slot.read(py, |v| v.colormap().name().to_string())
     }
 
     #[setter]
@@ -332,9 +316,7 @@ impl PyVolume {
     /// Ray step in voxels.
     #[getter]
     fn step(&self, py: Python<'_>) -> PyResult<f32> {
-        self.slot.read(py, |v| {
-            v.step()
-        })
+        self.slot.read(py, |v| v.step())
     }
 
     #[setter]
@@ -346,23 +328,18 @@ impl PyVolume {
     /// `"nearest"` or `"linear"`.
     #[getter]
     fn interpolation(&self, py: Python<'_>) -> PyResult<&'static str> {
-        self.slot.read(py, |v| {
-            settings::interpolation_name(v.interpolation())
-        })
+        self.slot
+            .read(py, |v| settings::interpolation_name(v.interpolation()))
     }
 
     /// Opacity in `[0, 1]`.
     #[getter]
     fn opacity(&self, py: Python<'_>) -> PyResult<f32> {
-        self.slot.read(py, |v| {
-            v.opacity()
-        })
+        self.slot.read(py, |v| v.opacity())
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        self.slot.read(py, |v| {
-            format!("{:?}", v)
-        })
+        self.slot.read(py, |v| format!("{:?}", v))
     }
 }
 
@@ -497,9 +474,7 @@ impl PyMesh {
     /// The colormap's name; set a name or a table.
     #[getter]
     fn colormap(&self, py: Python<'_>) -> PyResult<String> {
-        self.slot.read(py, |v| {
-            v.colormap().name().to_string()
-        })
+        self.slot.read(py, |v| v.colormap().name().to_string())
     }
 
     #[setter]
@@ -511,9 +486,7 @@ impl PyMesh {
     /// `"flat"`, `"smooth"` or `"unlit"`.
     #[getter]
     fn shading(&self, py: Python<'_>) -> PyResult<&'static str> {
-        self.slot.read(py, |v| {
-            settings::shading_name(v.shading())
-        })
+        self.slot.read(py, |v| settings::shading_name(v.shading()))
     }
 
     #[setter]
@@ -525,9 +498,7 @@ impl PyMesh {
     /// RGBA of the wireframe drawn over the triangles, or `None`.
     #[getter]
     fn wireframe(&self, py: Python<'_>) -> PyResult<Option<[f32; 4]>> {
-        self.slot.read(py, |v| {
-            v.wireframe()
-        })
+        self.slot.read(py, |v| v.wireframe())
     }
 
     #[setter]
@@ -538,22 +509,16 @@ impl PyMesh {
     /// The uniform colour, if the mesh has one.
     #[getter]
     fn color(&self, py: Python<'_>) -> PyResult<Option<[f32; 4]>> {
-        self.slot.read(py, |v| {
-            v.color()
-        })
+        self.slot.read(py, |v| v.color())
     }
 
     /// Opacity in `[0, 1]`.
     #[getter]
     fn opacity(&self, py: Python<'_>) -> PyResult<f32> {
-        self.slot.read(py, |v| {
-            v.opacity()
-        })
+        self.slot.read(py, |v| v.opacity())
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        self.slot.read(py, |v| {
-            format!("{:?}", v)
-        })
+        self.slot.read(py, |v| format!("{:?}", v))
     }
 }
