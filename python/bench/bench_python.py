@@ -127,14 +127,35 @@ def partial_update(renderer, n, s, aligned, warmup, iters):
 
 
 def shared_source(renderer, n, visuals, warmup, iters):
-    pair, data, src, scene, target, camera = image_case(renderer, n, visuals)
+    """`visuals` images of one source tiled 4 to a row with gaps of n / 16, as the peers lay
+    them out; every tile's centre is checked."""
+    pair = rgba_pair(n)
+    src = sluice.ArraySource(pair[0].copy(), channels=True)
+    cols, gap = 4, n // 16
+    rows = (visuals + cols - 1) // cols
+    W, H = cols * n + (cols - 1) * gap, rows * n + (rows - 1) * gap
+    scene = sluice.Scene()
+    centres = []
+    for i in range(visuals):
+        ox, oy = (i % cols) * (n + gap), (i // cols) * (n + gap)
+        node = scene.add(sluice.Image(src))
+        scene.set_position(node, float(ox), float(oy))
+        centres.append((ox + n / 2, oy + n / 2))
+    target = renderer.create_target(CANVAS, CANVAS)
+    camera = sluice.PanZoomCamera.fit((0, 0), (W, H), target.size)
+    pixels = [tuple(int(v) for v in camera.world_to_screen(c, target.size)) for c in centres]
+    renderer.render(scene, camera, target)
     textures = renderer.counters()["textures_alive"]
 
     def step(v):
         src[:, :] = pair[v]
         return renderer.render(scene, camera, target)
 
-    return measure(step, check_marker, warmup, iters), textures
+    def check(frame, v):
+        for x, y in pixels:
+            check_marker(frame[y - 1:y + 2, x - 1:x + 2], v)
+
+    return measure(step, check, warmup, iters), textures
 
 
 def peer_medians(args):

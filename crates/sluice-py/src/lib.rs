@@ -14,6 +14,7 @@
 //! `unsafe` appears where numpy memory is read ([`numpy_source`]) and where a CUDA tensor's
 //! pointer becomes a source (`cuda`, feature `cuda`), each with its `SAFETY` argument.
 
+mod bench;
 mod camera;
 #[cfg(all(feature = "cuda", target_os = "linux"))]
 mod cuda;
@@ -51,6 +52,7 @@ fn _sluice(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<renderer::PyTarget>()?;
     #[cfg(all(feature = "cuda", target_os = "linux"))]
     cuda::register(m)?;
+    m.add_function(wrap_pyfunction!(bench::_rust_full_update_frame, m)?)?;
     m.add(
         "CUDA_SUPPORT",
         cfg!(all(feature = "cuda", target_os = "linux")),
