@@ -7,6 +7,7 @@ from ._sluice import (
     FlyCamera as FlyCamera,
     Image as Image,
     InternalError as InternalError,
+    LazySource as LazySource,
     Mesh as Mesh,
     MmapSource as MmapSource,
     OrbitCamera as OrbitCamera,

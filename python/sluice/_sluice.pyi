@@ -59,6 +59,22 @@ def open_raw(
     offset: int = 0,
 ) -> MmapSource: ...
 
+class LazySource:
+    """A lazy chunked array (dask, zarr, or anything with .shape, .dtype, .chunks and
+    indexing) read chunk by chunk on sluice's loader pool."""
+
+    def __init__(self, array: Any, *, channels: bool = False) -> None: ...
+    @property
+    def array(self) -> Any: ...
+    @property
+    def shape(self) -> list[int]: ...
+    @property
+    def dtype(self) -> np.dtype[Any]: ...
+    @property
+    def chunks(self) -> list[int]: ...
+    @property
+    def loader_calls(self) -> int: ...
+
 class CudaSource:
     """A CUDA tensor (``__cuda_array_interface__``) shown without a host copy."""
 
@@ -73,7 +89,7 @@ class CudaSource:
     @property
     def version(self) -> int: ...
 
-SourceLike = ArraySource | MmapSource | CudaSource | np.ndarray | Any
+SourceLike = ArraySource | MmapSource | LazySource | CudaSource | np.ndarray | Any
 Colormap = str | npt.ArrayLike
 Interpolation = Literal["nearest", "linear"]
 SliceSpec = (

@@ -21,6 +21,7 @@ mod cuda;
 mod custom_source;
 mod dtype;
 pub mod errors;
+mod lazy_source;
 mod mmap_source;
 pub mod numpy_source;
 mod region;
@@ -39,6 +40,7 @@ fn _sluice(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<numpy_source::PyArraySource>()?;
     m.add_class::<mmap_source::PyMmapSource>()?;
+    m.add_class::<lazy_source::PyLazySource>()?;
     m.add_function(wrap_pyfunction!(mmap_source::open_npy, m)?)?;
     m.add_function(wrap_pyfunction!(mmap_source::open_raw, m)?)?;
     m.add_class::<visuals::PyImage>()?;

@@ -9,6 +9,7 @@ use sluice_core::SharedSource;
 
 use crate::custom_source::PythonSource;
 use crate::errors::{guard, source_error};
+use crate::lazy_source::PyLazySource;
 use crate::mmap_source::PyMmapSource;
 use crate::numpy_source::{NumpySource, PyArraySource};
 
@@ -33,6 +34,9 @@ pub fn shared_source(
     if let Ok(s) = object.cast::<PyArraySource>() {
         return Ok((s.get().inner.clone(), object.clone().unbind()));
     }
+    if let Ok(s) = object.cast::<PyLazySource>() {
+        return Ok((s.get().inner.clone(), object.clone().unbind()));
+    }
     if let Ok(s) = object.cast::<PyMmapSource>() {
         return Ok((s.get().inner.clone(), object.clone().unbind()));
     }
@@ -53,6 +57,13 @@ pub fn shared_source(
                 inner: Arc::new(source),
             },
         )?;
+        let shared: SharedSource = wrapper.get().inner.clone();
+        return Ok((shared, wrapper.into_any()));
+    }
+    if PyLazySource::looks_lazy(object)? {
+        let channels = matches!(axes, ArrayAxes::Attribute)
+            && object.getattr("ndim")?.extract::<usize>()? == 2;
+        let wrapper = Py::new(py, PyLazySource::wrap(object, channels)?)?;
         let shared: SharedSource = wrapper.get().inner.clone();
         return Ok((shared, wrapper.into_any()));
     }
