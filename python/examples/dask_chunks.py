@@ -2,8 +2,12 @@
 
 The image is a numpy buffer shown by reference; as each dask chunk is computed (on dask's
 threads), it is written into its region of the buffer through the source, which marks only
-that region, and the next frame uploads only that chunk. (Once sluice's chunked sources land,
-`sluice.Image(dask_array)` will read the chunks itself on the loader pool.)
+that region, and the next frame uploads only that chunk.
+
+`sluice.Image(dask_array)` also works: it wraps the array as a `LazySource` read on sluice's
+loader pool. Today's renderer uploads a lazy source once every chunk of its texture is in (the
+paged textures that show chunks as they arrive are still to come), so this example drives the
+chunks itself to show them appearing.
 
 Run: python python/examples/dask_chunks.py [OUT_DIR]   (needs dask: pip install "dask[array]")
 """
