@@ -106,7 +106,7 @@ def full_update(renderer, n, warmup, iters):
     return measure(step, check_marker, warmup, iters)
 
 
-def partial_update(renderer, n, s, aligned, warmup, iters):
+def partial_update(renderer, n, s, aligned, warmup, iters, full_redraw=False):
     pair, data, src, scene, target, camera = image_case(renderer, n)
     off = n // 2 - s // 2 - (0 if aligned else 37)
     blocks = [np.empty((s, s, 4), np.uint8), np.empty((s, s, 4), np.uint8)]
@@ -119,6 +119,8 @@ def partial_update(renderer, n, s, aligned, warmup, iters):
 
     def step(v):
         src[region] = blocks[v]
+        if full_redraw:
+            target.invalidate()
         return renderer.render(scene, camera, target)
 
     times = measure(step, check_marker, warmup, iters)
@@ -258,19 +260,23 @@ def main():
     best, origin = peer_medians(args)
     results["peers_origin"] = origin
     cases = {}
-    cases[("full_update_2d", f"rgba8_{n}")] = py
-    for aligned in (True, False):
-        times, per_update = partial_update(renderer, n, s, aligned, warmup, iters)
-        key = ("partial_update_2d", f"rgba8_{n}_region{s}_{'aligned' if aligned else 'unaligned'}")
-        cases[key] = times
-        results.setdefault("bytes_per_partial_update", {})[key[1]] = per_update
+    cases[("full_update_2d", f"rgba8_{n}", f"rgba8_{n}")] = py
+    for full_redraw in (False, True):
+        for aligned in (True, False):
+            times, per_update = partial_update(renderer, n, s, aligned, warmup, iters, full_redraw)
+            case = f"rgba8_{n}_region{s}_{'aligned' if aligned else 'unaligned'}"
+            key = ("partial_update_2d", case + ("_full_redraw" if full_redraw else ""), case)
+            cases[key] = times
+            results.setdefault("bytes_per_partial_update", {})[key[1]] = per_update
     times, textures = shared_source(renderer, shared_n, 8, warmup, iters)
-    cases[("shared_source", f"8x_rgba8_{shared_n}_shared_texture")] = times
+    cases[("shared_source", f"8x_rgba8_{shared_n}_shared_texture", "8x_")] = times
     results["shared_source_textures_alive"] = textures
     peer_rows = {}
     for key, times in cases.items():
         med = statistics.median(times) * 1e3
-        peers_for_case = {k: v for k, v in best.items() if k[0] == key[0] and (k[1] == key[1] or (key[0] == "shared_source" and k[1].startswith("8x_")))}
+        # key: (benchmark, sluice's case, the peers' case or, for shared_source, its prefix)
+        peers_for_case = {k: v for k, v in best.items()
+                          if k[0] == key[0] and (k[1] == key[2] or (key[2] == "8x_" and k[1].startswith("8x_")))}
         entry = {"sluice_python": ms(times)}
         if peers_for_case:
             lib, peer = min(peers_for_case.values(), key=lambda x: x[1])
@@ -279,7 +285,7 @@ def main():
             rows.append((f"{key[0]}/{key[1]} vs {lib}", speedup, 2.0, f"{med:.1f} ms vs {peer:.1f} ms"))
         else:
             rows.append((f"{key[0]}/{key[1]}", None, 2.0, f"{med:.1f} ms (no peer figure)"))
-        peer_rows["/".join(key)] = entry
+        peer_rows["/".join(key[:2])] = entry
     results["peers"] = peer_rows
 
     # 3. CUDA.

@@ -39,6 +39,12 @@ impl PyTarget {
         (self.inner.width(), self.inner.height())
     }
 
+    /// Forgets what the target shows, so that the next frame redraws all of it (by default a
+    /// frame redraws only what changed).
+    fn invalidate(&self) {
+        self.inner.invalidate();
+    }
+
     fn __repr__(&self) -> String {
         format!("Target({}x{})", self.inner.width(), self.inner.height())
     }
