@@ -1,0 +1,63 @@
+//! # sluice-py: sluice from Python
+//!
+//! The extension module `sluice._sluice` of the Python package `sluice` (built by maturin from
+//! `python/pyproject.toml`, abi3 for CPython 3.11 and later). It promises:
+//!
+//! - numpy arrays are shown by reference: [`numpy_source`] lends the array's own memory to
+//!   the renderer, and writes through `src[...] = v` mark only what they wrote;
+//! - every error is a Python exception carrying the Rust message (`ValueError` for bad
+//!   values, `TypeError` for bad types, `OSError` for files, `sluice.SluiceError` and its
+//!   subclasses otherwise), and no call can crash the interpreter: panics are caught at the
+//!   boundary ([`errors::guard`]);
+//! - rendering releases the GIL; Python-implemented sources take it only around their calls.
+//!
+//! `unsafe` appears where numpy memory is read ([`numpy_source`]) and where a CUDA tensor's
+//! pointer becomes a source (`cuda`, feature `cuda`), each with its `SAFETY` argument.
+
+mod bench;
+mod camera;
+#[cfg(all(feature = "cuda", target_os = "linux"))]
+mod cuda;
+mod custom_source;
+mod dtype;
+pub mod errors;
+mod lazy_source;
+mod mmap_source;
+pub mod numpy_source;
+mod region;
+mod renderer;
+mod scene;
+mod settings;
+mod slot;
+mod sources;
+mod visuals;
+
+use pyo3::prelude::*;
+
+/// The `sluice._sluice` module.
+#[pymodule]
+fn _sluice(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::register(m)?;
+    m.add_class::<numpy_source::PyArraySource>()?;
+    m.add_class::<mmap_source::PyMmapSource>()?;
+    m.add_class::<lazy_source::PyLazySource>()?;
+    m.add_function(wrap_pyfunction!(mmap_source::open_npy, m)?)?;
+    m.add_function(wrap_pyfunction!(mmap_source::open_raw, m)?)?;
+    m.add_class::<visuals::PyImage>()?;
+    m.add_class::<visuals::PyVolume>()?;
+    m.add_class::<visuals::PyMesh>()?;
+    m.add_class::<scene::PyScene>()?;
+    m.add_class::<camera::PyPanZoomCamera>()?;
+    m.add_class::<camera::PyOrbitCamera>()?;
+    m.add_class::<camera::PyFlyCamera>()?;
+    m.add_class::<renderer::PyRenderer>()?;
+    m.add_class::<renderer::PyTarget>()?;
+    #[cfg(all(feature = "cuda", target_os = "linux"))]
+    cuda::register(m)?;
+    m.add_function(wrap_pyfunction!(bench::_rust_full_update_frame, m)?)?;
+    m.add(
+        "CUDA_SUPPORT",
+        cfg!(all(feature = "cuda", target_os = "linux")),
+    )?;
+    Ok(())
+}

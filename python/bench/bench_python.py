@@ -1,0 +1,323 @@
+"""sluice's Python API measured against its ceilings, every ratio from one run.
+
+    python python/bench/bench_python.py [--quick] [--iters N] [--peers-python PY] [--peers DIR]
+
+1. Full update of a 4096^2 RGBA8 numpy array plus a frame read back (1024^2 target), through
+   the Python API, against the same operation through the Rust API in this process
+   (`sluice._sluice._rust_full_update_frame`). Target: Python / Rust time at most 1 / 0.9.
+2. The peer operations pygfx and VisPy are measured on (../shared/peers), through sluice's
+   Python API in a Python process like theirs: a 1024^2 frame read back after a full 4096^2
+   RGBA8 update; a 256^2 partial update of it (aligned and not); 8 images sharing one 2048^2
+   source. With --peers-python (a Python with pygfx and VisPy, as the harness's setup.sh makes)
+   the peers run in this same invocation, alternating with sluice; otherwise their stored
+   results (--peers, default ../shared/peers/results) are the ceiling, and the report says so.
+   Target: at least 2x faster than the faster peer on each.
+3. With CUDA support and PyTorch on a GPU: a 3840 x 2160 RGBA8 tensor changed by a kernel and
+   shown through CudaSource, against `tensor.cpu().numpy()` plus a numpy upload, in the same
+   run. Target: at least 30x.
+
+Timed iterations follow the peers' rules: 3 warm-ups, 10 timed, two pre-generated data sets
+alternating so every update changes the data, the frame read back (waiting for the GPU) inside
+the timer, every frame checked outside it. Prints a table; --out FILE writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+import sluice
+
+CANVAS = 1024
+
+
+def rgba_pair(n, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 256, (n, n, 4), dtype=np.uint8)
+    a[..., 3] = 255
+    b = a ^ np.uint8(0x55)
+    b[..., 3] = 255
+    lo, hi = n * 3 // 8, n * 5 // 8
+    a[lo:hi, lo:hi] = (250, 10, 10, 255)
+    b[lo:hi, lo:hi] = (10, 250, 10, 255)
+    return a, b
+
+
+def check_marker(frame, variant):
+    c = frame[frame.shape[0] // 2, frame.shape[1] // 2]
+    want = (250, 10, 10) if variant == 0 else (10, 250, 10)
+    if np.abs(c[:3].astype(int) - want).max() > 2:
+        raise AssertionError(f"frame shows {c.tolist()} at its centre, expected {want}")
+
+
+def measure(step, check, warmup, iters):
+    """Median seconds of step(variant); check(result, variant) after each, outside the timer."""
+    times = []
+    for i in range(warmup + iters):
+        v = i % 2
+        t0 = time.perf_counter()
+        out = step(v)
+        dt = time.perf_counter() - t0
+        check(out, v)
+        if i >= warmup:
+            times.append(dt)
+    return times
+
+
+def ms(times):
+    return {
+        "min_ms": round(min(times) * 1e3, 3),
+        "median_ms": round(statistics.median(times) * 1e3, 3),
+        "max_ms": round(max(times) * 1e3, 3),
+        "samples_ms": [round(t * 1e3, 3) for t in times],
+    }
+
+
+def image_case(renderer, n, visuals=1):
+    pair = rgba_pair(n)
+    data = pair[0].copy()
+    src = sluice.ArraySource(data, channels=True)
+    scene = sluice.Scene()
+    for i in range(visuals):
+        node = scene.add(sluice.Image(src))
+        # The peers' 8-visual case tiles the images; they all cover the canvas centre here.
+        scene.set_position(node, float(i), 0.0)
+    target = renderer.create_target(CANVAS, CANVAS)
+    camera = sluice.PanZoomCamera.fit((0, 0), (n, n), target.size)
+    renderer.render(scene, camera, target)
+    return pair, data, src, scene, target, camera
+
+
+def full_update(renderer, n, warmup, iters):
+    pair, data, src, scene, target, camera = image_case(renderer, n)
+
+    def step(v):
+        src[:, :] = pair[v]
+        return renderer.render(scene, camera, target)
+
+    return measure(step, check_marker, warmup, iters)
+
+
+def partial_update(renderer, n, s, aligned, warmup, iters, full_redraw=False):
+    pair, data, src, scene, target, camera = image_case(renderer, n)
+    off = n // 2 - s // 2 - (0 if aligned else 37)
+    blocks = [np.empty((s, s, 4), np.uint8), np.empty((s, s, 4), np.uint8)]
+    blocks[0][:] = (250, 10, 10, 255)
+    blocks[1][:] = (10, 250, 10, 255)
+    blocks[0][::7, ::5, 2] = 99
+    blocks[1][::5, ::7, 2] = 99
+    region = np.s_[off:off + s, off:off + s]
+    before = renderer.counters()["bytes_uploaded"]
+
+    def step(v):
+        src[region] = blocks[v]
+        if full_redraw:
+            target.invalidate()
+        return renderer.render(scene, camera, target)
+
+    times = measure(step, check_marker, warmup, iters)
+    per_update = (renderer.counters()["bytes_uploaded"] - before) / (warmup + iters)
+    return times, per_update
+
+
+def shared_source(renderer, n, visuals, warmup, iters):
+    """`visuals` images of one source tiled 4 to a row with gaps of n / 16, as the peers lay
+    them out; every tile's centre is checked."""
+    pair = rgba_pair(n)
+    src = sluice.ArraySource(pair[0].copy(), channels=True)
+    cols, gap = 4, n // 16
+    rows = (visuals + cols - 1) // cols
+    W, H = cols * n + (cols - 1) * gap, rows * n + (rows - 1) * gap
+    scene = sluice.Scene()
+    centres = []
+    for i in range(visuals):
+        ox, oy = (i % cols) * (n + gap), (i // cols) * (n + gap)
+        node = scene.add(sluice.Image(src))
+        scene.set_position(node, float(ox), float(oy))
+        centres.append((ox + n / 2, oy + n / 2))
+    target = renderer.create_target(CANVAS, CANVAS)
+    camera = sluice.PanZoomCamera.fit((0, 0), (W, H), target.size)
+    pixels = [tuple(int(v) for v in camera.world_to_screen(c, target.size)) for c in centres]
+    renderer.render(scene, camera, target)
+    textures = renderer.counters()["textures_alive"]
+
+    def step(v):
+        src[:, :] = pair[v]
+        return renderer.render(scene, camera, target)
+
+    def check(frame, v):
+        for x, y in pixels:
+            check_marker(frame[y - 1:y + 2, x - 1:x + 2], v)
+
+    return measure(step, check, warmup, iters), textures
+
+
+def peer_medians(args):
+    """{(benchmark, case): (library, median_ms)} of the faster peer, and where it came from."""
+    runs = []
+    if args.peers_python:
+        out = tempfile.mkdtemp(prefix="sluice-peers-")
+        for lib in ("pygfx", "vispy"):
+            script = os.path.join(args.peers_dir, f"bench_{lib}.py")
+            path = os.path.join(out, f"{lib}.json")
+            cmd = [args.peers_python, script, "--only", "full_update_2d,partial_update_2d,shared_source", "--out", path]
+            if args.quick:
+                cmd.append("--quick")
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+            runs.append((lib, json.load(open(path))))
+        origin = "measured in this run"
+    else:
+        results = os.path.join(args.peers_dir, "results")
+        for f in sorted(os.listdir(results)) if os.path.isdir(results) else []:
+            for lib in ("pygfx", "vispy"):
+                if f.startswith(f"run_{lib}_"):
+                    runs.append((lib, json.load(open(os.path.join(results, f)))))
+        origin = f"stored results in {results} (not this run: pass --peers-python to measure them here)"
+    best = {}
+    for lib, run in runs:
+        for bench, cases in run.get("results", {}).items():
+            for case, r in cases.items():
+                med = (r.get("timing") or {}).get("median_ms") if isinstance(r, dict) else None
+                if med is None:
+                    continue
+                key = (bench, case)
+                if key not in best or med < best[key][1]:
+                    best[key] = (lib, med)
+    return best, origin
+
+
+def cuda_case(renderer_cuda, warmup, iters):
+    import torch
+
+    h, w = 2160, 3840
+    t = torch.zeros((h, w, 4), device="cuda", dtype=torch.uint8)
+    src = sluice.CudaSource(t, channels=True)
+    scene = sluice.Scene()
+    scene.add(sluice.Image(src))
+    target = renderer_cuda.create_target(CANVAS, CANVAS)
+    camera = sluice.PanZoomCamera.fit((0, 0), (w, h), target.size)
+    renderer_cuda.render(scene, camera, target)
+    host = np.zeros((h, w, 4), np.uint8)
+    hsrc = sluice.ArraySource(host, channels=True)
+    hscene = sluice.Scene()
+    hscene.add(sluice.Image(hsrc))
+
+    def fill(v):
+        t[..., 0] = 250 if v == 0 else 10
+        t[..., 1] = 10 if v == 0 else 250
+        t[..., 2] = 10
+        t[..., 3] = 255
+
+    def on_gpu(v):
+        fill(v)
+        src.mark_dirty()
+        return renderer_cuda.render(scene, camera, target)
+
+    def via_host(v):
+        fill(v)
+        hsrc[:, :] = t.cpu().numpy()
+        return renderer_cuda.render(hscene, camera, target)
+
+    before = renderer_cuda.counters()["bytes_uploaded"]
+    gpu = measure(on_gpu, check_marker, warmup, iters)
+    host_bytes = renderer_cuda.counters()["bytes_uploaded"] - before
+    cpu = measure(via_host, check_marker, warmup, iters)
+    return gpu, cpu, host_bytes
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--peers-python", help="a Python with pygfx and VisPy: run the peers in this run")
+    ap.add_argument("--peers", dest="peers_dir", default=os.path.normpath(os.path.join(here, "../../../shared/peers")))
+    ap.add_argument("--out", help="write the results as JSON")
+    args = ap.parse_args()
+    n, s, shared_n = (4096, 256, 2048) if not args.quick else (1024, 64, 512)
+    warmup, iters = 3, args.iters
+    renderer = sluice.Renderer()
+    info = renderer.adapter_info()
+    rows, results = [], {"adapter": info, "quick": args.quick}
+
+    # 1. Python API against the Rust API.
+    rust = sluice._sluice._rust_full_update_frame(n, CANVAS, warmup, iters)
+    py = full_update(renderer, n, warmup, iters)
+    ratio = statistics.median(rust) / statistics.median(py)
+    results["python_vs_rust"] = {"python": ms(py), "rust": ms(rust), "ratio": round(ratio, 3), "target": 0.9}
+    rows.append((f"full update {n}^2 RGBA8 + frame: Python / Rust API speed", ratio, 0.9,
+                 f"{statistics.median(py) * 1e3:.1f} ms vs {statistics.median(rust) * 1e3:.1f} ms"))
+
+    # 2. Peer operations.
+    best, origin = peer_medians(args)
+    results["peers_origin"] = origin
+    cases = {}
+    cases[("full_update_2d", f"rgba8_{n}", f"rgba8_{n}")] = py
+    for full_redraw in (False, True):
+        for aligned in (True, False):
+            times, per_update = partial_update(renderer, n, s, aligned, warmup, iters, full_redraw)
+            case = f"rgba8_{n}_region{s}_{'aligned' if aligned else 'unaligned'}"
+            key = ("partial_update_2d", case + ("_full_redraw" if full_redraw else ""), case)
+            cases[key] = times
+            results.setdefault("bytes_per_partial_update", {})[key[1]] = per_update
+    times, textures = shared_source(renderer, shared_n, 8, warmup, iters)
+    cases[("shared_source", f"8x_rgba8_{shared_n}_shared_texture", "8x_")] = times
+    results["shared_source_textures_alive"] = textures
+    peer_rows = {}
+    for key, times in cases.items():
+        med = statistics.median(times) * 1e3
+        # key: (benchmark, sluice's case, the peers' case or, for shared_source, its prefix)
+        peers_for_case = {k: v for k, v in best.items()
+                          if k[0] == key[0] and (k[1] == key[2] or (key[2] == "8x_" and k[1].startswith("8x_")))}
+        entry = {"sluice_python": ms(times)}
+        if peers_for_case:
+            lib, peer = min(peers_for_case.values(), key=lambda x: x[1])
+            speedup = peer / med
+            entry.update({"faster_peer": lib, "peer_median_ms": peer, "speedup": round(speedup, 3), "target": 2.0})
+            rows.append((f"{key[0]}/{key[1]} vs {lib}", speedup, 2.0, f"{med:.1f} ms vs {peer:.1f} ms"))
+        else:
+            rows.append((f"{key[0]}/{key[1]}", None, 2.0, f"{med:.1f} ms (no peer figure)"))
+        peer_rows["/".join(key[:2])] = entry
+    results["peers"] = peer_rows
+
+    # 3. CUDA.
+    cuda_note = None
+    try:
+        import torch  # noqa: F401
+
+        usable = sluice.CUDA_SUPPORT and torch.cuda.is_available()
+    except ImportError:
+        usable = False
+    if usable:
+        gpu, cpu, host_bytes = cuda_case(sluice.Renderer(cuda=True), warmup, iters)
+        speedup = statistics.median(cpu) / statistics.median(gpu)
+        results["cuda"] = {"cuda_source": ms(gpu), "cpu_numpy_upload": ms(cpu), "speedup": round(speedup, 3),
+                           "target": 30.0, "host_bytes_uploaded_by_cuda_source": host_bytes}
+        rows.append(("CUDA 3840x2160 RGBA8: CudaSource vs .cpu().numpy() + upload", speedup, 30.0,
+                     f"{statistics.median(gpu) * 1e3:.2f} ms vs {statistics.median(cpu) * 1e3:.1f} ms"))
+    else:
+        cuda_note = "CUDA case not run: needs sluice built with feature cuda, PyTorch and a CUDA GPU"
+        results["cuda"] = cuda_note
+
+    print(f"adapter: {info['name']} ({info['backend']}); peers: {origin}", file=sys.stderr)
+    for name, ratio, target, detail in rows:
+        verdict = "n/a" if ratio is None else ("ok" if ratio >= target else "MISSED")
+        shown = "-" if ratio is None else f"{ratio:.2f}x"
+        print(f"  {name:<62} {shown:>8}  (target {target}x, {verdict})  {detail}", file=sys.stderr)
+    if cuda_note:
+        print(f"  {cuda_note}", file=sys.stderr)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""Shared fixtures: one renderer for the session (on the adapter SLUICE_BACKEND / SLUICE_ADAPTER
+pick; lavapipe in CI), and a camera mapping world units to target pixels."""
+
+import numpy as np
+import pytest
+
+import sluice
+
+
+@pytest.fixture(scope="session")
+def renderer():
+    # Rendering tests never skip for want of an adapter: no adapter is a failure.
+    return sluice.Renderer()
+
+
+def pixel_camera(w, h):
+    """World (0, 0)..(w, h) onto a w x h target, pixel for pixel."""
+    return sluice.PanZoomCamera((w / 2, h / 2), 1.0)
+
+
+def render(renderer, scene, w, h):
+    target = renderer.create_target(w, h)
+    return renderer.render(scene, pixel_camera(w, h), target)
+
+
+def gray_entry(values, clim=(0.0, 1.0), gamma=1.0, n=256):
+    """The gray colormap's entry index for each value, computed with numpy the way the docs
+    define it: t = clamp((v - lo) / (hi - lo), 0, 1) ** gamma; entry min(floor(t * n), n - 1)."""
+    lo, hi = clim
+    t = np.clip((np.asarray(values, np.float32) - lo) / (hi - lo), 0, 1) ** gamma
+    return np.minimum(np.floor(t * n), n - 1).astype(np.uint8)
+
+
+def centres(n=256):
+    """Values at the centre of each of n colormap entries (far from rounding boundaries)."""
+    return ((np.arange(n) + 0.5) / n).astype(np.float32)

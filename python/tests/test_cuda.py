@@ -1,0 +1,147 @@
+"""CUDA tensors (PyTorch, CuPy) shown without a host copy. These run on the NVIDIA machine
+(scripts/device-python.sh); elsewhere they skip and say why, unless SLUICE_REQUIRE_CUDA=1
+makes a skip a failure."""
+
+import gc
+import os
+import weakref
+
+import numpy as np
+import pytest
+
+import sluice
+from conftest import pixel_camera
+
+REQUIRE = os.environ.get("SLUICE_REQUIRE_CUDA", "0") not in ("", "0")
+
+
+def need(reason):
+    if REQUIRE:
+        pytest.fail(f"SLUICE_REQUIRE_CUDA=1 but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def torch():
+    if not sluice.CUDA_SUPPORT:
+        need("this sluice build has no CUDA support (build with feature `cuda`)")
+    try:
+        import torch
+    except ImportError:
+        need("PyTorch is not installed")
+    if not torch.cuda.is_available():
+        need("torch.cuda is not available (no NVIDIA driver or GPU)")
+    return torch
+
+
+@pytest.fixture(scope="module")
+def cuda_renderer(torch):
+    return sluice.Renderer(cuda=True)
+
+
+def rgba_pattern(torch, h, w, frame):
+    y = torch.arange(h, device="cuda", dtype=torch.int32)[:, None]
+    x = torch.arange(w, device="cuda", dtype=torch.int32)[None, :]
+    t = torch.empty((h, w, 4), device="cuda", dtype=torch.uint8)
+    t[..., 0] = ((x * 3 + frame) % 256).to(torch.uint8)
+    t[..., 1] = ((y * 5 + frame) % 256).to(torch.uint8)
+    t[..., 2] = ((x + y) % 256).to(torch.uint8)
+    t[..., 3] = 255
+    return t
+
+
+def show(renderer, source, w, h):
+    scene = sluice.Scene()
+    scene.add(sluice.Image(source))
+    target = renderer.create_target(w, h)
+    return scene, target
+
+
+def test_a_torch_tensor_is_shown_without_a_host_copy(torch, cuda_renderer):
+    h, w = 96, 160
+    t = rgba_pattern(torch, h, w, 0)
+    src = sluice.CudaSource(t, channels=True)
+    scene, target = show(cuda_renderer, src, w, h)
+    before = cuda_renderer.counters()
+    frame = cuda_renderer.render(scene, pixel_camera(w, h), target)
+    after = cuda_renderer.counters()
+    assert after["bytes_uploaded"] == before["bytes_uploaded"], "nothing went through the host"
+    copied = (after["device_bytes_copied"] - before["device_bytes_copied"]) + (
+        after["textures_provided"] - before["textures_provided"]
+    )
+    assert copied > 0
+    np.testing.assert_array_equal(frame, t.cpu().numpy())
+
+    # A kernel rewrites the tensor; mark_dirty shows it.
+    t.copy_(rgba_pattern(torch, h, w, 7))
+    src.mark_dirty()
+    frame = cuda_renderer.render(scene, pixel_camera(w, h), target)
+    np.testing.assert_array_equal(frame, t.cpu().numpy())
+    assert cuda_renderer.counters()["bytes_uploaded"] == before["bytes_uploaded"]
+
+
+def test_a_cupy_array_is_shown_without_a_host_copy(torch, cuda_renderer):
+    try:
+        import cupy
+    except ImportError:
+        need("CuPy is not installed")
+    h, w = 64, 128
+    fill = cupy.ElementwiseKernel("int32 i, int32 w", "float32 out", "out = (float)((i % w) + (i / w)) / 255.0f", "fill")
+    a = cupy.empty((h, w), cupy.float32)
+    fill(cupy.arange(h * w, dtype=cupy.int32), cupy.int32(w), a)
+    src = sluice.CudaSource(a)
+    scene = sluice.Scene()
+    scene.add(sluice.Image(src, clim=(0.0, 1.0)))
+    target = cuda_renderer.create_target(w, h)
+    before = cuda_renderer.counters()["bytes_uploaded"]
+    frame = cuda_renderer.render(scene, pixel_camera(w, h), target)
+    assert cuda_renderer.counters()["bytes_uploaded"] == before
+    v = cupy.asnumpy(a)
+    want = np.minimum(np.floor(np.clip(v, 0, 1) * 256), 255).astype(np.uint8)
+    assert np.abs(frame[..., 0].astype(int) - want.astype(int)).max() <= 1
+
+
+def test_a_producer_stream_still_writing_is_waited_for(torch, cuda_renderer):
+    h, w = 64, 64
+    t = torch.zeros((h, w, 4), device="cuda", dtype=torch.uint8)
+    src = sluice.CudaSource(t, channels=True)
+    scene, target = show(cuda_renderer, src, w, h)
+    cuda_renderer.render(scene, pixel_camera(w, h), target)
+    producer = torch.cuda.Stream()
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(2_000_000_000)  # about a second of GPU time before the write
+        t.fill_(200)
+        # The interface names the producer's stream now: the ready event is recorded there.
+        src.mark_dirty()
+    frame = cuda_renderer.render(scene, pixel_camera(w, h), target)
+    # Without the event the copy would run before the fill and show zeros.
+    assert (frame == 200).all(), f"stale frame: {np.unique(frame)}"
+
+
+def test_the_tensor_is_kept_alive_while_shown(torch, cuda_renderer):
+    h, w = 128, 128
+    t = rgba_pattern(torch, h, w, 3)
+    want = t.cpu().numpy()
+    ref = weakref.ref(t)
+    src = sluice.CudaSource(t, channels=True)
+    scene, target = show(cuda_renderer, src, w, h)
+    del t
+    gc.collect()
+    assert ref() is not None, "the source holds the tensor"
+    # Memory freed now would be handed out again by the caching allocator and overwritten.
+    junk = [torch.full((h, w, 4), 17, device="cuda", dtype=torch.uint8) for _ in range(8)]
+    src.mark_dirty()
+    frame = cuda_renderer.render(scene, pixel_camera(w, h), target)
+    np.testing.assert_array_equal(frame, want)
+    del junk
+
+
+def test_bad_tensors_raise_with_the_numbers(torch):
+    with pytest.raises(TypeError, match="__cuda_array_interface__"):
+        sluice.CudaSource(np.zeros((4, 4), np.float32))
+    t = torch.zeros((8, 8), device="cuda", dtype=torch.int64)
+    with pytest.raises(TypeError, match="<i8"):
+        sluice.CudaSource(t)
+    s = torch.zeros((8, 16), device="cuda", dtype=torch.float32)[:, ::2]
+    with pytest.raises(ValueError, match=r"strides \[64, 8\]"):
+        sluice.CudaSource(s)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds the Python package (abi3 wheel, maturin) in a virtual environment, installs the wheel
+# and runs python/tests with pytest. Used by .ci/run; runnable by hand.
+#
+# Environment: SLUICE_VENV (default /tmp/sluice-venv; created when missing, with maturin,
+# numpy and pytest), SLUICE_WHEEL_PROFILE (cargo profile of the wheel: dev, the default, shares
+# the test build's cache; release for benchmarks). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv="${SLUICE_VENV:-/tmp/sluice-venv}"
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install -q --disable-pip-version-check maturin numpy pytest
+
+wheels="target/python-wheels"
+rm -rf "$wheels"
+profile="${SLUICE_WHEEL_PROFILE:-dev}"
+(cd python && "$venv/bin/maturin" build --quiet --profile "$profile" --interpreter "$venv/bin/python" --out "../$wheels")
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$wheels"/sluice-*.whl
+
+export SLUICE_BACKEND="${SLUICE_BACKEND:-vulkan}"
+# Run from the repository root with the venv's pytest (not `python -m pytest`, which would put
+# the working directory first on sys.path): the tests import the installed wheel, not the
+# sources in python/sluice.
+status=0
+"$venv/bin/pytest" -q -p no:cacheprovider python/tests "$@" || status=$?
+if [ "$status" = 5 ]; then
+  echo "test-python.sh: pytest collected no tests: python/tests is missing or broken" >&2
+  exit 1
+fi
+exit "$status"
