@@ -11,9 +11,9 @@
 #
 #   scripts/device-python.sh remote [tests|bench|examples|all]
 #                                      THERE, in the repo root copy: unpacks .gl/*.deb where no
-#                                      loader is installed, makes a venv over the machine's
-#                                      Python (3.11 or later; PyTorch, CuPy and numpy come from
-#                                      its site-packages), installs the wheel, then runs
+#                                      loader is installed, installs the wheel into a folder on
+#                                      PYTHONPATH for the machine's Python (3.11 or later, with
+#                                      PyTorch, CuPy, numpy and pytest), then runs
 #                                      python/tests with SLUICE_REQUIRE_CUDA=1 (a CUDA test that
 #                                      would skip fails), python/bench/bench_python.py and
 #                                      python/examples/torch_model_animation.py. Exits non-zero
@@ -85,16 +85,19 @@ remote() {
   export RUST_BACKTRACE="${RUST_BACKTRACE:-1}"
 
   local py="${SLUICE_DEVICE_PYTHON:-python3}"
-  local venv="${TMPDIR:-/tmp}/sluice-device-python-venv"
-  rm -rf "$venv"
-  "$py" -m venv --system-site-packages "$venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-index \
-    --find-links .device-python/wheels --no-deps .device-python/wheels/*.whl
+  # The machine's python3 is itself a virtual environment (PyTorch, CuPy and numpy live in
+  # its site-packages), and a venv made over it would not see them: install the wheels into a
+  # folder of their own on PYTHONPATH instead, as the device notes advise.
+  local site="${TMPDIR:-/tmp}/sluice-device-python-site"
+  rm -rf "$site"
+  "$py" -m pip install -q --disable-pip-version-check --no-index --no-deps --no-compile \
+    --target "$site" .device-python/wheels/sluice-*.whl
+  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
   {
     echo "== $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -srm) on $(hostname)"
     cat .device-python/manifest.txt 2>/dev/null || true
     command -v nvidia-smi >/dev/null && nvidia-smi -L || echo "nvidia-smi: not found"
-    "$venv/bin/python" - <<'PY'
+    "$py" - <<'PY'
 import sys, numpy, sluice
 print("python", sys.version.split()[0], "numpy", numpy.__version__, "sluice CUDA support", sluice.CUDA_SUPPORT)
 for name in ("torch", "cupy"):
@@ -111,17 +114,17 @@ PY
   if [ "$what" = tests ] || [ "$what" = all ]; then
     : >"$out/tests.log"
     run_logged "$out/tests.log" "${SLUICE_DEVICE_TESTS_TIMEOUT:-240}" \
-      "$venv/bin/pytest" -v -p no:cacheprovider python/tests || status=1
+      "$py" -m pytest -v -p no:cacheprovider python/tests || status=1
   fi
   if [ "$what" = bench ] || [ "$what" = all ]; then
     : >"$out/bench.log"
     run_logged "$out/bench.log" "${SLUICE_DEVICE_BENCH_TIMEOUT:-240}" \
-      "$venv/bin/python" python/bench/bench_python.py --out "$out/bench.json" || status=1
+      "$py" python/bench/bench_python.py --out "$out/bench.json" || status=1
   fi
   if [ "$what" = examples ] || [ "$what" = all ]; then
     : >"$out/examples.log"
     run_logged "$out/examples.log" "${SLUICE_DEVICE_EXAMPLES_TIMEOUT:-90}" \
-      "$venv/bin/python" python/examples/torch_model_animation.py 120 "$out" || status=1
+      "$py" python/examples/torch_model_animation.py 120 "$out" || status=1
   fi
   return "$status"
 }

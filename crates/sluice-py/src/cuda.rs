@@ -153,6 +153,30 @@ fn array_interface(tensor: &Bound<'_, PyAny>) -> PyResult<ArrayInterface> {
     })
 }
 
+/// The stream the producer wrote on: `explicit` (the caller's `stream=`) where given, else
+/// the one its interface names (version 3), else, for frameworks whose interface names none
+/// (PyTorch reports version 2), that framework's current stream on the tensor's device, else
+/// the legacy default stream.
+fn producer_stream(
+    tensor: &Bound<'_, PyAny>,
+    interface: Option<u64>,
+    explicit: Option<u64>,
+) -> PyResult<u64> {
+    if let Some(s) = explicit.or(interface) {
+        return Ok(stream_handle(Some(s)));
+    }
+    let module = tensor.get_type().module()?.to_string();
+    if module.starts_with("torch") {
+        let torch = tensor.py().import("torch")?;
+        let device = tensor.getattr("device")?;
+        let current = torch
+            .getattr("cuda")?
+            .call_method1("current_stream", (device,))?;
+        return current.getattr("cuda_stream")?.extract();
+    }
+    Ok(stream_handle(None))
+}
+
 /// The `CUstream` handle of an interface's stream value.
 fn stream_handle(stream: Option<u64>) -> u64 {
     match stream {
@@ -226,7 +250,7 @@ impl PyCudaSource {
         } else {
             row_pitch * layout.shape().height()
         };
-        let stream = stream_handle(ai.stream);
+        let stream = producer_stream(tensor, ai.stream, None)?;
         let tensor_obj = tensor.clone().unbind();
         py.detach(|| {
             guard(|| {
@@ -268,11 +292,16 @@ impl PyCudaSource {
         })
     }
 
-    /// The tensor has new data (written by kernels on its stream): records the ready event on
-    /// the stream its interface names now, and publishes a new version.
-    fn mark_dirty(&self, py: Python<'_>) -> PyResult<u64> {
-        let ai = array_interface(self.inner.tensor.bind(py))?;
-        let stream = stream_handle(ai.stream);
+    /// The tensor has new data (written by kernels on a stream): records the ready event on
+    /// that stream and publishes a new version. The stream is `stream` (a `CUstream` handle,
+    /// e.g. `torch.cuda.Stream().cuda_stream` or `cupy.cuda.Stream().ptr`) where given, else
+    /// the one the tensor's interface names now, else (PyTorch, whose interface names none)
+    /// PyTorch's current stream on the tensor's device.
+    #[pyo3(signature = (stream=None))]
+    fn mark_dirty(&self, py: Python<'_>, stream: Option<u64>) -> PyResult<u64> {
+        let tensor = self.inner.tensor.bind(py);
+        let ai = array_interface(tensor)?;
+        let stream = producer_stream(tensor, ai.stream, stream)?;
         let source = self.inner.clone();
         py.detach(|| {
             guard(|| {
