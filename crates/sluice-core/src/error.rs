@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::chunk::ChunkKey;
 use crate::element::ElementType;
 use crate::region::{Region, Shape};
 
@@ -115,12 +116,89 @@ pub enum SourceError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A multiscale level that is finer than the one before it, or malformed.
+    #[error("level {level}: {reason}")]
+    InvalidLevel {
+        /// The offending level's index.
+        level: usize,
+        /// What is wrong, naming its shape and the previous level's.
+        reason: String,
+    },
+    /// A chunk index outside a level's chunk grid.
+    #[error("chunk {key} does not exist: level {} has a grid of {grid:?} chunks", key.level)]
+    NoSuchChunk {
+        /// The requested chunk.
+        key: ChunkKey,
+        /// Chunks per axis of that level (numpy order, padded).
+        grid: [usize; 3],
+    },
+    /// A remote store answered with an error (or not at all).
+    #[error("{url_or_key}: {reason}{}", status.map(|s| format!(" (status {s})")).unwrap_or_default())]
+    Remote {
+        /// The URL or store key that failed.
+        url_or_key: String,
+        /// The protocol status (HTTP status code), if there was an answer.
+        status: Option<u16>,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A read that did not finish in time.
+    #[error("{url_or_key}: no answer within {after:?}")]
+    Timeout {
+        /// The URL, store key or chunk that timed out.
+        url_or_key: String,
+        /// How long the reader waited.
+        after: std::time::Duration,
+    },
+    /// Bytes that could not be decoded (a corrupt or unsupported compressed chunk).
+    #[error("{url_or_key}: cannot decode: {reason}")]
+    Decode {
+        /// The URL or store key of the bytes.
+        url_or_key: String,
+        /// What the decoder said.
+        reason: String,
+    },
+    /// A chunk loader panicked; the pool caught it and carried on.
+    #[error("the loader of {label} panicked loading chunk {key}: {message}")]
+    LoaderPanicked {
+        /// The source's label.
+        label: String,
+        /// The chunk it was loading.
+        key: ChunkKey,
+        /// The panic's message.
+        message: String,
+    },
+    /// A chunk larger than the whole host chunk cache budget.
+    #[error("chunk {key} of {label} needs {bytes} bytes, more than the host chunk cache budget of {budget} bytes")]
+    ChunkOverBudget {
+        /// The source's label.
+        label: String,
+        /// The chunk.
+        key: ChunkKey,
+        /// Its decoded bytes.
+        bytes: usize,
+        /// The cache's byte budget.
+        budget: usize,
+    },
     /// An error of a user-defined source.
     #[error("{0}")]
     Custom(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl SourceError {
+    /// Whether trying the same read again may succeed: remote failures (no answer, or a status
+    /// of 408, 429 or 5xx), timeouts and I/O errors. Decode errors, panics and errors of the
+    /// request itself are final.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            SourceError::Remote { status, .. } => {
+                status.is_none_or(|s| s == 408 || s == 429 || s >= 500)
+            }
+            SourceError::Timeout { .. } | SourceError::Io { .. } => true,
+            _ => false,
+        }
+    }
+
     /// Wraps an error of a user-defined source.
     pub fn custom(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         SourceError::Custom(error.into())

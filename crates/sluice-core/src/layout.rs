@@ -82,14 +82,46 @@ impl ChunkGrid {
     }
 }
 
-/// One level of a multiscale pyramid: its shape and how many level-0 samples one of its
-/// samples spans on each axis.
+/// One level of a multiscale pyramid: its shape, how many level-0 samples one of its samples
+/// spans on each axis, where it starts, and its own chunk grid.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Level {
     /// The level's shape.
     pub shape: Shape,
     /// Level-0 samples per sample of this level, per axis (numpy order, padded to three).
     pub downsample: [f64; 3],
+    /// The level's chunk grid: the unit in which a lazy source loads and caches this level
+    /// (a store's own chunking), and the unit of [`crate::ChunkKey`]s of this level.
+    pub chunks: ChunkGrid,
+    /// Where the corner of this level's first sample lies, in level-0 samples, per axis (numpy
+    /// order, padded): OME-Zarr's `translation` divided by level 0's scale. Zero for a level
+    /// aligned with level 0's corner.
+    pub offset: [f64; 3],
+}
+
+impl Level {
+    /// A level of `shape` whose samples span `downsample` level-0 samples per axis (numpy
+    /// order, padded to three axes), with sluice's default chunk grid and no offset.
+    pub fn new(shape: Shape, downsample: [f64; 3]) -> Self {
+        Level {
+            shape,
+            downsample,
+            chunks: ChunkGrid::default_for(&shape),
+            offset: [0.0; 3],
+        }
+    }
+
+    /// The same level with another chunk grid.
+    pub fn with_chunks(mut self, chunks: ChunkGrid) -> Self {
+        self.chunks = chunks;
+        self
+    }
+
+    /// The same level starting at `offset` level-0 samples (numpy order, padded).
+    pub fn with_offset(mut self, offset: [f64; 3]) -> Self {
+        self.offset = offset;
+        self
+    }
 }
 
 /// What a source's data looks like: shape, element type, channels, chunk grid and levels.
@@ -115,25 +147,36 @@ impl Layout {
             element,
             channels,
             chunks: ChunkGrid::default_for(&shape),
-            levels: vec![Level {
-                shape,
-                downsample: [1.0; 3],
-            }],
+            levels: vec![Level::new(shape, [1.0; 3])],
         })
     }
 
-    /// The same layout with another chunk grid.
+    /// The same layout with another chunk grid (level 0's too).
     pub fn with_chunks(mut self, chunks: ChunkGrid) -> Self {
         self.chunks = chunks;
+        self.levels[0].chunks = chunks;
         self
     }
 
     /// The same layout with coarser levels after level 0 (finest first). Level 0 stays the
-    /// layout's own shape; `coarser` must get no finer from one level to the next.
-    pub fn with_levels(mut self, coarser: impl IntoIterator<Item = Level>) -> Self {
+    /// layout's own shape.
+    ///
+    /// Fails with [`SourceError::InvalidLevel`] naming both shapes if a level is finer than
+    /// the one before on any axis (more samples, or a smaller downsample), has another number
+    /// of axes than level 0, or has a downsample or offset that is not finite (or a downsample
+    /// below 1).
+    pub fn with_levels(
+        mut self,
+        coarser: impl IntoIterator<Item = Level>,
+    ) -> Result<Self, SourceError> {
         self.levels.truncate(1);
-        self.levels.extend(coarser);
-        self
+        for level in coarser {
+            let index = self.levels.len();
+            let previous = self.levels[index - 1];
+            check_level(index, &level, &previous)?;
+            self.levels.push(level);
+        }
+        Ok(self)
     }
 
     /// The shape of level 0.
@@ -182,6 +225,46 @@ impl Layout {
     }
 }
 
+/// Checks that `level` (number `index`) is no finer than `previous` and is well formed.
+fn check_level(index: usize, level: &Level, previous: &Level) -> Result<(), SourceError> {
+    let invalid = |reason: String| SourceError::InvalidLevel {
+        level: index,
+        reason,
+    };
+    if level.shape.ndim() != previous.shape.ndim() {
+        return Err(invalid(format!(
+            "shape {} has {} axes but level {} (shape {}) has {}",
+            level.shape,
+            level.shape.ndim(),
+            index - 1,
+            previous.shape,
+            previous.shape.ndim()
+        )));
+    }
+    let (s, p) = (level.shape.padded(), previous.shape.padded());
+    let finer_shape = (0..3).any(|a| s[a] > p[a]);
+    let finer_scale = (0..3).any(|a| level.downsample[a] < previous.downsample[a]);
+    if finer_shape || finer_scale {
+        return Err(invalid(format!(
+            "shape {} (downsample {:?}) is finer than level {}'s shape {} (downsample {:?}); levels must get no finer from one to the next",
+            level.shape,
+            level.downsample,
+            index - 1,
+            previous.shape,
+            previous.downsample
+        )));
+    }
+    if level.downsample.iter().any(|d| !d.is_finite() || *d < 1.0)
+        || level.offset.iter().any(|o| !o.is_finite())
+    {
+        return Err(invalid(format!(
+            "shape {}: downsample {:?} must be finite and at least 1, offset {:?} finite",
+            level.shape, level.downsample, level.offset
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,5 +293,27 @@ mod tests {
             assert!(e.to_string().contains(&c.to_string()), "{e}");
         }
         assert_eq!(Layout::new(s, ElementType::F32, 3).unwrap().row_bytes(), 24);
+    }
+
+    #[test]
+    fn levels_finer_than_the_one_before_are_refused_naming_both_shapes() {
+        let base = Layout::new(Shape::d2(100, 200).unwrap(), ElementType::U8, 1).unwrap();
+        let half = Level::new(Shape::d2(50, 100).unwrap(), [1.0, 2.0, 2.0]);
+        let ok = base.clone().with_levels([half]).unwrap();
+        assert_eq!(ok.levels().len(), 2);
+        let wider = Level::new(Shape::d2(50, 300).unwrap(), [1.0, 2.0, 2.0]);
+        let e = base.clone().with_levels([wider]).unwrap_err().to_string();
+        assert!(e.contains("(50, 300)") && e.contains("(100, 200)"), "{e}");
+        let quarter = Level::new(Shape::d2(25, 50).unwrap(), [1.0, 4.0, 4.0]);
+        let e = base
+            .clone()
+            .with_levels([quarter, half])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("level 2") && e.contains("(25, 50)"), "{e}");
+        let nan = Level::new(Shape::d2(50, 100).unwrap(), [1.0, f64::NAN, 2.0]);
+        assert!(base.clone().with_levels([nan]).is_err());
+        let volume = Level::new(Shape::new(&[1, 50, 100]).unwrap(), [1.0, 2.0, 2.0]);
+        assert!(base.with_levels([volume]).is_err());
     }
 }

@@ -16,30 +16,41 @@
 //! `unsafe` appears once, in [`MmapSource`]'s file mapping.
 
 mod array;
+mod cache;
 mod changes;
+mod chunk;
 mod conversion;
 mod crop;
 mod element;
 mod error;
 mod layout;
+mod lazy;
+mod loader;
 mod mmap;
 mod npy;
 mod plan;
+mod pool;
+mod pyramid;
 mod region;
 mod residency;
 mod rows;
 mod source;
 
 pub use array::{ArraySource, HostCopyPolicy};
+pub use cache::{ChunkCache, DEFAULT_CACHE_BYTES};
 pub use changes::{ChangeLog, Changes, Version};
+pub use chunk::{ChunkFailure, ChunkKey, ChunkProgress, ChunkStatus, ChunkWant, Tier};
 pub use conversion::{read_element, BufferFormat, UploadFormat};
 pub use crop::CropSource;
 pub use element::{Element, ElementType};
 pub use error::SourceError;
 pub use layout::{ChunkGrid, Layout, Level, MAX_CHANNELS};
+pub use lazy::{LazyOptions, LazySource};
+pub use loader::{ChunkFill, ChunkLoader, ProceduralLoader, SourceLoader};
 pub use mmap::MmapSource;
 pub use npy::npy_header;
 pub use plan::{plan_chunked, plan_exact, UploadPlan};
+pub use pool::{default_threads, LoaderPool, RetryPolicy};
 pub use region::{Region, Shape};
 pub use residency::{CudaMemory, Residency};
 #[cfg(unix)]

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::task::Waker;
 
 use crate::changes::{Changes, Version};
+use crate::chunk::{ChunkKey, ChunkProgress, ChunkStatus, ChunkWant};
 use crate::error::SourceError;
 use crate::layout::Layout;
 use crate::region::Region;
@@ -110,6 +111,43 @@ pub trait DataSource: Send + Sync + 'static {
     fn uploaded(&self, consumer: ConsumerId, version: Version) {
         let _ = (consumer, version);
     }
+
+    /// Whether the source loads chunks on demand ([`DataSource::request_chunks`]): a renderer
+    /// then asks for the chunks it sees instead of reading the whole shape. False by default.
+    fn is_lazy(&self) -> bool {
+        false
+    }
+
+    /// States the whole set of chunks `consumer` wants now, replacing its previous set: chunks
+    /// that left the set and have not started loading are dropped. Never blocks; `waker` is
+    /// woken (from a loader thread) whenever one of the source's chunks becomes ready, empty or
+    /// failed. Sources that hold everything in memory need not implement it.
+    fn request_chunks(
+        &self,
+        consumer: ConsumerId,
+        wants: &[ChunkWant],
+        waker: &Waker,
+    ) -> Result<(), SourceError> {
+        let _ = (consumer, wants, waker);
+        Ok(())
+    }
+
+    /// Where chunk `key` stands. Never blocks. Sources that hold everything in memory answer
+    /// [`ChunkStatus::Ready`] (the default).
+    fn chunk_status(&self, key: ChunkKey) -> ChunkStatus {
+        let _ = key;
+        ChunkStatus::Ready
+    }
+
+    /// `consumer`'s wanted set summed up: visible and prefetch chunks wanted and resident,
+    /// queued, loading, failed with their errors. Empty by default.
+    fn chunk_progress(&self, consumer: ConsumerId) -> ChunkProgress {
+        let _ = consumer;
+        ChunkProgress::default()
+    }
+
+    /// Forgets every failed chunk, so that the next request for it loads it again.
+    fn retry_failed(&self) {}
 
     /// A short human-readable name for errors and logs.
     fn label(&self) -> String {
