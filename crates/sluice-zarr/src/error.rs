@@ -178,7 +178,9 @@ impl ZarrError {
     /// ignored Range, an HTTP status, a timeout, or a plain remote failure.
     pub(crate) fn from_store_message(url: String, message: String) -> ZarrError {
         let lower = message.to_ascii_lowercase();
-        if lower.contains("non-partial response") {
+        // object_store's two wordings: a ranged GET answered 200 by the HTTP store, and by the
+        // generic client.
+        if lower.contains("non-partial response") || lower.contains("range request not supported") {
             return ZarrError::RangeIgnored { url };
         }
         if let Some(status) = status_in(&message) {
@@ -205,15 +207,56 @@ impl ZarrError {
 /// The HTTP status object_store writes into its messages ("status code: 503 Service ...").
 fn status_in(message: &str) -> Option<u16> {
     let at = message.find("status code: ")? + "status code: ".len();
-    let digits: String = message[at..].chars().take_while(char::is_ascii_digit).collect();
+    let digits: String = message[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
     digits.parse().ok()
 }
 
 impl From<ZarrError> for sluice_core::SourceError {
+    /// Remote failures, timeouts and decode errors become sluice-core's variants of them (so
+    /// the loader pool retries what is transient); a server that ignored Range is a remote
+    /// error with its status 200, which is final.
     fn from(e: ZarrError) -> Self {
+        use sluice_core::SourceError as S;
         match e {
             ZarrError::Source(s) => s,
-            other => sluice_core::SourceError::custom(other),
+            ZarrError::Remote {
+                url,
+                status,
+                reason,
+            } => S::Remote {
+                url_or_key: url,
+                status,
+                reason,
+            },
+            e @ ZarrError::RangeIgnored { .. } => {
+                let reason = e.to_string();
+                let ZarrError::RangeIgnored { url } = e else {
+                    unreachable!("matched above")
+                };
+                S::Remote {
+                    url_or_key: url,
+                    status: Some(200),
+                    reason,
+                }
+            }
+            ZarrError::Timeout { url, after } => S::Timeout {
+                url_or_key: url,
+                after,
+            },
+            e @ ZarrError::Decode { .. } => {
+                let reason = e.to_string();
+                let ZarrError::Decode { url, .. } = e else {
+                    unreachable!("matched above")
+                };
+                S::Decode {
+                    url_or_key: url,
+                    reason,
+                }
+            }
+            other => S::custom(other),
         }
     }
 }
@@ -226,12 +269,29 @@ mod tests {
     fn store_messages_become_typed_errors() {
         let url = "http://127.0.0.1:1/a/0.0".to_string();
         let e = ZarrError::from_store_message(url.clone(), "Generic HTTP error: Error performing GET http://127.0.0.1:1/a/0.0 in 2ms - Server returned non-2xx status code: 503 Service Unavailable: ".into());
-        assert!(matches!(e, ZarrError::Remote { status: Some(503), .. }), "{e}");
-        assert!(e.to_string().contains("503") && e.to_string().contains(&url), "{e}");
+        assert!(
+            matches!(
+                e,
+                ZarrError::Remote {
+                    status: Some(503),
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("503") && e.to_string().contains(&url),
+            "{e}"
+        );
         let e = ZarrError::from_store_message(
             url.clone(),
             "Received non-partial response when range requested".into(),
         );
         assert!(e.to_string().contains("ignores HTTP Range"), "{e}");
+        let e = ZarrError::from_store_message(
+            url.clone(),
+            "Operation not supported: Range request not supported by zarr.json".into(),
+        );
+        assert!(matches!(e, ZarrError::RangeIgnored { .. }), "{e}");
     }
 }

@@ -12,20 +12,27 @@
 //! the fill value and says so ([`ChunkFill::Empty`]); a failure is a [`ZarrError`] naming the
 //! URL or key and, for remote stores, the HTTP status.
 //!
+//! A `ZarrSource` is a [`ChunkLoader`](sluice_core::ChunkLoader); [`open`] and
+//! [`ZarrSource::lazy`] make the [`LazySource`](sluice_core::LazySource) a renderer draws,
+//! whose chunks load on sluice's loader pool, never on the render thread.
+//!
 //! The crate depends on sluice-core only (no GPU crate).
 
 mod error;
 mod ome;
+mod remote;
 mod source;
 mod store;
 
 pub use error::ZarrError;
 pub use ome::{Axis, AxisKind};
-pub use source::{ChunkFill, OpenOptions, Selection, ZarrLevel, ZarrSource};
+pub use sluice_core::ChunkFill;
+pub use source::{OpenOptions, Selection, ZarrLevel, ZarrSource};
 pub use store::{Location, StoreOptions};
 
 /// Opens the Zarr array or OME-Zarr multiscale group at `url_or_path` (a directory, `file://`,
-/// `http(s)://` or `s3://` URL) with default options. See [`ZarrSource::open`].
-pub fn open(url_or_path: &str) -> Result<ZarrSource, ZarrError> {
-    ZarrSource::open(url_or_path)
+/// `http(s)://` or `s3://` URL) with default options (see [`ZarrSource::open`]) as a lazy
+/// [`DataSource`](sluice_core::DataSource) on the process-wide loader pool and chunk cache.
+pub fn open(url_or_path: &str) -> Result<sluice_core::LazySource, ZarrError> {
+    ZarrSource::open(url_or_path)?.lazy()
 }

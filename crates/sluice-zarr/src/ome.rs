@@ -47,7 +47,10 @@ pub(crate) struct OmeMultiscale {
 
 /// Finds and parses OME-Zarr multiscale metadata in a group's attributes: `ome.multiscales`
 /// (0.5, Zarr v3) or `multiscales` (0.4, Zarr v2). `Ok(None)` where there is neither.
-pub(crate) fn parse(url: &str, attrs: &Map<String, Value>) -> Result<Option<OmeMultiscale>, ZarrError> {
+pub(crate) fn parse(
+    url: &str,
+    attrs: &Map<String, Value>,
+) -> Result<Option<OmeMultiscale>, ZarrError> {
     let invalid = |reason: String| ZarrError::Metadata {
         url: url.to_string(),
         reason,
@@ -59,7 +62,11 @@ pub(crate) fn parse(url: &str, attrs: &Map<String, Value>) -> Result<Option<OmeM
             return Ok(None);
         };
         let axes = image.axes.iter().map(axis).collect();
-        let datasets = image.datasets.iter().map(|d| dataset(url, d)).collect::<Result<_, _>>()?;
+        let datasets = image
+            .datasets
+            .iter()
+            .map(|d| dataset(url, d))
+            .collect::<Result<_, _>>()?;
         return Ok(Some(OmeMultiscale {
             version: "0.5",
             axes,
@@ -76,7 +83,11 @@ pub(crate) fn parse(url: &str, attrs: &Map<String, Value>) -> Result<Option<OmeM
             return Ok(None);
         };
         let axes = image.axes.iter().map(axis).collect();
-        let datasets = image.datasets.iter().map(|d| dataset(url, d)).collect::<Result<_, _>>()?;
+        let datasets = image
+            .datasets
+            .iter()
+            .map(|d| dataset(url, d))
+            .collect::<Result<_, _>>()?;
         return Ok(Some(OmeMultiscale {
             version: "0.4",
             axes,

@@ -3,10 +3,13 @@
 
 use std::sync::Arc;
 
-use sluice_core::{ChunkGrid, ElementType, Region, Shape};
+use sluice_core::{
+    ChunkFill, ChunkGrid, ChunkKey, ChunkLoader, ElementType, Layout, LazyOptions, LazySource,
+    Level, Region, Shape, SourceError,
+};
 use zarrs::array::{
-    codec::CodecOptions, Array, ArrayBytes, ArrayError, ArrayShardedExt, ArrayShardedReadableExt,
-    ArrayShardedReadableExtCache,
+    Array, ArrayBytes, ArrayError, ArrayShardedExt, ArrayShardedReadableExt,
+    ArrayShardedReadableExtCache, CodecOptions,
 };
 use zarrs::group::Group;
 use zarrs::storage::ReadableStorageTraits;
@@ -57,18 +60,6 @@ pub struct ZarrLevel {
     pub sharded: bool,
 }
 
-/// What [`ZarrSource::read_chunk`] found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[must_use]
-pub enum ChunkFill {
-    /// At least one selected channel's chunk was stored; the buffer holds its samples (and
-    /// the fill value where a channel's chunk was absent).
-    Data,
-    /// No selected channel's chunk is stored: the buffer holds the array's fill value. This is
-    /// absence on purpose (never written, or equal to the fill), not an error.
-    Empty,
-}
-
 struct LevelArray {
     array: Array<dyn ReadableStorageTraits>,
     /// The shard-index cache of a sharded array.
@@ -100,10 +91,14 @@ struct Opened {
 /// level, blocking, into a caller's buffer, with planar channels interleaved and edge chunks
 /// clipped to the level's shape; a chunk never written reads as the fill value and says so
 /// ([`ChunkFill::Empty`]). Cloning is cheap: clones share the opened arrays.
+///
+/// It is a [`ChunkLoader`]: [`ZarrSource::lazy`] turns it into a [`LazySource`], a
+/// [`DataSource`](sluice_core::DataSource) whose chunks load on sluice's loader pool.
 #[derive(Clone)]
 pub struct ZarrSource {
     opened: Arc<Opened>,
     selection: Selection,
+    layout: Layout,
 }
 
 impl std::fmt::Debug for ZarrSource {
@@ -142,45 +137,18 @@ impl ZarrSource {
                 }
             }
         };
-        ZarrSource {
+        with_selection(
             opened,
-            selection: Selection {
-                time: 0,
-                channels: vec![0],
+            Selection {
+                time: options.time,
+                channels,
             },
-        }
-        .with_selection(Selection {
-            time: options.time,
-            channels,
-        })
+        )
     }
 
     /// The same arrays with another time point and channels (no metadata is read again).
     pub fn with_selection(&self, selection: Selection) -> Result<ZarrSource, ZarrError> {
-        let o = &self.opened;
-        let t_len = o.time_axis.map_or(1, |a| o.levels[0].array.shape()[a]);
-        if selection.time >= t_len {
-            return Err(ZarrError::TimeOutOfRange {
-                t: selection.time,
-                len: t_len,
-            });
-        }
-        let c_len = o.channel_count();
-        let bad = |reason: &str| ZarrError::BadChannels {
-            channels: selection.channels.clone(),
-            len: c_len,
-            reason: reason.to_string(),
-        };
-        if selection.channels.is_empty() || selection.channels.len() > 4 {
-            return Err(bad("select 1 to 4 channels"));
-        }
-        if selection.channels.iter().any(|&c| c >= c_len) {
-            return Err(bad("a channel is out of range"));
-        }
-        Ok(ZarrSource {
-            opened: self.opened.clone(),
-            selection,
-        })
+        with_selection(self.opened.clone(), selection)
     }
 
     /// The time point and channels shown.
@@ -309,14 +277,31 @@ impl ZarrSource {
             }
         }
         Ok(if any_stored {
-            ChunkFill::Data
+            ChunkFill::Filled
         } else {
             ChunkFill::Empty
         })
     }
 
+    /// The lazy source of this selection on the process-wide loader pool and chunk cache: a
+    /// `DataSource` that never blocks, loading chunks as they are requested.
+    pub fn lazy(&self) -> Result<LazySource, ZarrError> {
+        Ok(LazySource::new(self.clone())?)
+    }
+
+    /// The lazy source of this selection with `options` (its own pool, cache or retries).
+    pub fn lazy_with(&self, options: LazyOptions) -> Result<LazySource, ZarrError> {
+        Ok(LazySource::with_options(self.clone(), options)?)
+    }
+
+    /// The layout sluice sees: level 0's spatial shape, the element type, the selected
+    /// channels, and every level with its chunk grid, downsampling and offset.
+    pub fn sluice_layout(&self) -> &Layout {
+        &self.layout
+    }
+
     /// Reads any `region` of `level` by reading the chunks it touches (blocking). Returns
-    /// `true` if any of them was stored.
+    /// `true` if any of them was stored. Blocks on I/O.
     pub fn read_region(
         &self,
         level: usize,
@@ -345,7 +330,7 @@ impl ZarrSource {
                 for x in lo[2]..hi[2] {
                     let cr = info.chunks.chunk_region([z, y, x], &info.shape);
                     buf.resize(cr.len() * sb, 0);
-                    any |= self.read_chunk(level, [z, y, x], &mut buf)? == ChunkFill::Data;
+                    any |= self.read_chunk(level, [z, y, x], &mut buf)? == ChunkFill::Filled;
                     let Some(part) = cr.intersection(&region) else {
                         continue;
                     };
@@ -359,7 +344,12 @@ impl ZarrSource {
     /// The Zarr chunk (or inner chunk) holding spatial chunk `index` of channel `channel` at
     /// the selected time point, and the position inside it of the samples wanted, per array
     /// axis (the spatial axes start at 0: sluice's chunks are the Zarr chunks' spatial part).
-    fn zarr_chunk_of(&self, lv: &LevelArray, index: [usize; 3], channel: u64) -> (Vec<u64>, Vec<u64>) {
+    fn zarr_chunk_of(
+        &self,
+        lv: &LevelArray,
+        index: [usize; 3],
+        channel: u64,
+    ) -> (Vec<u64>, Vec<u64>) {
         let o = &self.opened;
         let nd = lv.chunk.len();
         let mut zidx = vec![0u64; nd];
@@ -391,20 +381,24 @@ impl ZarrSource {
                 .array
                 .retrieve_chunk_if_exists::<ArrayBytes<'static>>(zidx)
                 .map_err(map)?,
+            // zarrs 0.23.14's `subchunk_byte_range` overflows on the index entry of an absent
+            // inner chunk, so absence is read from the decoded bytes instead: an inner chunk
+            // that decodes to the fill value everywhere reads exactly as an absent one, and
+            // zarr-python does not store such chunks (`write_empty_chunks` is off by default).
             Some(cache) => {
-                if lv.array.subchunk_byte_range(cache, zidx).map_err(map)?.is_none() {
-                    None
-                } else {
-                    Some(
-                        lv.array
-                            .retrieve_subchunk_opt::<ArrayBytes<'static>>(
-                                cache,
-                                zidx,
-                                &CodecOptions::default(),
-                            )
-                            .map_err(map)?,
+                let bytes = lv
+                    .array
+                    .retrieve_subchunk_opt::<ArrayBytes<'static>>(
+                        cache,
+                        zidx,
+                        &CodecOptions::default(),
                     )
-                }
+                    .map_err(map)?;
+                let all_fill = match &bytes {
+                    ArrayBytes::Fixed(raw) => lv.array.fill_value().equals_all(raw),
+                    _ => false,
+                };
+                (!all_fill).then_some(bytes)
             }
         };
         bytes
@@ -486,6 +480,66 @@ impl ZarrSource {
     }
 }
 
+/// Checks `selection` against the opened arrays and builds the layout it shows.
+fn with_selection(opened: Arc<Opened>, selection: Selection) -> Result<ZarrSource, ZarrError> {
+    let o = &opened;
+    let t_len = o.time_axis.map_or(1, |a| o.levels[0].array.shape()[a]);
+    if selection.time >= t_len {
+        return Err(ZarrError::TimeOutOfRange {
+            t: selection.time,
+            len: t_len,
+        });
+    }
+    let c_len = o.channel_count();
+    let bad = |reason: &str| ZarrError::BadChannels {
+        channels: selection.channels.clone(),
+        len: c_len,
+        reason: reason.to_string(),
+    };
+    if selection.channels.is_empty() || selection.channels.len() > 4 {
+        return Err(bad("select 1 to 4 channels"));
+    }
+    if selection.channels.iter().any(|&c| c >= c_len) {
+        return Err(bad("a channel is out of range"));
+    }
+    let base = &o.levels[0].info;
+    let layout = Layout::new(base.shape, o.element, selection.channels.len())?
+        .with_chunks(base.chunks)
+        .with_levels(o.levels[1..].iter().map(|l| {
+            Level::new(l.info.shape, l.info.downsample)
+                .with_chunks(l.info.chunks)
+                .with_offset(l.info.offset)
+        }))?;
+    Ok(ZarrSource {
+        opened,
+        selection,
+        layout,
+    })
+}
+
+impl ChunkLoader for ZarrSource {
+    fn layout(&self) -> Layout {
+        self.layout.clone()
+    }
+
+    fn load(
+        &self,
+        key: ChunkKey,
+        _region: Region,
+        dst: &mut [u8],
+    ) -> Result<ChunkFill, SourceError> {
+        Ok(self.read_chunk(key.level, key.index, dst)?)
+    }
+
+    fn fill_value(&self) -> Vec<u8> {
+        self.opened.fill.repeat(self.channels())
+    }
+
+    fn label(&self) -> String {
+        self.location()
+    }
+}
+
 impl Opened {
     fn channel_count(&self) -> u64 {
         self.channel_axis
@@ -495,7 +549,6 @@ impl Opened {
 
 /// Opens what a store's root holds: an array, or an OME-Zarr multiscale group.
 fn open_hierarchy(store: Store) -> Result<Opened, ZarrError> {
-    let url = store.location.display();
     if !root_is_group(&store)? {
         return open_plain_array(store);
     }
@@ -639,7 +692,9 @@ fn assemble(
         )));
     }
     let find = |kinds: &[AxisKind]| -> Vec<usize> {
-        (0..axes.len()).filter(|&i| kinds.contains(&axes[i].kind)).collect()
+        (0..axes.len())
+            .filter(|&i| kinds.contains(&axes[i].kind))
+            .collect()
     };
     let spatial = find(&[AxisKind::Space]);
     let times = find(&[AxisKind::Time, AxisKind::Other]);
@@ -656,7 +711,10 @@ fn assemble(
         ));
     }
     let element = element_type(&store.url_of(&arrays[0].0), &arrays[0].1)?;
-    let fill = native_to_le(arrays[0].1.fill_value().as_ne_bytes().to_vec(), element.size());
+    let fill = native_to_le(
+        arrays[0].1.fill_value().as_ne_bytes().to_vec(),
+        element.size(),
+    );
     let base_scale = arrays[0].2.clone();
     let base_translation = arrays[0].3.clone();
     let mut levels: Vec<LevelArray> = Vec::with_capacity(arrays.len());
@@ -803,7 +861,10 @@ fn regular_chunk(
     Ok((outer, false))
 }
 
-fn element_type(url: &str, array: &Array<dyn ReadableStorageTraits>) -> Result<ElementType, ZarrError> {
+fn element_type(
+    url: &str,
+    array: &Array<dyn ReadableStorageTraits>,
+) -> Result<ElementType, ZarrError> {
     use zarrs::array::data_type as dt;
     let t = array.data_type();
     let table = [
@@ -829,14 +890,17 @@ fn element_type(url: &str, array: &Array<dyn ReadableStorageTraits>) -> Result<E
 
 /// Maps a zarrs read error to the typed error it is.
 fn array_error(url: String, chunk: &[u64], e: ArrayError) -> ZarrError {
-    use zarrs::array::codec::CodecError;
+    use zarrs::array::CodecError;
     match e {
         ArrayError::StorageError(s) | ArrayError::CodecError(CodecError::StorageError(s)) => {
             ZarrError::from_store_message(url, s.to_string())
         }
         other => {
             let message = other.to_string();
-            if message.to_ascii_lowercase().contains("non-partial response") {
+            if message
+                .to_ascii_lowercase()
+                .contains("non-partial response")
+            {
                 return ZarrError::RangeIgnored { url };
             }
             ZarrError::Decode {
@@ -871,14 +935,27 @@ fn fill_channel(dst: &mut [u8], fill: &[u8], nch: usize, j: usize) {
 }
 
 /// Copies `part` (inside both) from `src` (packed `src_region`) to `dst` (packed `dst_region`).
-fn copy_sub(src: &[u8], src_region: &Region, dst: &mut [u8], dst_region: &Region, part: &Region, sb: usize) {
+fn copy_sub(
+    src: &[u8],
+    src_region: &Region,
+    dst: &mut [u8],
+    dst_region: &Region,
+    part: &Region,
+    sb: usize,
+) {
     let s = part.relative_to(src_region);
     let d = part.relative_to(dst_region);
     let row = part.size[2] * sb;
     for z in 0..part.size[0] {
         for y in 0..part.size[1] {
-            let so = (((s.origin[0] + z) * src_region.size[1] + s.origin[1] + y) * src_region.size[2] + s.origin[2]) * sb;
-            let dof = (((d.origin[0] + z) * dst_region.size[1] + d.origin[1] + y) * dst_region.size[2] + d.origin[2]) * sb;
+            let so = (((s.origin[0] + z) * src_region.size[1] + s.origin[1] + y)
+                * src_region.size[2]
+                + s.origin[2])
+                * sb;
+            let dof = (((d.origin[0] + z) * dst_region.size[1] + d.origin[1] + y)
+                * dst_region.size[2]
+                + d.origin[2])
+                * sb;
             dst[dof..dof + row].copy_from_slice(&src[so..so + row]);
         }
     }

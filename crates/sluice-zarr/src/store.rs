@@ -10,13 +10,10 @@ use object_store::http::HttpBuilder;
 use object_store::prefix::PrefixStore;
 use object_store::{ClientOptions, ObjectStore, RetryConfig};
 use zarrs::filesystem::FilesystemStore;
-use zarrs::storage::storage_adapter::async_to_sync::{
-    AsyncToSyncBlockOn, AsyncToSyncStorageAdapter,
-};
 use zarrs::storage::ReadableStorageTraits;
-use zarrs_object_store::AsyncObjectStore;
 
 use crate::error::ZarrError;
+use crate::remote::ObjectStorage;
 
 /// Where a Zarr hierarchy lives, parsed from a path or URL by [`Location::parse`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,7 +55,9 @@ impl Location {
             if parsed.host_str().is_none_or(str::is_empty) {
                 return Err(bad("an http(s) URL needs a host"));
             }
-            return Ok(Location::Http(url_or_path.trim_end_matches('/').to_string()));
+            return Ok(Location::Http(
+                url_or_path.trim_end_matches('/').to_string(),
+            ));
         }
         if url_or_path.starts_with("file://") {
             let parsed = url::Url::parse(url_or_path).map_err(|e| bad(&e.to_string()))?;
@@ -153,6 +152,7 @@ impl Store {
                 })?)
             }
             Location::Http(base) => {
+                install_tls_provider();
                 let client = ClientOptions::new()
                     .with_allow_http(true)
                     .with_timeout(options.timeout);
@@ -165,6 +165,7 @@ impl Store {
                 remote(store)?
             }
             Location::S3 { bucket, prefix } => {
+                install_tls_provider();
                 let client = ClientOptions::new()
                     .with_allow_http(options.allow_http)
                     .with_timeout(options.timeout);
@@ -211,20 +212,19 @@ impl Store {
 
 /// Wraps an object store for zarrs' synchronous API, its futures run on the shared runtime.
 fn remote<S: ObjectStore>(store: S) -> Result<Arc<dyn ReadableStorageTraits>, ZarrError> {
-    let store = Arc::new(AsyncObjectStore::new(store));
-    Ok(Arc::new(AsyncToSyncStorageAdapter::new(
-        store,
-        RuntimeBlockOn(runtime()?.handle().clone()),
+    Ok(Arc::new(ObjectStorage::new(
+        Arc::new(store),
+        runtime()?.handle().clone(),
     )))
 }
 
-/// Runs a store's futures to completion on the shared runtime, from a plain (non-async)
-/// thread: sluice's loader threads, or the caller's.
-struct RuntimeBlockOn(tokio::runtime::Handle);
-
-impl AsyncToSyncBlockOn for RuntimeBlockOn {
-    fn block_on<F: core::future::Future>(&self, future: F) -> F::Output {
-        self.0.block_on(future)
+/// reqwest (built without a default provider, to avoid compiling aws-lc) needs a rustls
+/// crypto provider before it builds a client, for `http://` too: install ring's unless the
+/// application installed one.
+fn install_tls_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Err means another thread installed one meanwhile, which serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
     }
 }
 

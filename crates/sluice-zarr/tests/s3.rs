@@ -27,9 +27,14 @@ impl Drop for Moto {
 /// Starts `moto_server` (next to the fixtures' Python, or `SLUICE_MOTO`) on a free loopback
 /// port; `None`, after saying why, where moto is not installed.
 fn start_moto() -> Option<Moto> {
-    let exe = std::env::var_os("SLUICE_MOTO").map(PathBuf::from).unwrap_or_else(|| {
-        python().parent().map(|p| p.join("moto_server")).unwrap_or_else(|| "moto_server".into())
-    });
+    let exe = std::env::var_os("SLUICE_MOTO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            python()
+                .parent()
+                .map(|p| p.join("moto_server"))
+                .unwrap_or_else(|| "moto_server".into())
+        });
     if !exe.exists() {
         assert!(
             std::env::var("SLUICE_REQUIRE_ZARR").as_deref() != Ok("1"),
@@ -42,7 +47,11 @@ fn start_moto() -> Option<Moto> {
         );
         return None;
     }
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let child = Command::new(&exe)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
         .stdout(Stdio::null())
@@ -52,7 +61,10 @@ fn start_moto() -> Option<Moto> {
     let moto = Moto { child, port };
     let start = Instant::now();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(60), "moto_server did not listen on {port} within 60 s");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "moto_server did not listen on {port} within 60 s"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     Some(moto)
@@ -78,10 +90,22 @@ fn sharded_array_and_ome_group_read_from_s3() {
     let Some(moto) = start_moto() else { return };
     let endpoint = format!("http://127.0.0.1:{}", moto.port);
     let out = Command::new(python())
-        .args(["-c", UPLOAD, &endpoint, "sluice", dir.to_str().unwrap(), "v3_sharded.zarr", "ome04.zarr"])
+        .args([
+            "-c",
+            UPLOAD,
+            &endpoint,
+            "sluice",
+            dir.to_str().unwrap(),
+            "v3_sharded.zarr",
+            "ome04.zarr",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "upload failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "upload failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let options = OpenOptions {
         store: StoreOptions {
@@ -106,7 +130,11 @@ fn sharded_array_and_ome_group_read_from_s3() {
             for r in 0..32 {
                 for c in 0..32 {
                     let (gy, gx) = ((y * 32 + r) as u64, (x * 32 + c) as u64);
-                    let want = if absent { 9u16.to_le_bytes().to_vec() } else { value(&[gy, gx], 12, "uint16") };
+                    let want = if absent {
+                        9u16.to_le_bytes().to_vec()
+                    } else {
+                        value(&[gy, gx], 12, "uint16")
+                    };
                     let i = (r * 32 + c) * 2;
                     assert_eq!(&buf[i..i + 2], want.as_slice(), "({gy}, {gx})");
                 }
@@ -118,7 +146,8 @@ fn sharded_array_and_ome_group_read_from_s3() {
     assert_eq!(ome.ome_version(), Some("0.4"));
     let level = ome.level(1).unwrap().clone();
     let mut buf = vec![0u8; level.shape.len() * 4];
-    ome.read_region(1, level.shape.full_region(), &mut buf).unwrap();
+    ome.read_region(1, level.shape.full_region(), &mut buf)
+        .unwrap();
     let seed = m["ome04.zarr"]["levels"][1]["seed"].as_i64().unwrap();
     for y in 0..level.shape.height() as u64 {
         for x in 0..level.shape.width() as u64 {

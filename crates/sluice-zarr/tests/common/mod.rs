@@ -81,7 +81,12 @@ pub fn manifest(dir: &Path) -> serde_json::Value {
 pub fn value(index: &[u64], seed: i64, dtype: &str) -> Vec<u8> {
     const PRIMES: [i64; 5] = [7919, 1009, 131, 31, 3];
     let primes = &PRIMES[5 - index.len()..];
-    let v: i64 = seed + index.iter().zip(primes).map(|(&i, &p)| i as i64 * p).sum::<i64>();
+    let v: i64 = seed
+        + index
+            .iter()
+            .zip(primes)
+            .map(|(&i, &p)| i as i64 * p)
+            .sum::<i64>();
     match dtype {
         "float32" => (((v % (1 << 20)) as f32) * 0.25).to_le_bytes().to_vec(),
         "uint8" => vec![(v % 256) as u8],
@@ -226,7 +231,11 @@ fn serve(
         let path = target.split('?').next().unwrap_or("/").to_string();
         if let Some(&status) = faults.status.lock().unwrap().get(&path) {
             let msg = format!("injected {status}");
-            write!(out, "HTTP/1.1 {status} Injected\r\nContent-Length: {}\r\n\r\n{msg}", msg.len())?;
+            write!(
+                out,
+                "HTTP/1.1 {status} Injected\r\nContent-Length: {}\r\n\r\n{msg}",
+                msg.len()
+            )?;
             continue;
         }
         let file = root.join(path.trim_start_matches('/'));
@@ -248,7 +257,11 @@ fn serve(
         let (status, slice, extra) = match span {
             Some((a, b)) => {
                 ranged.fetch_add(1, Ordering::Relaxed);
-                ("206 Partial Content", &data[a..=b], format!("Content-Range: bytes {a}-{b}/{total}\r\n"))
+                (
+                    "206 Partial Content",
+                    &data[a..=b],
+                    format!("Content-Range: bytes {a}-{b}/{total}\r\n"),
+                )
             }
             None => ("200 OK", &data[..], String::new()),
         };
@@ -276,6 +289,10 @@ fn parse_range(spec: &str, total: usize) -> Option<(usize, usize)> {
         return Some((total.saturating_sub(n), total - 1));
     }
     let a: usize = a.parse().ok()?;
-    let b = if b.is_empty() { total - 1 } else { b.parse::<usize>().ok()?.min(total - 1) };
+    let b = if b.is_empty() {
+        total - 1
+    } else {
+        b.parse::<usize>().ok()?.min(total - 1)
+    };
     (a <= b).then_some((a, b))
 }
