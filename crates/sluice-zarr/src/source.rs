@@ -429,7 +429,8 @@ impl ZarrSource {
     ) -> Result<(), ZarrError> {
         let o = &self.opened;
         let nd = lv.chunk.len();
-        // C-order element strides of the chunk.
+        // C-order element strides of the chunk (its bytes were checked to fit in usize when
+        // the array was opened, so these products do not overflow).
         let mut strides = vec![1usize; nd];
         for a in (0..nd.saturating_sub(1)).rev() {
             strides[a] = strides[a + 1] * lv.chunk[a + 1] as usize;
@@ -750,6 +751,16 @@ fn assemble(
             }
         }
         let (chunk, sharded) = regular_chunk(&aurl, &array)?;
+        // A decoded chunk must fit in memory: this bounds every index computed inside one.
+        chunk
+            .iter()
+            .try_fold(element.size(), |acc, &c| {
+                acc.checked_mul(usize::try_from(c).ok()?)
+            })
+            .ok_or_else(|| ZarrError::TooLarge {
+                url: aurl.clone(),
+                what: format!("a chunk of shape {chunk:?} x {} bytes", element.size()),
+            })?;
         let dims: Vec<usize> = spatial
             .iter()
             .map(|&a| usize::try_from(array.shape()[a]))
