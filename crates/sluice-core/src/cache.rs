@@ -172,6 +172,24 @@ impl ChunkCache {
         Ok(())
     }
 
+    /// Drops one chunk.
+    pub(crate) fn remove(&self, source: SourceKey, key: ChunkKey) {
+        self.inner.lock().remove(&(source, key));
+    }
+
+    /// The empty chunks of `source` held now.
+    pub(crate) fn empty_keys(&self, source: SourceKey) -> Vec<ChunkKey> {
+        let state = self.inner.lock();
+        let mut keys: Vec<ChunkKey> = state
+            .entries
+            .iter()
+            .filter(|((s, _), e)| *s == source && matches!(e.data, Cached::Empty))
+            .map(|((_, k), _)| *k)
+            .collect();
+        keys.sort();
+        keys
+    }
+
     /// Drops every chunk of `source` (a lazy source that was dropped).
     pub(crate) fn remove_source(&self, source: SourceKey) {
         let mut state = self.inner.lock();
@@ -225,6 +243,65 @@ mod tests {
         assert_eq!(cache.resident_bytes(), 250);
         assert_eq!(cache.evictions(), 2);
         assert_eq!(cache.peak_bytes(), 300);
+    }
+
+    /// A reference model: chunks in recency order, oldest first.
+    #[derive(Default)]
+    struct Model {
+        order: Vec<(u64, ChunkKey, usize)>,
+    }
+
+    impl Model {
+        fn bytes(&self) -> usize {
+            self.order.iter().map(|(_, _, n)| n).sum()
+        }
+        fn get(&mut self, s: u64, k: ChunkKey) -> bool {
+            let Some(i) = self.order.iter().position(|(a, b, _)| (*a, *b) == (s, k)) else {
+                return false;
+            };
+            let e = self.order.remove(i);
+            self.order.push(e);
+            true
+        }
+        fn insert(&mut self, s: u64, k: ChunkKey, n: usize, budget: usize) {
+            self.order.retain(|(a, b, _)| (*a, *b) != (s, k));
+            while self.bytes() + n > budget && !self.order.is_empty() {
+                self.order.remove(0);
+            }
+            self.order.push((s, k, n));
+        }
+    }
+
+    #[test]
+    fn eviction_matches_a_least_recently_used_model_under_random_use() {
+        for seed in 1..=40u64 {
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut rng = move |n: u64| {
+                x ^= x >> 12;
+                x ^= x << 25;
+                x ^= x >> 27;
+                x.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+            };
+            let budget = 200 + rng(800) as usize;
+            let cache = ChunkCache::new(budget);
+            let mut model = Model::default();
+            for _ in 0..300 {
+                let s = 1 + rng(3);
+                let k = key(rng(12) as usize);
+                if rng(3) == 0 {
+                    assert_eq!(cache.get(s, k).is_some(), model.get(s, k), "seed {seed}");
+                } else {
+                    let n = rng(budget as u64 / 2) as usize;
+                    let data = if n == 0 { Cached::Empty } else { chunk(n) };
+                    cache.insert(s, k, data).unwrap();
+                    model.insert(s, k, n, budget);
+                }
+                assert_eq!(cache.resident_bytes(), model.bytes(), "seed {seed}");
+                assert!(cache.resident_bytes() <= budget, "seed {seed}");
+                assert_eq!(cache.len(), model.order.len(), "seed {seed}");
+            }
+            assert!(cache.peak_bytes() <= budget);
+        }
     }
 
     #[test]

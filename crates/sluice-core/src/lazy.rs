@@ -82,12 +82,25 @@ impl SourceCore {
             return Ok(cached);
         }
         let region = key.region(&self.layout)?;
-        let bytes = region
-            .len()
-            .checked_mul(self.layout.sample_bytes())
+        let bytes = region.size[0]
+            .checked_mul(region.size[1])
+            .and_then(|n| n.checked_mul(region.size[2]))
+            .and_then(|n| n.checked_mul(self.layout.sample_bytes()))
             .ok_or_else(|| {
-                SourceError::custom(format!("{key}: region {region} overflows usize bytes"))
+                SourceError::custom(format!(
+                    "{}: {key} ({region}) has more bytes than usize holds",
+                    self.label
+                ))
             })?;
+        // Refuse before allocating: a chunk the cache cannot hold is an error, not an abort.
+        if bytes > self.cache.budget() {
+            return Err(SourceError::ChunkOverBudget {
+                label: self.label.clone(),
+                key,
+                bytes,
+                budget: self.cache.budget(),
+            });
+        }
         let cached = if key.level >= self.computed_from {
             let mut dst = vec![0u8; bytes];
             self.compute_from_finer(key, region, &mut dst)?;
@@ -224,11 +237,14 @@ impl LazySource {
             .with_levels(layout.levels()[1..].iter().copied())?;
         let fill = loader.fill_value();
         if fill.len() != layout.sample_bytes() {
-            return Err(SourceError::BufferSize {
-                region: Region::default(),
-                expected: layout.sample_bytes(),
-                got: fill.len(),
-            });
+            return Err(SourceError::custom(format!(
+                "{}: fill value of {} bytes, but one sample ({} x {}) is {} bytes",
+                loader.label(),
+                fill.len(),
+                layout.channels(),
+                layout.element(),
+                layout.sample_bytes()
+            )));
         }
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let core = Arc::new(SourceCore {
@@ -256,9 +272,72 @@ impl LazySource {
         self.core.loader_calls.load(Ordering::Relaxed)
     }
 
+    /// Forgets chunks so that they load again: their cached bytes (or emptiness) and failures
+    /// are dropped, those still wanted are queued, and their level-0 footprint is reported
+    /// changed. For a store that is still being written: a watcher that sees a chunk appear
+    /// (see [`LazySource::empty_chunks`]) invalidates it. A load of one of them already running
+    /// is not interrupted; its result is kept.
+    pub fn invalidate(&self, keys: &[ChunkKey]) {
+        self.pool.invalidate(self.core.id, keys);
+        let mut changes = self.changes.lock();
+        for key in keys {
+            if let Some(region) = level0_footprint(&self.core.layout, *key) {
+                changes.record(region);
+            }
+        }
+    }
+
+    /// The chunks that loaded as empty (absent on purpose) and are still cached, in key order.
+    pub fn empty_chunks(&self) -> Vec<ChunkKey> {
+        self.core.cache.empty_keys(self.core.id)
+    }
+
     /// The cache the chunks live in.
     pub fn cache(&self) -> &ChunkCache {
         &self.core.cache
+    }
+
+    /// Copies the resident chunks of a checked request into `dst`, the failed ones as the
+    /// fill value; returns the chunks still to load.
+    fn copy_resident(&self, request: &ReadRequest<'_>, dst: &mut [u8]) -> Vec<ChunkWant> {
+        let layout = &self.core.layout;
+        let level = &layout.levels()[request.level];
+        let grid: ChunkGrid = level.chunks;
+        let (lo, hi) = grid.chunks_touched(&request.region);
+        let sb = layout.sample_bytes();
+        let mut missing = Vec::new();
+        for z in lo[0]..hi[0] {
+            for y in lo[1]..hi[1] {
+                for x in lo[2]..hi[2] {
+                    let key = ChunkKey::new(request.level, [z, y, x]);
+                    let chunk_region = grid.chunk_region(key.index, &level.shape);
+                    let Some(part) = chunk_region.intersection(&request.region) else {
+                        continue;
+                    };
+                    if self
+                        .copy_part(key, &chunk_region, &part, &request.region, dst)
+                        .is_some()
+                    {
+                        continue;
+                    }
+                    if let Some(ChunkStatus::Failed(_)) =
+                        self.pool.scheduled_status(self.core.id, key)
+                    {
+                        let row = part.size[2] * sb;
+                        for pz in 0..part.size[0] {
+                            for py in 0..part.size[1] {
+                                let at = [part.origin[0] + pz, part.origin[1] + py, part.origin[2]];
+                                let d = offset(&request.region, at, sb);
+                                fill_row(&mut dst[d..d + row], &self.core.fill);
+                            }
+                        }
+                    } else {
+                        missing.push(ChunkWant::visible(key, 0.0));
+                    }
+                }
+            }
+        }
+        missing
     }
 
     /// Writes `part` (inside chunk `key`'s region `chunk_region`) of a resident chunk into
@@ -321,15 +400,15 @@ fn level0_footprint(layout: &Layout, key: ChunkKey) -> Option<Region> {
     let level = layout.levels().get(key.level)?;
     let d0 = layout.shape().padded();
     let mut r = Region::default();
-    for a in 0..3 {
+    for (a, &d) in d0.iter().enumerate() {
         let ds = level.downsample[a];
         let lo = ((region.origin[a] as f64 * ds + level.offset[a])
             .floor()
             .max(0.0) as usize)
-            .min(d0[a] - 1);
+            .min(d - 1);
         let end = (((region.origin[a] + region.size[a]) as f64 * ds + level.offset[a]).ceil()
             as usize)
-            .clamp(lo + 1, d0[a]);
+            .clamp(lo + 1, d);
         r.origin[a] = lo;
         r.size[a] = end - lo;
     }
@@ -350,63 +429,23 @@ impl DataSource for LazySource {
     }
 
     fn read(&self, request: &ReadRequest<'_>, dst: &mut [u8]) -> Result<ReadStatus, SourceError> {
-        let layout = &self.core.layout;
-        check_read(layout, request, dst.len())?;
-        let level = &layout.levels()[request.level];
-        let grid: ChunkGrid = level.chunks;
-        let (lo, hi) = grid.chunks_touched(&request.region);
-        let mut missing = Vec::new();
-        for z in lo[0]..hi[0] {
-            for y in lo[1]..hi[1] {
-                for x in lo[2]..hi[2] {
-                    let key = ChunkKey::new(request.level, [z, y, x]);
-                    let chunk_region = grid.chunk_region(key.index, &level.shape);
-                    let Some(part) = chunk_region.intersection(&request.region) else {
-                        continue;
-                    };
-                    if self
-                        .copy_part(key, &chunk_region, &part, &request.region, dst)
-                        .is_some()
-                    {
-                        continue;
-                    }
-                    match self.pool.scheduled_status(self.core.id, key) {
-                        Some(ChunkStatus::Failed(_)) => {
-                            let sb = layout.sample_bytes();
-                            let row = part.size[2] * sb;
-                            for pz in 0..part.size[0] {
-                                for py in 0..part.size[1] {
-                                    let at =
-                                        [part.origin[0] + pz, part.origin[1] + py, part.origin[2]];
-                                    let d = offset(&request.region, at, sb);
-                                    fill_row(&mut dst[d..d + row], &self.core.fill);
-                                }
-                            }
-                        }
-                        _ => missing.push(ChunkWant::visible(key, 0.0)),
-                    }
-                }
+        check_read(&self.core.layout, request, dst.len())?;
+        loop {
+            let missing = self.copy_resident(request, dst);
+            if missing.is_empty() {
+                return Ok(ReadStatus::Ready);
+            }
+            // Pending only if a missing chunk is still to settle, so that its loader wakes the
+            // caller; if they all settled between the look and the request, look again (an
+            // evicted one is queued again, which ends the loop).
+            let waker = request.waker;
+            if self
+                .pool
+                .request(self.core.id, self.core.reader, &missing, waker, true)
+            {
+                return Ok(ReadStatus::Pending);
             }
         }
-        if missing.is_empty() {
-            return Ok(ReadStatus::Ready);
-        }
-        self.pool.request(
-            self.core.id,
-            self.core.reader,
-            &missing,
-            request.waker,
-            true,
-        );
-        // A chunk may have settled between the look and the request: then no loader will
-        // wake the caller, so wake it now and let it read again.
-        if missing.iter().all(|w| {
-            let status = self.chunk_status(w.key);
-            status.is_resident() || matches!(status, ChunkStatus::Failed(_))
-        }) {
-            request.waker.wake_by_ref();
-        }
-        Ok(ReadStatus::Pending)
     }
 
     fn lend(
@@ -416,7 +455,7 @@ impl DataSource for LazySource {
     ) -> Result<LendOutcome, SourceError> {
         let layout = &self.core.layout;
         let sb = layout.sample_bytes();
-        let bytes_needed = request.region.len().checked_mul(sb).unwrap_or(usize::MAX);
+        let bytes_needed = request.region.len().saturating_mul(sb);
         check_read(layout, request, bytes_needed)?;
         let level = &layout.levels()[request.level];
         let (lo, hi) = level.chunks.chunks_touched(&request.region);
@@ -456,7 +495,8 @@ impl DataSource for LazySource {
         for want in wants {
             want.key.region(&self.core.layout)?;
         }
-        self.pool
+        let _queued = self
+            .pool
             .request(self.core.id, consumer, wants, waker, false);
         Ok(())
     }

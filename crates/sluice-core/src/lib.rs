@@ -10,6 +10,14 @@
 //! [`HostCopyPolicy`]), [`MmapSource`] (`.npy` and raw files, mapped read-only), and
 //! [`CropSource`] (a window onto another source). The GPU side (`sluice-render`) consumes them.
 //!
+//! Data bigger than memory is a [`LazySource`]: a [`ChunkLoader`] (one blocking "fill this
+//! chunk of this level" function) run on a shared [`LoaderPool`] into a shared [`ChunkCache`]
+//! under a byte budget, in the order consumers ask for with
+//! [`DataSource::request_chunks`] ([`ChunkWant`]s of [`ChunkKey`]s by [`Tier`]). Reads never
+//! wait on a loader; [`ChunkStatus`] says where each chunk stands. [`ProceduralLoader`] computes
+//! chunks with a closure; [`SourceLoader`] with [`LazySource::pyramid`] reads a huge file chunk by
+//! chunk and builds coarser levels lazily.
+//!
 //! Errors are [`SourceError`]s that name the shapes, regions, types and limits involved;
 //! nothing that fails changes the caller's data or the source.
 //!

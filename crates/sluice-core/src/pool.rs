@@ -281,7 +281,8 @@ impl LoaderPool {
         self.shared_state().state.lock().sources.remove(&source);
     }
 
-    /// Replaces `consumer`'s wanted set (`add` false) or adds to it (`add` true).
+    /// Replaces `consumer`'s wanted set (`add` false) or adds to it (`add` true). Returns
+    /// whether one of `wants` is now queued or loading (so that its settling wakes `waker`).
     pub(crate) fn request(
         &self,
         source: SourceKey,
@@ -289,12 +290,12 @@ impl LoaderPool {
         wants: &[ChunkWant],
         waker: &Waker,
         add: bool,
-    ) {
+    ) -> bool {
         let shared = self.shared_state();
         let mut guard = shared.state.lock();
         let state = &mut *guard;
         let Some(sched) = state.sources.get_mut(&source) else {
-            return;
+            return false;
         };
         let mut new: HashMap<ChunkKey, ChunkWant> = HashMap::with_capacity(wants.len());
         for w in wants {
@@ -309,7 +310,8 @@ impl LoaderPool {
             }
             entry.wakers.push(waker.clone());
         }
-        let mut affected: Vec<ChunkKey> = new.keys().copied().collect();
+        // In the stated order, so that equal wants load in that order.
+        let mut affected: Vec<ChunkKey> = wants.iter().map(|w| w.key).collect();
         if add {
             for (k, w) in new {
                 entry
@@ -326,10 +328,16 @@ impl LoaderPool {
         for key in affected {
             queued_any |= sched.reconcile(&mut state.seq, key);
         }
+        let pending = wants.iter().any(|w| {
+            sched.loading.contains(&w.key)
+                || sched.queued.contains_key(&w.key)
+                || sched.backoff.contains_key(&w.key)
+        });
         drop(guard);
         if queued_any {
             shared.wake.notify_all();
         }
+        pending
     }
 
     /// Forgets `consumer`'s wanted set and wakers.
@@ -389,6 +397,26 @@ impl LoaderPool {
         }
         p.failed.sort_by_key(|(k, _)| *k);
         p
+    }
+
+    /// Forgets `keys` (cached bytes, emptiness, failure) and queues those still wanted.
+    pub(crate) fn invalidate(&self, source: SourceKey, keys: &[ChunkKey]) {
+        let shared = self.shared_state();
+        let mut guard = shared.state.lock();
+        let state = &mut *guard;
+        let Some(sched) = state.sources.get_mut(&source) else {
+            return;
+        };
+        let mut queued_any = false;
+        for key in keys {
+            sched.failed.remove(key);
+            sched.core.cache.remove(source, *key);
+            queued_any |= sched.reconcile(&mut state.seq, *key);
+        }
+        drop(guard);
+        if queued_any {
+            shared.wake.notify_all();
+        }
     }
 
     /// Forgets the source's failed chunks and queues those still wanted; returns the keys.
