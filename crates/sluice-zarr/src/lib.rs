@@ -16,6 +16,9 @@
 //! [`ZarrSource::lazy`] make the [`LazySource`](sluice_core::LazySource) a renderer draws,
 //! whose chunks load on sluice's loader pool, never on the render thread.
 //!
+//! A store still being written is watched with [`ZarrSource::watch`]: chunks that loaded
+//! empty are checked again every poll interval and load once they appear.
+//!
 //! The crate depends on sluice-core only (no GPU crate).
 
 mod error;
@@ -23,12 +26,14 @@ mod ome;
 mod remote;
 mod source;
 mod store;
+mod watch;
 
 pub use error::ZarrError;
 pub use ome::{Axis, AxisKind};
 pub use sluice_core::ChunkFill;
 pub use source::{OpenOptions, Selection, ZarrLevel, ZarrSource};
 pub use store::{Location, StoreOptions};
+pub use watch::Watcher;
 
 /// Opens the Zarr array or OME-Zarr multiscale group at `url_or_path` (a directory, `file://`,
 /// `http(s)://` or `s3://` URL) with default options (see [`ZarrSource::open`]) as a lazy
