@@ -41,6 +41,11 @@ pub mod interop {
     pub use sluice_interop::*;
 }
 
+/// Zarr v2/v3 arrays and OME-Zarr multiscale groups, from a directory, HTTP or S3
+/// (feature `zarr`): `sluice::zarr::open(url_or_path)` picks the store from the location.
+#[cfg(feature = "zarr")]
+pub use sluice_zarr as zarr;
+
 /// The names most programs need.
 pub mod prelude {
     pub use sluice_core::ndarray::{Array1, Array2, Array3};
