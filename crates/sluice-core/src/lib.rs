@@ -36,6 +36,7 @@ mod lazy;
 mod loader;
 mod mmap;
 mod npy;
+mod pages;
 mod plan;
 mod pool;
 mod pyramid;
@@ -43,6 +44,7 @@ mod region;
 mod residency;
 mod rows;
 mod source;
+mod visibility;
 
 pub use array::{ArraySource, HostCopyPolicy};
 pub use cache::{ChunkCache, DEFAULT_CACHE_BYTES};
@@ -57,6 +59,7 @@ pub use lazy::{LazyOptions, LazySource};
 pub use loader::{ChunkFill, ChunkLoader, ProceduralLoader, SourceLoader};
 pub use mmap::MmapSource;
 pub use npy::npy_header;
+pub use pages::{PageGrid, PageKey, PagingError, DEFAULT_PAGE_2D, DEFAULT_PAGE_3D};
 pub use plan::{plan_chunked, plan_exact, UploadPlan};
 pub use pool::{default_threads, LoaderPool, RetryPolicy};
 pub use region::{Region, Shape};
@@ -66,6 +69,11 @@ pub use residency::{TimelineSemaphore, VulkanMemory};
 pub use source::{
     check_read, noop_waker, ConsumerId, DataSource, HostView, LendOutcome, ReadRequest, ReadStatus,
     Readable, SharedSource,
+};
+
+pub use visibility::{
+    choose_level, chunk_wants, visible_pages_2d, visible_pages_3d, Camera3d, LevelPolicy, Mat4,
+    Options2d, PageWant, View2d, ViewPages,
 };
 
 /// Re-exported so users name the same `f16` type sources store.
