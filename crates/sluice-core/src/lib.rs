@@ -24,6 +24,7 @@
 //! `unsafe` appears once, in [`MmapSource`]'s file mapping.
 
 mod array;
+mod atlas;
 mod cache;
 mod changes;
 mod chunk;
@@ -47,6 +48,9 @@ mod source;
 mod visibility;
 
 pub use array::{ArraySource, HostCopyPolicy};
+pub use atlas::{
+    AtlasAllocator, AtlasSourceId, Fallback, FramePlan, PageEviction, PageUpload, SourceFrame,
+};
 pub use cache::{ChunkCache, DEFAULT_CACHE_BYTES};
 pub use changes::{ChangeLog, Changes, Version};
 pub use chunk::{ChunkFailure, ChunkKey, ChunkProgress, ChunkStatus, ChunkWant, Tier};

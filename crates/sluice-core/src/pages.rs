@@ -219,7 +219,7 @@ impl PageGrid {
     }
 
     /// The level of `layout` a key names, or [`PagingError::NoSuchLevel`].
-    pub(crate) fn level<'a>(layout: &'a Layout, level: usize) -> Result<&'a Level, PagingError> {
+    pub(crate) fn level(layout: &Layout, level: usize) -> Result<&Level, PagingError> {
         let levels = layout.levels();
         levels.get(level).ok_or(PagingError::NoSuchLevel {
             level,
@@ -242,9 +242,9 @@ impl PageGrid {
     pub fn interior(&self, layout: &Layout, key: PageKey) -> Result<Region, PagingError> {
         let d = self.check(layout, key)?.padded();
         let mut r = Region::default();
-        for a in 0..3 {
+        for (a, &extent) in d.iter().enumerate() {
             r.origin[a] = key.index[a] * self.page[a];
-            r.size[a] = self.page[a].min(d[a] - r.origin[a]);
+            r.size[a] = self.page[a].min(extent - r.origin[a]);
         }
         Ok(r)
     }
@@ -256,11 +256,11 @@ impl PageGrid {
         let d = self.check(layout, key)?.padded();
         let inner = self.interior(layout, key)?;
         let mut r = inner;
-        for a in 3 - self.ndim..3 {
+        for (a, &extent) in d.iter().enumerate().skip(3 - self.ndim) {
             let lo = inner.origin[a].saturating_sub(self.border);
             let hi = (inner.origin[a] + inner.size[a])
                 .saturating_add(self.border)
-                .min(d[a]);
+                .min(extent);
             r.origin[a] = lo;
             r.size[a] = hi - lo;
         }
@@ -275,8 +275,8 @@ impl PageGrid {
         let inner = self.interior(layout, key)?;
         let outer = self.sample_region(layout, key)?;
         let mut off = [0; 3];
-        for a in 3 - self.ndim..3 {
-            off[a] = self.border - (inner.origin[a] - outer.origin[a]);
+        for (a, o) in off.iter_mut().enumerate().skip(3 - self.ndim) {
+            *o = self.border - (inner.origin[a] - outer.origin[a]);
         }
         Ok(off)
     }
