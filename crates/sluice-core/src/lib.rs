@@ -63,7 +63,7 @@ pub use lazy::{LazyOptions, LazySource};
 pub use loader::{ChunkFill, ChunkLoader, ProceduralLoader, SourceLoader};
 pub use mmap::MmapSource;
 pub use npy::npy_header;
-pub use pages::{PageGrid, PageKey, PagingError, DEFAULT_PAGE_2D, DEFAULT_PAGE_3D};
+pub use pages::{PageGrid, PageKey, PageState, PagingError, DEFAULT_PAGE_2D, DEFAULT_PAGE_3D};
 pub use plan::{plan_chunked, plan_exact, UploadPlan};
 pub use pool::{default_threads, LoaderPool, RetryPolicy};
 pub use region::{Region, Shape};

@@ -10,9 +10,21 @@
 
 use std::fmt;
 
-use crate::chunk::ChunkKey;
+use crate::chunk::{ChunkFailure, ChunkKey, ChunkStatus};
 use crate::layout::{Layout, Level};
 use crate::region::{Region, Shape};
+use crate::source::DataSource;
+
+/// Where one page stands on the host, from the statuses of the chunks it needs.
+#[derive(Clone, Debug)]
+pub enum PageState {
+    /// Every chunk is ready or empty: the page can be staged and uploaded now.
+    Ready,
+    /// Some chunk is queued, loading or not requested yet.
+    Pending,
+    /// A chunk failed after its last retry: the page shows the source's fill.
+    Failed(ChunkKey, ChunkFailure),
+}
 
 /// A planning error of the paging layer: names the page, level, sizes or budgets involved.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -302,6 +314,30 @@ impl PageGrid {
         Ok(out)
     }
 
+    /// Where page `key` of `source` (whose layout is `layout`) stands: ready when every chunk
+    /// of [`PageGrid::chunks_needed`] is ready or empty, failed when one failed (the first in
+    /// grid order), pending otherwise. Asks [`DataSource::chunk_status`] once per chunk.
+    pub fn page_state(
+        &self,
+        layout: &Layout,
+        source: &dyn DataSource,
+        key: PageKey,
+    ) -> Result<PageState, PagingError> {
+        let mut pending = false;
+        for chunk in self.chunks_needed(layout, key)? {
+            match source.chunk_status(chunk) {
+                ChunkStatus::Ready | ChunkStatus::Empty => {}
+                ChunkStatus::Failed(f) => return Ok(PageState::Failed(chunk, f)),
+                _ => pending = true,
+            }
+        }
+        Ok(if pending {
+            PageState::Pending
+        } else {
+            PageState::Ready
+        })
+    }
+
     /// The box page `key`'s interior covers, in level-0 sample coordinates (numpy order,
     /// padded): `(low corner, high corner)`, from the level's offset and downsample.
     pub fn level0_box(
@@ -461,6 +497,61 @@ mod tests {
             })
             .sum();
         assert_eq!(covered, region.len());
+    }
+
+    #[test]
+    fn page_state_follows_the_chunks_of_a_lazy_source() {
+        use crate::loader::{ChunkFill, ProceduralLoader};
+        use crate::source::{noop_waker, ConsumerId};
+        use crate::visibility::{chunk_wants, PageWant};
+        use crate::{error::SourceError, LazySource, Tier};
+        // Strips of 8 rows; strip 40 (rows 320..328) cannot be decoded.
+        let layout = image(600, 1000, [8, 1000]);
+        let loader = ProceduralLoader::new(layout.clone(), |key, _region, dst| {
+            if key.index[1] == 40 {
+                return Err(SourceError::Decode {
+                    url_or_key: format!("{key}"),
+                    reason: "bad bytes".into(),
+                });
+            }
+            dst.fill(7);
+            Ok(ChunkFill::Filled)
+        });
+        let source = LazySource::new(loader).unwrap();
+        let g = PageGrid::new(2, &[256, 256], 1).unwrap();
+        let (good, bad) = (PageKey::new(0, [0, 0, 0]), PageKey::new(0, [0, 1, 0]));
+        assert!(matches!(
+            g.page_state(&layout, &source, good).unwrap(),
+            PageState::Pending
+        ));
+        let pages = [
+            PageWant {
+                key: good,
+                tier: Tier::Visible,
+                distance: 0.0,
+            },
+            PageWant {
+                key: bad,
+                tier: Tier::Visible,
+                distance: 1.0,
+            },
+        ];
+        let wants = chunk_wants(&layout, &g, &pages).unwrap();
+        source
+            .request_chunks(ConsumerId::next(), &wants, noop_waker())
+            .unwrap();
+        let start = std::time::Instant::now();
+        loop {
+            let a = g.page_state(&layout, &source, good).unwrap();
+            let b = g.page_state(&layout, &source, bad).unwrap();
+            if let (PageState::Ready, PageState::Failed(key, f)) = (&a, &b) {
+                assert_eq!(*key, ChunkKey::new(0, [0, 40, 0]));
+                assert!(f.error.to_string().contains("bad bytes"));
+                break;
+            }
+            assert!(start.elapsed().as_secs() < 30, "{a:?} {b:?}");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     #[test]

@@ -394,6 +394,11 @@ fn box_visible(m: &Mat4, lo: [f64; 3], hi: [f64; 3]) -> bool {
 /// is doubled (coarser levels everywhere) until it fits, so the result never exceeds the
 /// budget.
 ///
+/// The wanted set holds every page the walk visited: a refined page stays wanted next to its
+/// finer pages (it is what they fall back to while they load). A level lock or bias that keeps
+/// the set over the budget however coarse the footprint gives way to the budget: only the
+/// coarsest level's pages are then wanted.
+///
 /// Fails with [`PagingError::OverBudget`] if even the coarsest level's visible pages exceed the
 /// budget, and [`PagingError::InvalidView`] for a non-finite matrix or footprint.
 pub fn visible_pages_3d(
@@ -449,8 +454,11 @@ pub fn visible_pages_3d(
         });
     }
 
+    // A lock or a negative bias may keep pages fine whatever the footprint: after this many
+    // doublings the budget wins and only the coarsest level is drawn.
+    const MAX_DOUBLINGS: u32 = 64;
     let mut scale = 1.0_f64;
-    loop {
+    for _ in 0..=MAX_DOUBLINGS {
         let mut wanted: HashMap<PageKey, PageWant> = base.iter().map(|w| (w.key, *w)).collect();
         let mut stack: Vec<PageWant> = base.clone();
         let mut finest = coarsest;
@@ -504,6 +512,13 @@ pub fn visible_pages_3d(
         }
         scale *= 2.0;
     }
+    let mut wants = base;
+    wants.sort_by(PageWant::load_order);
+    Ok(ViewPages {
+        level: coarsest,
+        footprint: f64::INFINITY,
+        wants,
+    })
 }
 
 /// The storage chunks a set of pages needs, each once with its most urgent want (a chunk
