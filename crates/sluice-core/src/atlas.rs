@@ -26,7 +26,7 @@ use crate::visibility::PageWant;
 pub struct AtlasSourceId(pub usize);
 
 /// One source's wanted pages for a frame.
-pub struct SourceFrame<'a> {
+pub struct AtlasFrame<'a> {
     /// The source.
     pub source: AtlasSourceId,
     /// Its wanted pages (several visuals of one source may each give a frame; they merge).
@@ -59,7 +59,7 @@ pub struct PageEviction {
 
 /// What to draw for one wanted page this frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Fallback {
+pub struct PageFallback {
     /// The source.
     pub source: AtlasSourceId,
     /// The wanted page.
@@ -80,7 +80,7 @@ pub struct FramePlan {
     /// Bytes the uploads copy (slot bytes per page).
     pub upload_bytes: usize,
     /// For each wanted page, what to draw.
-    pub fallbacks: Vec<Fallback>,
+    pub fallbacks: Vec<PageFallback>,
     /// Ready wanted pages left for a later frame by the per-frame upload budget.
     pub deferred: usize,
     /// Ready wanted pages that found no room (every slot or byte held by more urgent wanted
@@ -247,7 +247,7 @@ impl AtlasAllocator {
     ///
     /// Fails with [`PagingError::UnknownSource`] for a source not registered here, before
     /// changing anything.
-    pub fn plan_frame(&mut self, frames: &[SourceFrame<'_>]) -> Result<FramePlan, PagingError> {
+    pub fn plan_frame(&mut self, frames: &[AtlasFrame<'_>]) -> Result<FramePlan, PagingError> {
         let registered = self.sources.len();
         if let Some(f) = frames.iter().find(|f| f.source.0 >= registered) {
             return Err(PagingError::UnknownSource {
@@ -368,7 +368,7 @@ impl AtlasAllocator {
             wanted.iter().map(|(&(s, _), &(w, _))| (s, w)).collect();
         all.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.load_order(&b.1)));
         for (src, w) in all {
-            plan.fallbacks.push(Fallback {
+            plan.fallbacks.push(PageFallback {
                 source: AtlasSourceId(src),
                 wanted: w.key,
                 drawn: self.best_resident(src, w.key),
@@ -405,7 +405,7 @@ mod tests {
     use crate::element::ElementType;
     use crate::layout::Level;
     use crate::region::Shape;
-    use crate::visibility::{visible_pages_2d, Options2d, View2d};
+    use crate::visibility::{visible_pages_2d, View2d, ViewOptions2d};
     use std::collections::HashSet;
 
     fn pyramid(h: usize, w: usize, n: usize, element: ElementType) -> Layout {
@@ -458,7 +458,7 @@ mod tests {
             want(0, 0, 0, Tier::Visible, 0.0),
         ];
         let p = a
-            .plan_frame(&[SourceFrame {
+            .plan_frame(&[AtlasFrame {
                 source: s,
                 wants: &w1,
                 ready: &all_ready,
@@ -478,7 +478,7 @@ mod tests {
         ];
         let not_10 = |k: PageKey| k.index != [0, 1, 0];
         let frame = |ready: &dyn Fn(PageKey) -> bool, a: &mut AtlasAllocator| {
-            a.plan_frame(&[SourceFrame {
+            a.plan_frame(&[AtlasFrame {
                 source: s,
                 wants: &w2,
                 ready,
@@ -539,7 +539,7 @@ mod tests {
             want(0, 0, 1, Tier::Prefetch, 1.0),
         ];
         let p = a
-            .plan_frame(&[SourceFrame {
+            .plan_frame(&[AtlasFrame {
                 source: s,
                 wants: &w1,
                 ready: &all_ready,
@@ -548,7 +548,7 @@ mod tests {
         assert_eq!(p.uploads.len(), 2);
         let w2 = [w1[0], w1[1], want(0, 1, 0, Tier::Visible, 1.0)];
         let p = a
-            .plan_frame(&[SourceFrame {
+            .plan_frame(&[AtlasFrame {
                 source: s,
                 wants: &w2,
                 ready: &all_ready,
@@ -560,7 +560,7 @@ mod tests {
         assert_eq!(p.uploads[0].slot, p.evictions[0].slot);
         // Stable: the next frame changes nothing.
         let p = a
-            .plan_frame(&[SourceFrame {
+            .plan_frame(&[AtlasFrame {
                 source: s,
                 wants: &w2,
                 ready: &all_ready,
@@ -587,7 +587,7 @@ mod tests {
             .to_string()
             .contains("GPU budget"));
         let e = a
-            .plan_frame(&[SourceFrame {
+            .plan_frame(&[AtlasFrame {
                 source: AtlasSourceId(3),
                 wants: &[],
                 ready: &all_ready,
@@ -685,7 +685,7 @@ mod tests {
                     .iter()
                     .zip(&views)
                     .map(|((l, g, _), v)| {
-                        visible_pages_2d(l, g, v, Options2d::default())
+                        visible_pages_2d(l, g, v, ViewOptions2d::default())
                             .unwrap()
                             .wants
                     })
@@ -698,7 +698,7 @@ mod tests {
                 let frames: Vec<_> = ids
                     .iter()
                     .zip(&wants)
-                    .map(|(id, w)| SourceFrame {
+                    .map(|(id, w)| AtlasFrame {
                         source: *id,
                         wants: w,
                         ready: &ready,
@@ -788,9 +788,14 @@ mod tests {
                 let wants: Vec<_> = sources
                     .iter()
                     .map(|(l, g)| {
-                        visible_pages_2d(l, g, &ortho(x, y, z, 1024.0, 768.0), Options2d::default())
-                            .unwrap()
-                            .wants
+                        visible_pages_2d(
+                            l,
+                            g,
+                            &ortho(x, y, z, 1024.0, 768.0),
+                            ViewOptions2d::default(),
+                        )
+                        .unwrap()
+                        .wants
                     })
                     .collect();
                 // Settle: plan until nothing is left to upload (the per-frame budget spreads it).
@@ -798,7 +803,7 @@ mod tests {
                     let frames: Vec<_> = ids
                         .iter()
                         .zip(&wants)
-                        .map(|(id, w)| SourceFrame {
+                        .map(|(id, w)| AtlasFrame {
                             source: *id,
                             wants: w,
                             ready: &all_ready,

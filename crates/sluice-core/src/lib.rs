@@ -18,6 +18,11 @@
 //! chunks with a closure; [`SourceLoader`] with [`LazySource::pyramid`] reads a huge file chunk by
 //! chunk and builds coarser levels lazily.
 //!
+//! The GPU half's paging is planned here too, with no GPU: [`PageGrid`] cuts levels into
+//! GPU pages (with a border, independent of storage chunks), [`visible_pages_2d`] and
+//! [`visible_pages_3d`] choose levels and list the pages a view needs, and [`AtlasAllocator`]
+//! assigns atlas slots across sources under one GPU byte budget.
+//!
 //! Errors are [`SourceError`]s that name the shapes, regions, types and limits involved;
 //! nothing that fails changes the caller's data or the source.
 //!
@@ -49,7 +54,7 @@ mod visibility;
 
 pub use array::{ArraySource, HostCopyPolicy};
 pub use atlas::{
-    AtlasAllocator, AtlasSourceId, Fallback, FramePlan, PageEviction, PageUpload, SourceFrame,
+    AtlasAllocator, AtlasFrame, AtlasSourceId, FramePlan, PageEviction, PageFallback, PageUpload,
 };
 pub use cache::{ChunkCache, DEFAULT_CACHE_BYTES};
 pub use changes::{ChangeLog, Changes, Version};
@@ -76,8 +81,8 @@ pub use source::{
 };
 
 pub use visibility::{
-    choose_level, chunk_wants, visible_pages_2d, visible_pages_3d, Camera3d, LevelPolicy, Mat4,
-    Options2d, PageWant, View2d, ViewPages,
+    choose_level, chunk_wants, visible_pages_2d, visible_pages_3d, ClipMatrix, LevelPolicy,
+    PageWant, View2d, View3d, ViewOptions2d, ViewPages,
 };
 
 /// Re-exported so users name the same `f16` type sources store.

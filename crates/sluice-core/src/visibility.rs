@@ -17,7 +17,7 @@ use crate::layout::{Layout, Level};
 use crate::pages::{PageGrid, PageKey, PagingError};
 
 /// A column-major 4 x 4 matrix (`m[column][row]`).
-pub type Mat4 = [[f64; 4]; 4];
+pub type ClipMatrix = [[f64; 4]; 4];
 
 /// A per-visual adjustment of the level choice.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -115,31 +115,31 @@ impl ViewPages {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct View2d {
     /// Level-0 `(x = column, y = row, 0, 1)` to clip space, column-major.
-    pub matrix: Mat4,
+    pub matrix: ClipMatrix,
     /// Viewport width and height in pixels.
     pub viewport: [f64; 2],
 }
 
 /// Options of [`visible_pages_2d`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Options2d {
+pub struct ViewOptions2d {
     /// The level bias or lock.
     pub policy: LevelPolicy,
     /// Pages of prefetch around the visible ones, per side.
     pub prefetch_ring: usize,
 }
 
-impl Default for Options2d {
+impl Default for ViewOptions2d {
     /// No bias, a prefetch ring of 1 page.
     fn default() -> Self {
-        Options2d {
+        ViewOptions2d {
             policy: LevelPolicy::default(),
             prefetch_ring: 1,
         }
     }
 }
 
-fn check_matrix(m: &Mat4) -> Result<(), PagingError> {
+fn check_matrix(m: &ClipMatrix) -> Result<(), PagingError> {
     if m.iter().flatten().all(|v| v.is_finite()) {
         Ok(())
     } else {
@@ -150,7 +150,7 @@ fn check_matrix(m: &Mat4) -> Result<(), PagingError> {
 }
 
 /// `m * (x, y, z, 1)`.
-fn transform(m: &Mat4, p: [f64; 3]) -> [f64; 4] {
+fn transform(m: &ClipMatrix, p: [f64; 3]) -> [f64; 4] {
     let mut out = [0.0; 4];
     for (r, o) in out.iter_mut().enumerate() {
         *o = m[0][r] * p[0] + m[1][r] * p[1] + m[2][r] * p[2] + m[3][r];
@@ -201,7 +201,7 @@ pub fn visible_pages_2d(
     layout: &Layout,
     grid: &PageGrid,
     view: &View2d,
-    options: Options2d,
+    options: ViewOptions2d,
 ) -> Result<ViewPages, PagingError> {
     check_matrix(&view.matrix)?;
     let [vw, vh] = view.viewport;
@@ -335,9 +335,9 @@ pub fn visible_pages_2d(
 
 /// A camera looking at a volume.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Camera3d {
+pub struct View3d {
     /// Level-0 `(x = column, y = row, z = plane, 1)` to clip space, column-major, depth 0..1.
-    pub view_proj: Mat4,
+    pub view_proj: ClipMatrix,
     /// The eye in level-0 `(x, y, z)` coordinates (for orthographic cameras: any point on the
     /// near plane; distances only order pages then).
     pub eye: [f64; 3],
@@ -348,11 +348,16 @@ pub struct Camera3d {
     pub pixel_spread: f64,
 }
 
-impl Camera3d {
+impl View3d {
     /// A perspective camera of vertical field of view `fovy` (radians) over a viewport
     /// `viewport_height` pixels high.
-    pub fn perspective(view_proj: Mat4, eye: [f64; 3], fovy: f64, viewport_height: f64) -> Self {
-        Camera3d {
+    pub fn perspective(
+        view_proj: ClipMatrix,
+        eye: [f64; 3],
+        fovy: f64,
+        viewport_height: f64,
+    ) -> Self {
+        View3d {
             view_proj,
             eye,
             pixel_size: 0.0,
@@ -378,7 +383,7 @@ fn box_distance(eye: [f64; 3], lo: [f64; 3], hi: [f64; 3]) -> f64 {
         .sqrt()
 }
 
-fn box_visible(m: &Mat4, lo: [f64; 3], hi: [f64; 3]) -> bool {
+fn box_visible(m: &ClipMatrix, lo: [f64; 3], hi: [f64; 3]) -> bool {
     let mut corners = [[0.0; 4]; 8];
     for (i, c) in corners.iter_mut().enumerate() {
         let pick = |a: usize, bit: usize| if i & bit == 0 { lo[a] } else { hi[a] };
@@ -404,7 +409,7 @@ fn box_visible(m: &Mat4, lo: [f64; 3], hi: [f64; 3]) -> bool {
 pub fn visible_pages_3d(
     layout: &Layout,
     grid: &PageGrid,
-    camera: &Camera3d,
+    camera: &View3d,
     policy: LevelPolicy,
     budget: usize,
 ) -> Result<ViewPages, PagingError> {
@@ -634,7 +639,7 @@ mod tests {
         // samples = 4 pages per axis when aligned to pages.
         let c = 4.0 * 256.0 * 10.0 + 2048.0; // page-aligned left edge at level-2 page 10
         let view = ortho(c, c, 0.25, 1024.0, 1024.0);
-        let v = visible_pages_2d(&layout, &grid, &view, Options2d::default()).unwrap();
+        let v = visible_pages_2d(&layout, &grid, &view, ViewOptions2d::default()).unwrap();
         assert_eq!(v.level, 2);
         assert!((v.footprint - 4.0).abs() < 1e-9);
         let vis: Vec<_> = v
@@ -687,7 +692,7 @@ mod tests {
             let zoom = 2f64.powf(next() * 10.0 - 6.0);
             let (cx, cy) = (next() * 8000.0 - 500.0, next() * 6000.0 - 500.0);
             let view = ortho(cx, cy, zoom, 300.0 + next() * 500.0, 200.0 + next() * 400.0);
-            let v = visible_pages_2d(&layout, &grid, &view, Options2d::default()).unwrap();
+            let v = visible_pages_2d(&layout, &grid, &view, ViewOptions2d::default()).unwrap();
             let visible: HashSet<_> = v
                 .wants
                 .iter()
@@ -723,14 +728,14 @@ mod tests {
         let grid = PageGrid::new(2, &[64, 64], 1).unwrap();
         let mut view = ortho(0.0, 0.0, 1.0, 100.0, 100.0);
         view.viewport = [0.0, 100.0];
-        let e = visible_pages_2d(&layout, &grid, &view, Options2d::default()).unwrap_err();
+        let e = visible_pages_2d(&layout, &grid, &view, ViewOptions2d::default()).unwrap_err();
         assert!(e.to_string().contains("viewport 0 x 100"), "{e}");
         let mut view = ortho(0.0, 0.0, 1.0, 100.0, 100.0);
         view.matrix[0][0] = f64::NAN;
-        assert!(visible_pages_2d(&layout, &grid, &view, Options2d::default()).is_err());
+        assert!(visible_pages_2d(&layout, &grid, &view, ViewOptions2d::default()).is_err());
         let mut view = ortho(0.0, 0.0, 1.0, 100.0, 100.0);
         view.matrix[0] = [0.0; 4];
-        assert!(visible_pages_2d(&layout, &grid, &view, Options2d::default()).is_err());
+        assert!(visible_pages_2d(&layout, &grid, &view, ViewOptions2d::default()).is_err());
     }
 
     #[test]
@@ -768,7 +773,7 @@ mod tests {
         .unwrap()
     }
 
-    fn look_down_z(n: f64, eye_z: f64, fovy: f64, aspect: f64) -> Mat4 {
+    fn look_down_z(n: f64, eye_z: f64, fovy: f64, aspect: f64) -> ClipMatrix {
         // view: translate so the eye (n/2, n/2, eye_z) is at the origin looking along -z.
         let f = 1.0 / (fovy / 2.0).tan();
         let (near, far) = (1.0, 1e6);
@@ -792,7 +797,7 @@ mod tests {
         let slot = grid.slot_bytes(&layout).unwrap();
         let eye = [n / 2.0, n / 2.0, n + 200.0];
         let m = look_down_z(n, eye[2], 1.2, 1.0);
-        let cam = Camera3d::perspective(m, eye, 1.2, 512.0);
+        let cam = View3d::perspective(m, eye, 1.2, 512.0);
         let big =
             visible_pages_3d(&layout, &grid, &cam, LevelPolicy::default(), usize::MAX).unwrap();
         assert_eq!(big.footprint, 1.0);
@@ -859,7 +864,7 @@ mod tests {
             visible_pages_3d(&layout, &grid, &cam, LevelPolicy::default(), slot - 1).unwrap_err();
         assert!(matches!(e, PagingError::OverBudget { pages: 1, .. }), "{e}");
         // Looking away from the volume: only... nothing of the coarsest level is visible.
-        let away = Camera3d::perspective(
+        let away = View3d::perspective(
             look_down_z(n, -500.0, 0.8, 1.0),
             [n / 2.0, n / 2.0, -500.0],
             0.8,
