@@ -142,7 +142,8 @@ impl AtlasAllocator {
     /// Register a source whose pages follow `grid` over `layout`, with an atlas of `slots`
     /// slots.
     ///
-    /// Fails with [`PagingError::PageOverBudget`] if one slot is larger than the GPU budget or
+    /// Fails with [`PagingError::InvalidPageSize`] if `grid` has another number of axes than
+    /// `layout`, [`PagingError::PageOverBudget`] if one slot is larger than the GPU budget or
     /// the per-frame upload budget (it could never be uploaded), and
     /// [`PagingError::Overflow`] if a slot's size overflows.
     pub fn add_source(
@@ -153,6 +154,7 @@ impl AtlasAllocator {
         slots: u32,
     ) -> Result<AtlasSourceId, PagingError> {
         let label = label.into();
+        grid.check_ndim(&layout, None)?;
         let slot_bytes = grid.slot_bytes(&layout)?;
         for (what, budget) in [
             ("GPU budget", self.budget),

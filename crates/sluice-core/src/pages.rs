@@ -230,6 +230,23 @@ impl PageGrid {
         ]
     }
 
+    /// Fails with [`PagingError::InvalidPageSize`] unless this grid has `layout`'s number of
+    /// axes, and `ndim` if given (2 for image views, 3 for volume views).
+    pub(crate) fn check_ndim(
+        &self,
+        layout: &Layout,
+        ndim: Option<usize>,
+    ) -> Result<(), PagingError> {
+        let data = layout.shape().ndim();
+        if self.ndim != data || ndim.is_some_and(|n| n != data) {
+            return Err(PagingError::InvalidPageSize {
+                page: self.page[3 - self.ndim..].to_vec(),
+                ndim: ndim.unwrap_or(data),
+            });
+        }
+        Ok(())
+    }
+
     /// The level of `layout` a key names, or [`PagingError::NoSuchLevel`].
     pub(crate) fn level(layout: &Layout, level: usize) -> Result<&Level, PagingError> {
         let levels = layout.levels();

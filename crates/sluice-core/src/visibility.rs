@@ -196,13 +196,15 @@ fn mul3(m: &[[f64; 3]; 3], v: [f64; 3]) -> [f64; 3] {
 /// visible pages (so that nothing is ever a hole once those are resident), in load order.
 ///
 /// Fails with [`PagingError::InvalidView`] for a non-finite or singular matrix, an empty
-/// viewport, or a view whose centre does not see the data plane.
+/// viewport, or a view whose centre does not see the data plane, and with
+/// [`PagingError::InvalidPageSize`] unless the data and the grid are 2-D.
 pub fn visible_pages_2d(
     layout: &Layout,
     grid: &PageGrid,
     view: &View2d,
     options: ViewOptions2d,
 ) -> Result<ViewPages, PagingError> {
+    grid.check_ndim(layout, Some(2))?;
     check_matrix(&view.matrix)?;
     let [vw, vh] = view.viewport;
     if !(vw.is_finite() && vh.is_finite() && vw >= 1.0 && vh >= 1.0) {
@@ -405,7 +407,8 @@ fn box_visible(m: &ClipMatrix, lo: [f64; 3], hi: [f64; 3]) -> bool {
 /// coarsest level's pages are then wanted.
 ///
 /// Fails with [`PagingError::OverBudget`] if even the coarsest level's visible pages exceed the
-/// budget, and [`PagingError::InvalidView`] for a non-finite matrix or footprint.
+/// budget, [`PagingError::InvalidView`] for a non-finite matrix or footprint, and
+/// [`PagingError::InvalidPageSize`] unless the data and the grid are 3-D.
 pub fn visible_pages_3d(
     layout: &Layout,
     grid: &PageGrid,
@@ -413,6 +416,7 @@ pub fn visible_pages_3d(
     policy: LevelPolicy,
     budget: usize,
 ) -> Result<ViewPages, PagingError> {
+    grid.check_ndim(layout, Some(3))?;
     check_matrix(&camera.view_proj)?;
     if !(camera.pixel_size.is_finite()
         && camera.pixel_spread.is_finite()
@@ -736,6 +740,15 @@ mod tests {
         let mut view = ortho(0.0, 0.0, 1.0, 100.0, 100.0);
         view.matrix[0] = [0.0; 4];
         assert!(visible_pages_2d(&layout, &grid, &view, ViewOptions2d::default()).is_err());
+        // A volume's grid on an image, and an image given to the 3-D planner.
+        let grid3 = PageGrid::new(3, &[64, 64, 64], 1).unwrap();
+        let view = ortho(0.0, 0.0, 1.0, 100.0, 100.0);
+        let e = visible_pages_2d(&layout, &grid3, &view, ViewOptions2d::default()).unwrap_err();
+        assert!(e.to_string().contains("[64, 64, 64]"), "{e}");
+        let cam = View3d::perspective(view.matrix, [0.0; 3], 1.0, 100.0);
+        let e =
+            visible_pages_3d(&layout, &grid, &cam, LevelPolicy::default(), 1 << 30).unwrap_err();
+        assert!(e.to_string().contains("3-D"), "{e}");
     }
 
     #[test]
