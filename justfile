@@ -11,7 +11,7 @@ test:
 # Upload and render benchmarks (images; volumes and meshes; a frame's cost taken apart); every
 # judged figure is a ratio against a ceiling measured in the same run.
 bench:
-    cargo bench --bench upload && cargo bench --bench visuals && cargo bench --bench frames && cargo bench -p sluice-core --bench loader
+    cargo bench --bench upload && cargo bench --bench visuals && cargo bench --bench frames && cargo bench -p sluice-core --bench loader && cargo bench -p sluice-core --bench paging
 
 # Formatting, lints and API docs, as required before a commit (with and without CUDA support).
 lint:

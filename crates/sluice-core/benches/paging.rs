@@ -30,7 +30,7 @@ use sluice_core::{
 const TARGET: f64 = 1.5;
 
 /// One measurement: seconds per frame on the huge and the small source.
-type Pair = dyn Fn() -> (f64, f64);
+type Pair<'a> = dyn Fn() -> (f64, f64) + 'a;
 const FRAMES: usize = 100;
 
 fn pyramid(dims: &[usize], levels: usize, element: ElementType) -> Layout {
@@ -197,7 +197,7 @@ fn main() {
     let mut missed = false;
     println!("| planning | huge ms/frame | small ms/frame | huge / small | target |");
     println!("|---|---|---|---|---|");
-    let rows: [(&str, Box<Pair>); 2] = [
+    let rows: [(&str, Box<Pair<'_>>); 2] = [
         (
             "2-D 1024^2 view, 100,000^2 vs 4,096^2",
             // 20 paths each, interleaved: one path takes only milliseconds.
