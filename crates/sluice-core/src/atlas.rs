@@ -310,42 +310,61 @@ impl AtlasAllocator {
                 plan.deferred = missing.len() - i;
                 break;
             }
-            // Make room: bytes under the budget and a free slot in this source's atlas.
-            let mut ok = true;
-            loop {
-                let s = &self.sources[src];
-                let slot_free = !s.free.is_empty() || s.next_slot < s.capacity;
-                if slot_free && self.resident_bytes + bytes <= self.budget {
-                    break;
+            // Make room: bytes under the budget and a free slot in this source's atlas. Victims
+            // are chosen first and evicted only if they make enough room, so a page that cannot
+            // be placed costs no other page its slot.
+            let s = &self.sources[src];
+            let mut slot_free = !s.free.is_empty() || s.next_slot < s.capacity;
+            let mut bytes_after = self.resident_bytes;
+            let mut chosen: Vec<(bool, usize)> = Vec::new(); // (wanted?, index)
+            let ok = loop {
+                if slot_free && bytes_after + bytes <= self.budget {
+                    break true;
                 }
                 // A victim from this source if it lacks a slot, from any source otherwise.
                 let fits = |vsrc: usize| slot_free || vsrc == src;
-                let pick = (0..unwanted.len()).find(|&j| !unwanted_taken[j] && fits(unwanted[j].2));
-                if let Some(j) = pick {
-                    unwanted_taken[j] = true;
-                    self.evict(unwanted[j].2, unwanted[j].3, &mut plan);
-                    continue;
-                }
-                let pick = (0..wanted_resident.len()).find(|&j| {
-                    !wanted_taken[j]
-                        && fits(wanted_resident[j].0)
-                        && wanted_resident[j].1.load_order(&want).is_gt()
-                        && self.sources[wanted_resident[j].0]
-                            .pages
-                            .contains_key(&wanted_resident[j].1.key)
-                });
-                if let Some(j) = pick {
+                let pick = (0..unwanted.len())
+                    .find(|&j| !unwanted_taken[j] && fits(unwanted[j].2))
+                    .map(|j| (false, j, unwanted[j].2))
+                    .or_else(|| {
+                        (0..wanted_resident.len())
+                            .find(|&j| {
+                                !wanted_taken[j]
+                                    && fits(wanted_resident[j].0)
+                                    && wanted_resident[j].1.load_order(&want).is_gt()
+                            })
+                            .map(|j| (true, j, wanted_resident[j].0))
+                    });
+                let Some((is_wanted, j, vsrc)) = pick else {
+                    break false;
+                };
+                if is_wanted {
                     wanted_taken[j] = true;
-                    let (vsrc, vw) = wanted_resident[j];
-                    self.evict(vsrc, vw.key, &mut plan);
-                    continue;
+                } else {
+                    unwanted_taken[j] = true;
                 }
-                ok = false;
-                break;
-            }
+                chosen.push((is_wanted, j));
+                bytes_after -= self.sources[vsrc].slot_bytes;
+                slot_free |= vsrc == src;
+            };
             if !ok {
+                for (is_wanted, j) in chosen {
+                    if is_wanted {
+                        wanted_taken[j] = false;
+                    } else {
+                        unwanted_taken[j] = false;
+                    }
+                }
                 plan.no_room += 1;
                 continue;
+            }
+            for (is_wanted, j) in chosen {
+                let (vsrc, vkey) = if is_wanted {
+                    (wanted_resident[j].0, wanted_resident[j].1.key)
+                } else {
+                    (unwanted[j].2, unwanted[j].3)
+                };
+                self.evict(vsrc, vkey, &mut plan);
             }
             let s = &mut self.sources[src];
             let slot = s.take_slot().expect("a slot was made free above");
@@ -569,6 +588,76 @@ mod tests {
             }])
             .unwrap();
         assert!(p.uploads.is_empty() && p.evictions.is_empty());
+    }
+
+    #[test]
+    fn a_page_that_cannot_be_placed_evicts_nothing() {
+        // Source A's slots are 64 KiB, source B's 128 KiB; the budget holds three of A's.
+        let grid = PageGrid::new(2, &[256, 256], 0).unwrap();
+        let mut a = AtlasAllocator::new(3 * 65_536, 1 << 20);
+        let sa = a
+            .add_source("a", pyramid(1024, 1024, 1, ElementType::U8), grid, 100)
+            .unwrap();
+        let sb = a
+            .add_source("b", pyramid(1024, 1024, 1, ElementType::U16), grid, 100)
+            .unwrap();
+        let wa = [
+            want(0, 0, 0, Tier::Visible, 0.0),
+            want(0, 0, 1, Tier::Visible, 1.0),
+            want(0, 0, 2, Tier::Prefetch, 2.0),
+        ];
+        let p = a
+            .plan_frame(&[AtlasFrame {
+                source: sa,
+                wants: &wa,
+                ready: &all_ready,
+            }])
+            .unwrap();
+        assert_eq!(p.uploads.len(), 3);
+        // B's prefetch page outranks A's prefetch page, but evicting it frees only half the
+        // room B's page needs, and A's visible pages outrank B's: nothing moves.
+        let wb = [want(0, 0, 0, Tier::Prefetch, 0.0)];
+        let p = a
+            .plan_frame(&[
+                AtlasFrame {
+                    source: sa,
+                    wants: &wa,
+                    ready: &all_ready,
+                },
+                AtlasFrame {
+                    source: sb,
+                    wants: &wb,
+                    ready: &all_ready,
+                },
+            ])
+            .unwrap();
+        assert!(p.evictions.is_empty() && p.uploads.is_empty(), "{p:?}");
+        assert_eq!(p.no_room, 1);
+        assert!(a.slot_of(sa, wa[2].key).is_some());
+        assert_eq!(
+            p.fallbacks.iter().find(|f| f.source == sb).unwrap().drawn,
+            None
+        );
+        // Once A stops wanting its second visible page, B's page takes its and the prefetch
+        // page's room.
+        let p = a
+            .plan_frame(&[
+                AtlasFrame {
+                    source: sa,
+                    wants: &wa[..1],
+                    ready: &all_ready,
+                },
+                AtlasFrame {
+                    source: sb,
+                    wants: &wb,
+                    ready: &all_ready,
+                },
+            ])
+            .unwrap();
+        let gone: HashSet<_> = p.evictions.iter().map(|e| e.key).collect();
+        assert_eq!(gone, HashSet::from([wa[1].key, wa[2].key]));
+        assert_eq!(p.uploads.len(), 1);
+        assert_eq!(a.resident_bytes(), 65_536 + 131_072);
     }
 
     #[test]

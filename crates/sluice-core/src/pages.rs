@@ -26,6 +26,14 @@ pub enum PageState {
     Failed(ChunkKey, ChunkFailure),
 }
 
+impl PageState {
+    /// Whether a read of the page's samples is served now: ready, or failed (failed chunks
+    /// read as the source's fill value, so the page shows the fill where they lie).
+    pub fn is_readable(&self) -> bool {
+        matches!(self, PageState::Ready | PageState::Failed(..))
+    }
+}
+
 /// A planning error of the paging layer: names the page, level, sizes or budgets involved.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
