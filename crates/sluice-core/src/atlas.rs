@@ -846,6 +846,140 @@ mod tests {
         assert!(evictions > 100 && full > 100 && deferred > 0 && idle > 10);
     }
 
+    /// Column-major perspective * look-at, eye at `eye` looking at `at` (level-0 x, y, z).
+    fn look_at(eye: [f64; 3], at: [f64; 3], fovy: f64, aspect: f64) -> [[f64; 4]; 4] {
+        let sub = |a: [f64; 3], b: [f64; 3]| [a[0] - b[0], a[1] - b[1], a[2] - b[2]];
+        let cross = |a: [f64; 3], b: [f64; 3]| {
+            [
+                a[1] * b[2] - a[2] * b[1],
+                a[2] * b[0] - a[0] * b[2],
+                a[0] * b[1] - a[1] * b[0],
+            ]
+        };
+        let dot = |a: [f64; 3], b: [f64; 3]| a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+        let norm = |a: [f64; 3]| {
+            let l = dot(a, a).sqrt();
+            [a[0] / l, a[1] / l, a[2] / l]
+        };
+        let f = norm(sub(at, eye));
+        let s = norm(cross(f, [0.0, 1.0, 0.0]));
+        let u = cross(s, f);
+        let view = [
+            [s[0], u[0], -f[0], 0.0],
+            [s[1], u[1], -f[1], 0.0],
+            [s[2], u[2], -f[2], 0.0],
+            [-dot(s, eye), -dot(u, eye), dot(f, eye), 1.0],
+        ];
+        let g = 1.0 / (fovy / 2.0).tan();
+        let (near, far) = (0.5, 1e6);
+        let proj = [
+            [g / aspect, 0.0, 0.0, 0.0],
+            [0.0, g, 0.0, 0.0],
+            [0.0, 0.0, far / (near - far), -1.0],
+            [0.0, 0.0, near * far / (near - far), 0.0],
+        ];
+        let mut m = [[0.0; 4]; 4];
+        for (col, mc) in m.iter_mut().enumerate() {
+            for (row, v) in mc.iter_mut().enumerate() {
+                *v = (0..4).map(|k| proj[k][row] * view[col][k]).sum();
+            }
+        }
+        m
+    }
+
+    /// Random camera paths around and into two volumes sharing one budget: each view's wanted
+    /// set stays within its share, resident bytes within the whole budget after every frame,
+    /// and a frame that only repeats the last one uploads nothing once all is resident.
+    #[test]
+    fn random_volume_paths_keep_every_budget() {
+        use crate::visibility::{visible_pages_3d, LevelPolicy, View3d};
+        let volume = |n: usize, levels: usize, element| {
+            let base = Layout::new(Shape::new(&[n, n, n]).unwrap(), element, 1).unwrap();
+            base.with_levels((1..levels).map(|i| {
+                let f = 1usize << i;
+                Level::new(Shape::new(&[n.div_ceil(f); 3]).unwrap(), [f as f64; 3])
+            }))
+            .unwrap()
+        };
+        let sources = [
+            (
+                volume(2048, 6, ElementType::U8),
+                PageGrid::new(3, &[64, 64, 64], 1).unwrap(),
+            ),
+            (
+                volume(512, 4, ElementType::U16),
+                PageGrid::new(3, &[32, 32, 32], 1).unwrap(),
+            ),
+        ];
+        let budget = 64 << 20;
+        let mut a = AtlasAllocator::new(budget, 8 << 20);
+        let ids: Vec<_> = sources
+            .iter()
+            .map(|(l, g)| a.add_source("v", l.clone(), *g, 1 << 16).unwrap())
+            .collect();
+        let mut rng = Rng(0x2545f4914f6cdd1d);
+        let (mut coarsened, mut repeats) = (0, 0);
+        for frame in 0..60 {
+            let repeat = frame % 4 == 3;
+            let mut wants = Vec::new();
+            for (l, g) in &sources {
+                let n = l.shape().width() as f64;
+                if !repeat {
+                    rng.next();
+                }
+                let seed = rng.0;
+                let mut local = Rng(seed ^ (n as u64));
+                let r = n * (0.3 + 2.0 * local.next());
+                let (th, ph) = (local.next() * 6.3, local.next() * 3.0 - 1.5);
+                let c = n / 2.0;
+                let eye = [
+                    c + r * th.cos() * ph.cos(),
+                    c + r * ph.sin(),
+                    c + r * th.sin() * ph.cos(),
+                ];
+                let at = [
+                    c + (local.next() - 0.5) * n,
+                    c,
+                    c + (local.next() - 0.5) * n,
+                ];
+                let cam = View3d::perspective(look_at(eye, at, 0.9, 4.0 / 3.0), eye, 0.9, 480.0);
+                let share = budget / 2;
+                let v = visible_pages_3d(l, g, &cam, LevelPolicy::default(), share).unwrap();
+                assert!(v.bytes(g, l).unwrap() <= share);
+                if v.footprint > 1.0 {
+                    coarsened += 1;
+                }
+                wants.push(v.wants);
+            }
+            // Settle each repeated view: plan until nothing is left to upload, then once more.
+            let rounds = if repeat { 40 } else { 1 };
+            for round in 0..rounds {
+                let frames: Vec<_> = ids
+                    .iter()
+                    .zip(&wants)
+                    .map(|(id, w)| AtlasFrame {
+                        source: *id,
+                        wants: w,
+                        ready: &all_ready,
+                    })
+                    .collect();
+                let p = a.plan_frame(&frames).unwrap();
+                assert!(a.resident_bytes() <= budget);
+                if repeat && p.uploads.is_empty() {
+                    assert!(p.evictions.is_empty());
+                    assert!(p
+                        .fallbacks
+                        .iter()
+                        .all(|f| f.drawn.map(|d| d.0) == Some(f.wanted)));
+                    repeats += 1;
+                    break;
+                }
+                assert!(!repeat || round + 1 < rounds, "a repeated view never settled: {} uploads, {} evictions, {} no room, {} deferred, {} resident", p.uploads.len(), p.evictions.len(), p.no_room, p.deferred, a.resident_bytes());
+            }
+        }
+        assert!(coarsened > 5 && repeats == 15, "{coarsened} {repeats}");
+    }
+
     #[test]
     fn panning_and_zooming_back_within_resident_pages_uploads_nothing() {
         let sources = [
