@@ -306,7 +306,7 @@ impl AtlasAllocator {
         let mut plan = FramePlan::default();
         for (i, &(src, want)) in missing.iter().enumerate() {
             let bytes = self.sources[src].slot_bytes;
-            if plan.upload_bytes + bytes > self.upload_budget {
+            if plan.upload_bytes.saturating_add(bytes) > self.upload_budget {
                 plan.deferred = missing.len() - i;
                 break;
             }
@@ -318,7 +318,7 @@ impl AtlasAllocator {
             let mut bytes_after = self.resident_bytes;
             let mut chosen: Vec<(bool, usize)> = Vec::new(); // (wanted?, index)
             let ok = loop {
-                if slot_free && bytes_after + bytes <= self.budget {
+                if slot_free && bytes_after.saturating_add(bytes) <= self.budget {
                     break true;
                 }
                 // A victim from this source if it lacks a slot, from any source otherwise.

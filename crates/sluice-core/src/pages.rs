@@ -157,7 +157,8 @@ impl PageGrid {
     /// its atlas slot.
     ///
     /// Fails with [`PagingError::InvalidPageSize`] if `page` has another number of axes than
-    /// `ndim` (1 to 3), or a zero axis.
+    /// `ndim` (1 to 3), or a zero axis, and with [`PagingError::Overflow`] if a page and its
+    /// border overflow `usize`.
     pub fn new(ndim: usize, page: &[usize], border: usize) -> Result<Self, PagingError> {
         if !(1..=3).contains(&ndim) || page.len() != ndim || page.contains(&0) {
             return Err(PagingError::InvalidPageSize {
@@ -167,6 +168,17 @@ impl PageGrid {
         }
         let mut padded = [1; 3];
         padded[3 - ndim..].copy_from_slice(page);
+        if page.iter().any(|&p| {
+            border
+                .checked_mul(2)
+                .and_then(|b| p.checked_add(b))
+                .is_none()
+        }) {
+            return Err(PagingError::Overflow {
+                what: "page slot extent",
+                detail: format!("pages of {page:?} samples with a border of {border}"),
+            });
+        }
         Ok(PageGrid {
             ndim,
             page: padded,
@@ -442,6 +454,10 @@ mod tests {
 
     #[test]
     fn bad_page_sizes_are_named() {
+        let e = PageGrid::new(2, &[usize::MAX, 4], 1).unwrap_err();
+        assert!(matches!(e, PagingError::Overflow { .. }), "{e}");
+        let e = PageGrid::new(2, &[4, 4], usize::MAX).unwrap_err();
+        assert!(e.to_string().contains("border of"), "{e}");
         let e = PageGrid::new(2, &[256, 0], 1).unwrap_err();
         assert!(e.to_string().contains("[256, 0]"), "{e}");
         assert!(PageGrid::new(3, &[64, 64], 1).is_err());

@@ -285,7 +285,10 @@ pub fn visible_pages_2d(
             }
             let g = grid.grid_size(&levels[lv].shape);
             let rs = [start[1].saturating_sub(ring), start[2].saturating_sub(ring)];
-            let re = [(end[1] + ring).min(g[1]), (end[2] + ring).min(g[2])];
+            let re = [
+                end[1].saturating_add(ring).min(g[1]),
+                end[2].saturating_add(ring).min(g[2]),
+            ];
             for r in rs[0]..re[0] {
                 for c in rs[1]..re[1] {
                     let key = PageKey::new(lv, [0, r, c]);
