@@ -730,6 +730,29 @@ mod tests {
     }
 
     #[test]
+    fn the_footprint_ignores_rotation_and_takes_the_finer_screen_axis() {
+        let layout = pyramid(10_000, 10_000, 6);
+        let grid = PageGrid::new(2, &[256, 256], 1).unwrap();
+        // Rotated by 30 degrees at 1/4 pixel per sample: 4 samples per pixel on both axes (a
+        // square viewport, so that a rotation in clip space is one in pixels).
+        let (c, s) = (30f64.to_radians().cos(), 30f64.to_radians().sin());
+        let mut view = ortho(5000.0, 5000.0, 0.25, 800.0, 800.0);
+        let m = view.matrix;
+        let rot = |x: [f64; 4]| [c * x[0] - s * x[1], s * x[0] + c * x[1], x[2], x[3]];
+        view.matrix = [rot(m[0]), rot(m[1]), m[2], rot(m[3])];
+        let v = visible_pages_2d(&layout, &grid, &view, ViewOptions2d::default()).unwrap();
+        assert!((v.footprint - 4.0).abs() < 1e-9, "{}", v.footprint);
+        assert_eq!(v.level, 2);
+        // Anisotropic: 4 samples per pixel across, 2 down: the finer (2) decides.
+        let mut view = ortho(5000.0, 5000.0, 0.25, 800.0, 600.0);
+        view.matrix[1][1] *= 2.0;
+        view.matrix[3][1] *= 2.0;
+        let v = visible_pages_2d(&layout, &grid, &view, ViewOptions2d::default()).unwrap();
+        assert!((v.footprint - 2.0).abs() < 1e-9, "{}", v.footprint);
+        assert_eq!(v.level, 1);
+    }
+
+    #[test]
     fn bad_views_are_named() {
         let layout = pyramid(100, 100, 1);
         let grid = PageGrid::new(2, &[64, 64], 1).unwrap();
