@@ -231,6 +231,36 @@ impl AtlasAllocator {
         }))
     }
 
+    /// Free every slot of `source` (its visual was dropped, or its atlas recreated): returns
+    /// the pages that left, and the source stays registered with no resident page.
+    pub fn clear_source(
+        &mut self,
+        source: AtlasSourceId,
+    ) -> Result<Vec<PageEviction>, PagingError> {
+        let registered = self.sources.len();
+        let s = self
+            .sources
+            .get_mut(source.0)
+            .ok_or(PagingError::UnknownSource {
+                id: source.0,
+                registered,
+            })?;
+        let mut out: Vec<PageEviction> = s
+            .pages
+            .drain()
+            .map(|(key, r)| PageEviction {
+                source,
+                key,
+                slot: r.slot,
+            })
+            .collect();
+        out.sort_by_key(|e| e.slot);
+        self.resident_bytes -= out.len() * s.slot_bytes;
+        s.free.clear();
+        s.next_slot = 0;
+        Ok(out)
+    }
+
     fn evict(&mut self, source: usize, key: PageKey, plan: &mut FramePlan) {
         let s = &mut self.sources[source];
         if let Some(r) = s.pages.remove(&key) {
@@ -658,6 +688,20 @@ mod tests {
         assert_eq!(gone, HashSet::from([wa[1].key, wa[2].key]));
         assert_eq!(p.uploads.len(), 1);
         assert_eq!(a.resident_bytes(), 65_536 + 131_072);
+        // Clearing B frees its bytes; A is untouched; B's slots start again from 0.
+        let gone = a.clear_source(sb).unwrap();
+        assert_eq!(gone.len(), 1);
+        assert_eq!(a.resident_bytes(), 65_536);
+        assert!(a.resident(sb).is_empty() && a.slot_of(sa, wa[0].key).is_some());
+        let p = a
+            .plan_frame(&[AtlasFrame {
+                source: sb,
+                wants: &wb,
+                ready: &all_ready,
+            }])
+            .unwrap();
+        assert_eq!(p.uploads[0].slot, 0);
+        assert!(a.clear_source(AtlasSourceId(7)).is_err());
     }
 
     #[test]
