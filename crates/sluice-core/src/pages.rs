@@ -299,8 +299,9 @@ impl PageGrid {
     }
 
     /// The samples page `key`'s atlas slot holds: its interior grown by the border on every
-    /// data axis, clipped at the level's edges (a page at the edge has no border there; the
-    /// sampler clamps).
+    /// data axis, clipped at the level's edges. A page at a level's edge has no border there:
+    /// the shader clamps its coordinate to the level's samples, since the atlas's own clamping
+    /// only knows the atlas's edges, not the page's.
     pub fn sample_region(&self, layout: &Layout, key: PageKey) -> Result<Region, PagingError> {
         let d = self.check(layout, key)?.padded();
         let inner = self.interior(layout, key)?;
@@ -316,10 +317,10 @@ impl PageGrid {
         Ok(r)
     }
 
-    /// Where in its atlas slot the sample region starts: `border` on data axes where the
-    /// border was not clipped away, 0 elsewhere. The interior starts at `slot_offset + (interior
-    /// origin - sample region origin)`; the render side copies the sample region to
-    /// `slot_origin + offset_in_slot`.
+    /// Where in its atlas slot the sample region starts, per axis: 0 where the page has its
+    /// border, `border` where the level's edge clipped it away. So the interior always starts
+    /// `border` samples into the slot; the render side copies the sample region to
+    /// `slot origin + offset_in_slot`.
     pub fn offset_in_slot(&self, layout: &Layout, key: PageKey) -> Result<[usize; 3], PagingError> {
         let inner = self.interior(layout, key)?;
         let outer = self.sample_region(layout, key)?;
