@@ -18,12 +18,18 @@
 //! chunks with a closure; [`SourceLoader`] with [`LazySource::pyramid`] reads a huge file chunk by
 //! chunk and builds coarser levels lazily.
 //!
+//! The GPU half's paging is planned here too, with no GPU: [`PageGrid`] cuts levels into
+//! GPU pages (with a border, independent of storage chunks), [`visible_pages_2d`] and
+//! [`visible_pages_3d`] choose levels and list the pages a view needs, and [`AtlasAllocator`]
+//! assigns atlas slots across sources under one GPU byte budget.
+//!
 //! Errors are [`SourceError`]s that name the shapes, regions, types and limits involved;
 //! nothing that fails changes the caller's data or the source.
 //!
 //! `unsafe` appears once, in [`MmapSource`]'s file mapping.
 
 mod array;
+mod atlas;
 mod cache;
 mod changes;
 mod chunk;
@@ -36,6 +42,7 @@ mod lazy;
 mod loader;
 mod mmap;
 mod npy;
+mod pages;
 mod plan;
 mod pool;
 mod pyramid;
@@ -44,8 +51,12 @@ mod residency;
 mod rows;
 mod source;
 pub mod testing;
+mod visibility;
 
 pub use array::{ArraySource, HostCopyPolicy};
+pub use atlas::{
+    AtlasAllocator, AtlasFrame, AtlasSourceId, FramePlan, PageEviction, PageFallback, PageUpload,
+};
 pub use cache::{ChunkCache, DEFAULT_CACHE_BYTES};
 pub use changes::{ChangeLog, Changes, Version};
 pub use chunk::{ChunkFailure, ChunkKey, ChunkProgress, ChunkStatus, ChunkWant, Tier};
@@ -58,6 +69,7 @@ pub use lazy::{LazyOptions, LazySource};
 pub use loader::{ChunkFill, ChunkLoader, ProceduralLoader, SourceLoader};
 pub use mmap::MmapSource;
 pub use npy::npy_header;
+pub use pages::{PageGrid, PageKey, PageState, PagingError, DEFAULT_PAGE_2D, DEFAULT_PAGE_3D};
 pub use plan::{plan_chunked, plan_exact, UploadPlan};
 pub use pool::{default_threads, LoaderPool, RetryPolicy};
 pub use region::{Region, Shape};
@@ -67,6 +79,11 @@ pub use residency::{TimelineSemaphore, VulkanMemory};
 pub use source::{
     check_read, noop_waker, ConsumerId, DataSource, HostView, LendOutcome, ReadRequest, ReadStatus,
     Readable, SharedSource,
+};
+
+pub use visibility::{
+    choose_level, chunk_wants, visible_pages_2d, visible_pages_3d, ClipMatrix, LevelPolicy,
+    PageWant, View2d, View3d, ViewOptions2d, ViewPages,
 };
 
 /// Re-exported so users name the same `f16` type sources store.
