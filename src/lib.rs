@@ -41,6 +41,13 @@ pub mod interop {
     pub use sluice_interop::*;
 }
 
+/// A window with layer controls, and the `sluice` command line's building blocks (feature
+/// `view`, on by default). See `docs/viewer.md`.
+#[cfg(feature = "view")]
+pub mod view {
+    pub use sluice_view::*;
+}
+
 /// The names most programs need.
 pub mod prelude {
     pub use sluice_core::ndarray::{Array1, Array2, Array3};
