@@ -86,8 +86,14 @@ impl EguiPass {
         });
         let jobs = self.ctx.tessellate(output.shapes, output.pixels_per_point);
         let (device, queue) = (r.device(), r.queue());
-        for (id, delta) in &output.textures_delta.set {
-            self.renderer.update_texture(device, queue, *id, delta);
+        let mut textures = output.textures_delta;
+        for (id, deltas) in textures.set.drain() {
+            for delta in deltas {
+                self.renderer.update_texture(device, queue, id, &delta);
+            }
+        }
+        for id in textures.free.drain() {
+            self.renderer.free_texture(&id);
         }
         let screen = egui_wgpu::ScreenDescriptor {
             size_in_pixels: WINDOW,

@@ -22,7 +22,7 @@ use crate::window::Viewer;
 
 /// Look at data: images, volumes, files, live sources.
 #[derive(Parser, Debug)]
-#[command(name = "sluice", version, about)]
+#[command(name = "sluice", version, about = "Look at data on the GPU: view, render, describe.")]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -339,6 +339,7 @@ pub fn colormap(scene: &Scene, node: NodeId) -> Option<Colormap> {
         Visual::Image(i) => Some(i.colormap().clone()),
         Visual::Volume(v) => Some(v.colormap().clone()),
         Visual::Mesh(m) => Some(m.colormap().clone()),
+        _ => None,
     }
 }
 
@@ -348,7 +349,7 @@ pub fn set_colormap(scene: &mut Scene, node: NodeId, map: Colormap) {
         Some(Visual::Image(i)) => i.set_colormap(map),
         Some(Visual::Volume(v)) => v.set_colormap(map),
         Some(Visual::Mesh(m)) => m.set_colormap(map),
-        None => {}
+        _ => {}
     }
 }
 
@@ -358,6 +359,7 @@ pub fn clim(scene: &Scene, node: NodeId) -> Option<[f64; 2]> {
         Visual::Image(i) => Some(i.effective_clim()),
         Visual::Volume(v) => Some(v.effective_clim()),
         Visual::Mesh(m) => Some(m.effective_clim()),
+        _ => None,
     }
 }
 
@@ -367,7 +369,7 @@ pub fn set_clim(scene: &mut Scene, node: NodeId, [lo, hi]: [f64; 2]) {
         Some(Visual::Image(i)) => i.set_clim(lo, hi),
         Some(Visual::Volume(v)) => v.set_clim(lo, hi),
         Some(Visual::Mesh(m)) => m.set_clim(lo, hi),
-        None => {}
+        _ => {}
     }
 }
 

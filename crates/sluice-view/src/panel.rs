@@ -144,7 +144,8 @@ fn volume_mode(ui: &mut Ui, scene: &mut Scene, layer: &Layer, mode: VolumeMode) 
         iso
     };
     if let VolumeMode::Iso { threshold } = &mut next {
-        ui.add(egui::Slider::new(threshold, lo.min(*threshold)..=hi.max(*threshold)).text("iso"));
+        let range = lo.min(*threshold)..=hi.max(*threshold);
+        ui.add(egui::Slider::new(threshold, range).text("iso"));
     }
     if let VolumeMode::Translucent { attenuation } = &mut next {
         ui.add(

@@ -218,7 +218,7 @@ impl Viewer {
                         let [d, h, w] = v.source().layout().shape().padded();
                         Vec3::new(w as f32, h as f32, d as f32)
                     }
-                    sluice_render::Visual::Mesh(_) => continue,
+                    _ => continue,
                 };
                 max = max.max(transform.transform_point3(corner));
             }
@@ -294,6 +294,8 @@ struct WindowState {
     counters: Counters,
     /// Frames drawn so far.
     frames: u64,
+    /// egui's texture changes not applied yet.
+    pending_textures: egui::TexturesDelta,
     /// The scene's part of the last presented image, when the surface can be read back.
     last_surface: Option<image::RgbaImage>,
 }
@@ -475,6 +477,7 @@ impl WindowState {
             last: FrameStats::default(),
             counters: Counters::default(),
             frames: 0,
+            pending_textures: egui::TexturesDelta::default(),
             last_surface: None,
         })
     }
@@ -558,7 +561,7 @@ impl WindowState {
                     }
                     if response.hovered() {
                         let (lines, pointer) =
-                            ui.input(|i| (i.raw_scroll_delta.y / 50.0, i.pointer.hover_pos()));
+                            ui.input(|i| (i.smooth_scroll_delta.y / 50.0, i.pointer.hover_pos()));
                         if lines != 0.0 {
                             let at = pointer.map_or(rect.center(), |p| p) - rect.min;
                             scroll = (lines, Vec2::new(at.x * ppp, at.y * ppp));
@@ -647,6 +650,8 @@ impl WindowState {
         textures: egui::TexturesDelta,
         ppp: f32,
     ) -> Result<(), ViewError> {
+        // Texture changes wait here until a frame applies them (a surface may be unavailable).
+        self.pending_textures.append(textures);
         let frame = match self.surface.get_current_texture() {
             wgpu::CurrentSurfaceTexture::Success(frame)
             | wgpu::CurrentSurfaceTexture::Suboptimal(frame) => frame,
@@ -664,8 +669,11 @@ impl WindowState {
             size_in_pixels: [self.config.width, self.config.height],
             pixels_per_point: ppp,
         };
-        for (id, delta) in &textures.set {
-            self.egui_renderer.update_texture(&device, &queue, *id, delta);
+        let mut textures = std::mem::take(&mut self.pending_textures);
+        for (id, deltas) in textures.set.drain() {
+            for delta in deltas {
+                self.egui_renderer.update_texture(&device, &queue, id, &delta);
+            }
         }
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("sluice viewer egui"),
@@ -694,8 +702,8 @@ impl WindowState {
         }
         commands.push(encoder.finish());
         queue.submit(commands);
-        for id in &textures.free {
-            self.egui_renderer.free_texture(id);
+        for id in textures.free.drain() {
+            self.egui_renderer.free_texture(&id);
         }
         self.last_surface = None;
         if self.config.usage.contains(wgpu::TextureUsages::COPY_SRC) {
@@ -708,7 +716,7 @@ impl WindowState {
             )?);
         }
         self.window.pre_present_notify();
-        frame.present();
+        queue.present(frame);
         Ok(())
     }
 

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use egui_kittest::kittest::{Queryable, Role};
+use egui::accesskit::Role;
+use egui_kittest::kittest::Queryable;
 use egui_kittest::Harness;
 use sluice_core::ndarray::Array2;
 use sluice_core::ArraySource;
