@@ -334,6 +334,17 @@ impl ApplicationHandler for App {
         }
     }
 
+    fn new_events(&mut self, event_loop: &ActiveEventLoop, cause: winit::event::StartCause) {
+        // egui asked for a repaint later (an animation, a tooltip): that time has come. Back to
+        // sleeping until the next event, or a past deadline would keep the loop spinning.
+        if let winit::event::StartCause::ResumeTimeReached { .. } = cause {
+            event_loop.set_control_flow(ControlFlow::Wait);
+            if let Some(state) = &self.window {
+                state.window.request_redraw();
+            }
+        }
+    }
+
     fn user_event(&mut self, _: &ActiveEventLoop, (): ()) {
         if let Some(state) = &self.window {
             state.window.request_redraw();
@@ -344,9 +355,13 @@ impl ApplicationHandler for App {
         let Some(state) = self.window.as_mut() else {
             return;
         };
-        let response = state.egui_state.on_window_event(&state.window, &event);
-        if response.repaint {
-            state.window.request_redraw();
+        // egui-winit answers "repaint" to a redraw itself: asking again there would draw
+        // forever. Whether the frame needs a next one is decided at its end instead.
+        if !matches!(event, WindowEvent::RedrawRequested) {
+            let response = state.egui_state.on_window_event(&state.window, &event);
+            if response.repaint {
+                state.window.request_redraw();
+            }
         }
         match event {
             WindowEvent::CloseRequested => event_loop.exit(),
@@ -628,12 +643,16 @@ impl WindowState {
             .viewport_output
             .get(&egui::ViewportId::ROOT)
             .map_or(Duration::MAX, |v| v.repaint_delay);
+        // A run that ends after N frames draws them back to back.
+        let counting = viewer.quit_after.is_some();
         if animate
+            || counting
             || resized
             || stats.uploads_pending
             || self.renderer.take_redraw_request()
             || repaint.is_zero()
         {
+            event_loop.set_control_flow(ControlFlow::Wait);
             self.window.request_redraw();
         } else if repaint < Duration::from_secs(3600) {
             event_loop.set_control_flow(ControlFlow::WaitUntil(Instant::now() + repaint));

@@ -69,6 +69,11 @@ fn window_presents_what_the_offscreen_render_draws() {
             worst = worst.max(a.0[c].abs_diff(b.0[c]));
         }
     }
+    eprintln!(
+        "window image {} x {}: largest channel difference from the offscreen render {worst}",
+        window.width(),
+        window.height()
+    );
     assert!(worst <= 2, "window and offscreen render differ by {worst} in a channel");
     // The scene is really there: not one flat colour.
     let first = offscreen.get_pixel(0, 0).0;
