@@ -36,7 +36,7 @@ fn paint(source: &ArraySource, frame: u64) -> Result<(), SourceError> {
     let x = (c + r * t.cos()) as usize;
     let y = (c + r * (1.3 * t).sin()) as usize;
     let stamp = Array2::from_elem((BRUSH, BRUSH), 2.5f32 * (0.5 + 0.5 * (3.0 * t).sin()));
-    source.write(&[y, x], stamp.view())
+    source.write(&[y, x], stamp.view()).map(|_| ())
 }
 
 fn main() -> Res<()> {
@@ -57,22 +57,27 @@ fn main() -> Res<()> {
             .with_colormap(Colormap::Viridis),
     );
     let painter = source.clone();
-    let mut paint_error = None;
+    // The first painting error, reported once the window has closed.
+    let paint_error = std::rc::Rc::new(std::cell::RefCell::new(None));
+    let paint_error_in = paint_error.clone();
     let mut viewer = Viewer::new()
         .title("sluice viewer")
         .size(1024, 768)
         .layer(node, "field")
-        .on_frame(move |frame| {
-            if let Err(e) = paint(&painter, frame.index) {
-                paint_error.get_or_insert(e);
+        .on_frame(move |frame| match paint(&painter, frame.index) {
+            Ok(()) => frame.animate = true,
+            Err(e) => {
+                paint_error_in.borrow_mut().get_or_insert(e);
             }
-            frame.animate = true;
         });
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/sluice-out/viewer.png");
     if let Some(n) = stop_after {
         viewer = viewer.quit_after_frames(n).save_last_frame(&out);
     }
     let report = viewer.show(scene)?;
+    if let Some(e) = paint_error.borrow_mut().take() {
+        return Err(e.into());
+    }
     if stop_after.is_some() {
         println!(
             "{} frames ({} drawn); the last one is in {}",

@@ -100,9 +100,9 @@ impl EguiPass {
             pixels_per_point: output.pixels_per_point,
         };
         let mut encoder = device.create_command_encoder(&Default::default());
-        let mut commands = self
-            .renderer
-            .update_buffers(device, queue, &mut encoder, &jobs, &screen);
+        let mut commands =
+            self.renderer
+                .update_buffers(device, queue, &mut encoder, &jobs, &screen);
         {
             let mut pass = encoder
                 .begin_render_pass(&wgpu::RenderPassDescriptor {
@@ -147,14 +147,20 @@ fn main() -> Res<()> {
         }
     }
     let mut renderer = Renderer::new()?;
-    println!("sluice view bench; adapter: {}", renderer.adapter_info().name);
+    println!(
+        "sluice view bench; adapter: {}",
+        renderer.adapter_info().name
+    );
 
     // 3. First frame: `sluice view`'s path against tour's.
     let mut view_times = Vec::new();
     let mut tour_times = Vec::new();
     for i in 0..=iters {
         let start = Instant::now();
-        let inputs = vec![input::open(npy.to_str().ok_or("path")?, &OpenOptions::default())?];
+        let inputs = vec![input::open(
+            npy.to_str().ok_or("path")?,
+            &OpenOptions::default(),
+        )?];
         let view = View::build(&inputs, &Settings::default())?;
         let target = renderer.create_target(WINDOW[0], WINDOW[1])?;
         renderer.render(&view.scene, &view.fit_camera(WINDOW), &target)?;
@@ -187,7 +193,10 @@ fn main() -> Res<()> {
     );
 
     // 1 and 2: the window's scene, drawn at the window's size.
-    let inputs = vec![input::open(npy.to_str().ok_or("path")?, &OpenOptions::default())?];
+    let inputs = vec![input::open(
+        npy.to_str().ok_or("path")?,
+        &OpenOptions::default(),
+    )?];
     let mut view = View::build(&inputs, &Settings::default())?;
     let node = view.layers[0].node;
     let target = renderer.create_target(WINDOW[0], WINDOW[1])?;
@@ -224,7 +233,9 @@ fn main() -> Res<()> {
         renderer.wait_idle()?;
         let t_change = start.elapsed();
         if stats.bytes_uploaded != 0 {
-            return Err(format!("a colormap change uploaded {} bytes", stats.bytes_uploaded).into());
+            return Err(
+                format!("a colormap change uploaded {} bytes", stats.bytes_uploaded).into(),
+            );
         }
         if i > 0 {
             idle.push(t_idle);
@@ -233,8 +244,12 @@ fn main() -> Res<()> {
             egui_only.push(t_egui);
         }
     }
-    let (idle, full, change, egui_only) =
-        (median(idle), median(full), median(change), median(egui_only));
+    let (idle, full, change, egui_only) = (
+        median(idle),
+        median(full),
+        median(change),
+        median(egui_only),
+    );
     println!(
         "nothing changed: {:.2} ms and {idle_pixels} pixels drawn in all, whole frame {:.2} ms, \
          ratio {:.3}",

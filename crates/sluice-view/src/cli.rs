@@ -22,7 +22,11 @@ use crate::window::Viewer;
 
 /// Look at data: images, volumes, files, live sources.
 #[derive(Parser, Debug)]
-#[command(name = "sluice", version, about = "Look at data on the GPU: view, render, describe.")]
+#[command(
+    name = "sluice",
+    version,
+    about = "Look at data on the GPU: view, render, describe."
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -206,7 +210,9 @@ pub fn parse_camera(text: &str, view: &View) -> Result<ViewCamera, ViewError> {
             return Err(bad("a volume's camera is AZIMUTH,ELEVATION in degrees"));
         };
         let (min, max) = view.bounds;
-        Ok(ViewCamera::Orbit(OrbitCamera::fit(min, max, azimuth, elevation)))
+        Ok(ViewCamera::Orbit(OrbitCamera::fit(
+            min, max, azimuth, elevation,
+        )))
     } else {
         let [x, y, zoom] = numbers[..] else {
             return Err(bad("an image's camera is CENTER_X,CENTER_Y,ZOOM"));
@@ -319,10 +325,7 @@ pub fn info(input: &input::Input) -> String {
         layout.total_bytes(),
     );
     for (i, level) in layout.levels().iter().enumerate() {
-        let bytes = level
-            .shape
-            .len()
-            .saturating_mul(layout.sample_bytes());
+        let bytes = level.shape.len().saturating_mul(layout.sample_bytes());
         out.push_str(&format!(
             "  level {}: shape {:?}, {bytes} bytes\n",
             i + 1,
@@ -348,7 +351,9 @@ fn demo_stream(frames: Option<u64>) -> Result<(), ViewError> {
             .with_clim(0.0, 1.5)
             .with_colormap(Colormap::Magma),
     );
-    let mut viewer = Viewer::new().title("sluice demo stream").layer(node, "stream");
+    let mut viewer = Viewer::new()
+        .title("sluice demo stream")
+        .layer(node, "stream");
     if let Some(n) = frames {
         viewer = viewer.quit_after_frames(n);
     }

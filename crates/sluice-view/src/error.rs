@@ -28,7 +28,9 @@ pub enum ViewError {
         path: PathBuf,
     },
     /// A raw file was given without its shape or element type.
-    #[error("{path}: a raw file needs --shape and --dtype (for example --shape 512,512 --dtype u16)")]
+    #[error(
+        "{path}: a raw file needs --shape and --dtype (for example --shape 512,512 --dtype u16)"
+    )]
     RawNeedsLayout {
         /// The file.
         path: PathBuf,

@@ -106,8 +106,7 @@ pub fn open(input: &str, options: &OpenOptions) -> Result<Input, ViewError> {
             check_exists(&path)?;
             let (Some(shape), Some(dtype)) = (&options.shape, options.dtype) else {
                 let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                if !file_name.contains('.') || options.shape.is_some() || options.dtype.is_some()
-                {
+                if !file_name.contains('.') || options.shape.is_some() || options.dtype.is_some() {
                     return Err(ViewError::RawNeedsLayout { path });
                 }
                 return Err(ViewError::UnknownFormat { path });

@@ -310,8 +310,8 @@ impl ViewCamera {
                     Projection::Perspective { fov_y_degrees } => fov_y_degrees,
                     _ => 30.0,
                 };
-                let world_per_pixel = 2.0 * c.distance * (fov.to_radians() * 0.5).tan()
-                    / viewport[1].max(1) as f32;
+                let world_per_pixel =
+                    2.0 * c.distance * (fov.to_radians() * 0.5).tan() / viewport[1].max(1) as f32;
                 let inverse = c.view().inverse();
                 let right = inverse.x_axis.truncate();
                 let up = inverse.y_axis.truncate();

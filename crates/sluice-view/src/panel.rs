@@ -28,7 +28,10 @@ pub fn layer_controls(ui: &mut Ui, scene: &mut Scene, layers: &mut [Layer]) -> b
 fn one_layer(ui: &mut Ui, scene: &mut Scene, layer: &mut Layer) -> bool {
     let node = layer.node;
     let mut changed = false;
-    if ui.checkbox(&mut layer.visible, layer.name.as_str()).changed() {
+    if ui
+        .checkbox(&mut layer.visible, layer.name.as_str())
+        .changed()
+    {
         scene.set_visible(node, layer.visible);
         changed = true;
     }

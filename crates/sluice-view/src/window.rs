@@ -375,7 +375,11 @@ impl ApplicationHandler for App {
                         if drew {
                             self.report.frames_rendered += 1;
                         }
-                        if self.viewer.quit_after.is_some_and(|n| self.report.frames >= n) {
+                        if self
+                            .viewer
+                            .quit_after
+                            .is_some_and(|n| self.report.frames >= n)
+                        {
                             let finished = state.finish(&self.viewer, &mut self.report);
                             match finished {
                                 Err(e) => self.fail(event_loop, e),
@@ -408,13 +412,12 @@ impl WindowState {
             apply_limit_buckets: false,
         }))
         .map_err(|e| ViewError::Window(format!("no adapter can present to the window: {e}")))?;
-        let (device, queue) =
-            pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-                label: Some("sluice viewer"),
-                required_limits: adapter.limits(),
-                ..Default::default()
-            }))
-            .map_err(|e| ViewError::Window(format!("opening the device: {e}")))?;
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("sluice viewer"),
+            required_limits: adapter.limits(),
+            ..Default::default()
+        }))
+        .map_err(|e| ViewError::Window(format!("opening the device: {e}")))?;
         let caps = surface.get_capabilities(&adapter);
         // A format without sRGB encoding: egui-wgpu passes a non-sRGB texture's bytes through
         // unchanged there, so colormap entries reach the screen as in the PNGs.
@@ -525,7 +528,11 @@ impl WindowState {
 
     /// One frame: egui's pass (controls change the scene), the scene into the target, egui
     /// onto the surface. Returns whether the renderer drew anything.
-    fn frame(&mut self, viewer: &mut Viewer, event_loop: &ActiveEventLoop) -> Result<bool, ViewError> {
+    fn frame(
+        &mut self,
+        viewer: &mut Viewer,
+        event_loop: &ActiveEventLoop,
+    ) -> Result<bool, ViewError> {
         let started = Instant::now();
         let mut animate = false;
         if let Some(on_frame) = viewer.on_frame.as_mut() {
@@ -604,7 +611,12 @@ impl WindowState {
         let ppp = output.pixels_per_point;
         let px = |v: f32| (v * ppp).round().max(0.0) as u32;
         self.viewport = [px(central.width()).max(1), px(central.height()).max(1)];
-        self.viewport_rect = [px(central.min.x), px(central.min.y), self.viewport[0], self.viewport[1]];
+        self.viewport_rect = [
+            px(central.min.x),
+            px(central.min.y),
+            self.viewport[0],
+            self.viewport[1],
+        ];
         let viewport = self.viewport;
         let resized = self.target.size() != viewport;
         self.fit_target(viewport)?;
@@ -691,7 +703,8 @@ impl WindowState {
         let mut textures = std::mem::take(&mut self.pending_textures);
         for (id, deltas) in textures.set.drain() {
             for delta in deltas {
-                self.egui_renderer.update_texture(&device, &queue, id, &delta);
+                self.egui_renderer
+                    .update_texture(&device, &queue, id, &delta);
             }
         }
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {

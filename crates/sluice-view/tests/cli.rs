@@ -24,7 +24,10 @@ fn assert_one_line_error(out: &Output, needles: &[&str]) {
     assert_eq!(lines.len(), 1, "one line on stderr, got: {stderr}");
     assert!(lines[0].starts_with("sluice: error: "), "{stderr}");
     for needle in needles {
-        assert!(lines[0].contains(needle), "{needle:?} missing from {stderr:?}");
+        assert!(
+            lines[0].contains(needle),
+            "{needle:?} missing from {stderr:?}"
+        );
     }
     assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"));
 }
@@ -54,9 +57,16 @@ fn wrong_shape_for_a_raw_file_names_both_sizes() {
     assert_one_line_error(&out, &[p, "20000", "32768"]);
     // The right shape works and says what it found.
     let out = sluice(&["info", p, "--shape", "100,100", "--dtype", "u16"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("shape: [100, 100]") && text.contains("U16"), "{text}");
+    assert!(
+        text.contains("shape: [100, 100]") && text.contains("U16"),
+        "{text}"
+    );
     assert!(text.contains("level 0: 20000 bytes"), "{text}");
 }
 
@@ -105,7 +115,11 @@ fn unsupported_npy_dtype_is_one_line() {
 
 #[test]
 fn urls_and_zarr_say_they_are_coming() {
-    for input in ["https://example.invalid/data.zarr", "s3://bucket/x", "local.zarr"] {
+    for input in [
+        "https://example.invalid/data.zarr",
+        "s3://bucket/x",
+        "local.zarr",
+    ] {
         assert_one_line_error(&sluice(&["info", input]), &[input, "not supported yet"]);
     }
 }
@@ -202,10 +216,23 @@ fn info_describes_npy_png_and_tiff_volumes() {
         png.to_str().unwrap(),
         tif.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("shape: [3, 4, 5]") && text.contains("F32"), "{text}");
+    assert!(
+        text.contains("shape: [3, 4, 5]") && text.contains("F32"),
+        "{text}"
+    );
     assert!(text.contains("level 0: 240 bytes"), "{text}");
-    assert!(text.contains("shape: [3, 7]") && text.contains("U16"), "{text}");
-    assert!(text.contains("shape: [4, 2, 6]") && text.contains("U8"), "{text}");
+    assert!(
+        text.contains("shape: [3, 7]") && text.contains("U16"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shape: [4, 2, 6]") && text.contains("U8"),
+        "{text}"
+    );
 }

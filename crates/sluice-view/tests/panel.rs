@@ -37,12 +37,7 @@ fn expected(map: &Colormap, v: f32, [lo, hi]: [f64; 2]) -> [u8; 4] {
 
 /// Renders the view and checks every pixel against `map` under `clim` (the neighbour entry
 /// is accepted for values within 1e-4 of an entry boundary); returns bytes uploaded.
-fn render_and_check(
-    renderer: &mut Renderer,
-    view: &View,
-    map: &Colormap,
-    clim: [f64; 2],
-) -> u64 {
+fn render_and_check(renderer: &mut Renderer, view: &View, map: &Colormap, clim: [f64; 2]) -> u64 {
     let before = renderer.counters();
     let target = renderer.create_target(W as u32, H as u32).unwrap();
     let camera = view.fit_camera(target.size());
@@ -57,7 +52,11 @@ fn render_and_check(
             let ok = [-1e-4f32, 0.0, 1e-4]
                 .iter()
                 .any(|d| expected(map, v + d, clim) == got);
-            assert!(ok, "pixel ({x}, {y}) of value {v}: got {got:?}, want {:?}", expected(map, v, clim));
+            assert!(
+                ok,
+                "pixel ({x}, {y}) of value {v}: got {got:?}, want {:?}",
+                expected(map, v, clim)
+            );
         }
     }
     uploaded
@@ -77,7 +76,11 @@ fn colormap_and_auto_contrast_through_the_panel_change_pixels_and_upload_nothing
     let node = view.layers[0].node;
     let mut renderer = Renderer::new().unwrap();
     let first = render_and_check(&mut renderer, &view, &Colormap::Gray, [0.0, 1.0]);
-    assert_eq!(first, (W * H * 4) as u64, "the first frame uploads the image once");
+    assert_eq!(
+        first,
+        (W * H * 4) as u64,
+        "the first frame uploads the image once"
+    );
 
     let mut harness = Harness::new_ui_state(
         |ui, view: &mut View| {
@@ -105,7 +108,10 @@ fn colormap_and_auto_contrast_through_the_panel_change_pixels_and_upload_nothing
     let want = view.layers[0].stats.percentiles(p_lo, p_hi);
     let clim = layers::clim(&view.scene, node).unwrap();
     assert_eq!(clim, want);
-    assert!(clim[1] < 1.0 && clim[0] > 0.0, "percentile limits {clim:?} exclude the outliers");
+    assert!(
+        clim[1] < 1.0 && clim[0] > 0.0,
+        "percentile limits {clim:?} exclude the outliers"
+    );
     let uploaded = render_and_check(&mut renderer, view, &Colormap::Magma, clim);
     assert_eq!(uploaded, 0, "a contrast change uploads nothing");
 }

@@ -41,12 +41,21 @@ fn render_command_matches_the_library_render() {
     write_npy_f32(&npy, &[H, W], data.as_slice().unwrap());
     let out = dir.path().join("ramp.png");
     let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["render", npy.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .args([
+            "render",
+            npy.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
         .args(["--size", &format!("{W}x{H}"), "--clim", "0.1,0.6"])
         .args(["--colormap", "viridis"])
         .output()
         .unwrap();
-    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
     let cli = image::open(&out).unwrap().to_rgba8();
 
     // The same scene through the library.
@@ -62,7 +71,10 @@ fn render_command_matches_the_library_render() {
     renderer.render(&scene, &camera, &target).unwrap();
     let library = renderer.read_image(&target).unwrap();
     assert_eq!(cli.dimensions(), library.dimensions());
-    assert!(cli.as_raw() == library.as_raw(), "the PNG differs from the library's render");
+    assert!(
+        cli.as_raw() == library.as_raw(),
+        "the PNG differs from the library's render"
+    );
 
     // And both are the colormap on the CPU: one data pixel per screen pixel. Values exactly on
     // an entry boundary may round either way in the shader: the neighbour entry is accepted.
@@ -96,12 +108,21 @@ fn render_command_matches_the_library_volume_render() {
     write_npy_f32(&npy, &[d, h, w], vol.as_slice().unwrap());
     let out = dir.path().join("vol.png");
     let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["render", npy.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .args([
+            "render",
+            npy.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
         .args(["--size", "96x80", "--clim", "0,1", "--colormap", "magma"])
         .args(["--camera", "40,25", "--mode", "mip"])
         .output()
         .unwrap();
-    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
     let cli = image::open(&out).unwrap().to_rgba8();
 
     let mut scene = Scene::new();
@@ -112,10 +133,18 @@ fn render_command_matches_the_library_volume_render() {
     );
     let mut renderer = Renderer::new().unwrap();
     let target = renderer.create_target(96, 80).unwrap();
-    let camera = OrbitCamera::fit(Vec3::ZERO, Vec3::new(w as f32, h as f32, d as f32), 40.0, 25.0);
+    let camera = OrbitCamera::fit(
+        Vec3::ZERO,
+        Vec3::new(w as f32, h as f32, d as f32),
+        40.0,
+        25.0,
+    );
     renderer.render(&scene, &camera, &target).unwrap();
     let library = renderer.read_image(&target).unwrap();
-    assert!(cli.as_raw() == library.as_raw(), "the PNG differs from the library's render");
+    assert!(
+        cli.as_raw() == library.as_raw(),
+        "the PNG differs from the library's render"
+    );
     // The ball's centre projects near the image centre: its MIP there is close to 1.
     let centre = cli.get_pixel(48, 40).0;
     let top = Colormap::Magma.entries()[255];

@@ -59,10 +59,15 @@ fn window_presents_what_the_offscreen_render_draws() {
 
     let (scene, _) = build();
     let mut renderer = Renderer::new().unwrap();
-    let target = renderer.create_target(window.width(), window.height()).unwrap();
+    let target = renderer
+        .create_target(window.width(), window.height())
+        .unwrap();
     renderer.render(&scene, &camera, &target).unwrap();
     let offscreen = renderer.read_image(&target).unwrap();
-    assert_eq!(report.last_frame.as_ref().map(|f| f.dimensions()), Some(offscreen.dimensions()));
+    assert_eq!(
+        report.last_frame.as_ref().map(|f| f.dimensions()),
+        Some(offscreen.dimensions())
+    );
     let mut worst = 0u8;
     for (a, b) in window.pixels().zip(offscreen.pixels()) {
         for c in 0..3 {
@@ -74,7 +79,10 @@ fn window_presents_what_the_offscreen_render_draws() {
         window.width(),
         window.height()
     );
-    assert!(worst <= 2, "window and offscreen render differ by {worst} in a channel");
+    assert!(
+        worst <= 2,
+        "window and offscreen render differ by {worst} in a channel"
+    );
     // The scene is really there: not one flat colour.
     let first = offscreen.get_pixel(0, 0).0;
     assert!(offscreen.pixels().any(|p| p.0 != first));
