@@ -101,7 +101,7 @@ fn unsupported_npy_dtype_is_one_line() {
     let path = dir.path().join("complex.npy");
     let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
     let mut header = "{'descr': '<c8', 'fortran_order': False, 'shape': (2, 2), }".to_string();
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');
