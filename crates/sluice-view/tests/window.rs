@@ -87,3 +87,48 @@ fn window_presents_what_the_offscreen_render_draws() {
     let first = offscreen.get_pixel(0, 0).0;
     assert!(offscreen.pixels().any(|p| p.0 != first));
 }
+
+#[test]
+fn view_command_with_frames_saves_its_last_frame() {
+    let has_display =
+        std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    if !has_display {
+        assert!(
+            std::env::var("SLUICE_REQUIRE_WINDOW").as_deref() != Ok("1"),
+            "SLUICE_REQUIRE_WINDOW=1 but there is no display (run under xvfb-run)"
+        );
+        eprintln!("skipped: no display (DISPLAY / WAYLAND_DISPLAY unset); run under xvfb-run");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("in.png");
+    image::GrayImage::from_fn(64, 64, |x, y| image::Luma([((x ^ y) * 4) as u8]))
+        .save(&png)
+        .unwrap();
+    let out = dir.path().join("last.png");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "view",
+            png.to_str().unwrap(),
+            "--frames",
+            "3",
+            "--colormap",
+            "plasma",
+        ])
+        .args(["--save", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let last = image::open(&out).unwrap().to_rgba8();
+    // The fitted image sits in the middle of the frame: there, a plasma colour of the data.
+    let centre = last.get_pixel(last.width() / 2, last.height() / 2).0;
+    let entries = sluice_render::Colormap::Plasma;
+    assert!(
+        entries.entries().iter().any(|e| e[..3] == centre[..3]),
+        "centre {centre:?} is a plasma entry"
+    );
+}
