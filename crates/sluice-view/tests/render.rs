@@ -151,3 +151,39 @@ fn render_command_matches_the_library_volume_render() {
     let close = centre.iter().zip(top).all(|(a, b)| a.abs_diff(b) <= 40);
     assert!(close, "centre {centre:?}, magma top {top:?}");
 }
+
+#[test]
+fn grid_places_inputs_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.npy"), dir.path().join("b.npy"));
+    write_npy_f32(&a, &[32, 32], &[0.25; 32 * 32]);
+    write_npy_f32(&b, &[32, 32], &[0.75; 32 * 32]);
+    let out = dir.path().join("grid.png");
+    // 32 + 16 (gap) + 32 = 80 columns: the fitted camera shows them at one pixel per sample.
+    let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["render", a.to_str().unwrap(), b.to_str().unwrap(), "--grid"])
+        .args([
+            "--out",
+            out.to_str().unwrap(),
+            "--size",
+            "80x32",
+            "--clim",
+            "0,1",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let png = image::open(&out).unwrap().to_rgba8();
+    let gray = Colormap::Gray;
+    assert_eq!(png.get_pixel(16, 16).0, expected(&gray, 0.25, [0.0, 1.0]));
+    assert_eq!(png.get_pixel(64, 16).0, expected(&gray, 0.75, [0.0, 1.0]));
+    assert_eq!(
+        png.get_pixel(40, 16).0,
+        [0, 0, 0, 255],
+        "the gap shows the background"
+    );
+}
