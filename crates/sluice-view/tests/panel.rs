@@ -1,5 +1,5 @@
 //! The side panel driven through egui_kittest (by its accessibility tree, as a user would):
-//! choosing a colormap and auto-contrast change the rendered pixels to the colormap entries
+//! choosing a colormap, auto-contrast and the clim slider change the rendered pixels to the colormap entries
 //! computed on the CPU, and upload nothing.
 
 use std::sync::Arc;
@@ -63,7 +63,7 @@ fn render_and_check(renderer: &mut Renderer, view: &View, map: &Colormap, clim: 
 }
 
 #[test]
-fn colormap_and_auto_contrast_through_the_panel_change_pixels_and_upload_nothing() {
+fn colormap_auto_contrast_and_clim_slider_change_pixels_and_upload_nothing() {
     let input = Input {
         name: "ramp".into(),
         source: Arc::new(ArraySource::new(data()).unwrap()),
@@ -114,4 +114,15 @@ fn colormap_and_auto_contrast_through_the_panel_change_pixels_and_upload_nothing
     );
     let uploaded = render_and_check(&mut renderer, view, &Colormap::Magma, clim);
     assert_eq!(uploaded, 0, "a contrast change uploads nothing");
+
+    // The upper limit's slider, set through its accessibility action as a screen reader would.
+    harness
+        .get_by_role_and_label(Role::Slider, "clim high")
+        .set_value_accesskit(0.5);
+    harness.run();
+    let view = harness.state();
+    let moved = layers::clim(&view.scene, node).unwrap();
+    assert_eq!(moved, [clim[0], 0.5]);
+    let uploaded = render_and_check(&mut renderer, view, &Colormap::Magma, moved);
+    assert_eq!(uploaded, 0, "a slider change uploads nothing");
 }
