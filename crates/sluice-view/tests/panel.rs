@@ -1,6 +1,6 @@
 //! The side panel driven through egui_kittest (by its accessibility tree, as a user would):
-//! choosing a colormap, auto-contrast and the clim slider change the rendered pixels to the colormap entries
-//! computed on the CPU, and upload nothing.
+//! choosing a colormap, auto-contrast and the clim slider change the rendered pixels to the
+//! colormap entries computed on the CPU, and upload nothing.
 
 use std::sync::Arc;
 
