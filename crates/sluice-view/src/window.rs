@@ -641,7 +641,9 @@ impl WindowState {
         }
         self.egui_state
             .handle_platform_output(&self.window, output.platform_output);
-        self.present(output.shapes, output.textures_delta, ppp)?;
+        // The last frame of a counted run is read back from the surface for the report.
+        let last_counted = viewer.quit_after.is_some_and(|n| self.frames + 1 >= n);
+        self.present(output.shapes, output.textures_delta, ppp, last_counted)?;
         self.last = stats;
         self.frames += 1;
         self.counters = self.renderer.counters();
@@ -674,12 +676,14 @@ impl WindowState {
         Ok(stats.pixels_drawn > 0)
     }
 
-    /// Draws egui (which shows the target) onto the surface and presents it.
+    /// Draws egui (which shows the target) onto the surface and presents it; with `read_back`,
+    /// keeps the scene's part of the presented image for the report.
     fn present(
         &mut self,
         shapes: Vec<egui::epaint::ClippedShape>,
         textures: egui::TexturesDelta,
         ppp: f32,
+        read_back: bool,
     ) -> Result<(), ViewError> {
         // Texture changes wait here until a frame applies them (a surface may be unavailable).
         self.pending_textures.append(textures);
@@ -738,7 +742,7 @@ impl WindowState {
             self.egui_renderer.free_texture(&id);
         }
         self.last_surface = None;
-        if self.config.usage.contains(wgpu::TextureUsages::COPY_SRC) {
+        if read_back && self.config.usage.contains(wgpu::TextureUsages::COPY_SRC) {
             self.last_surface = Some(read_texture(
                 &device,
                 &queue,
