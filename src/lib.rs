@@ -45,6 +45,12 @@ pub mod interop {
 /// (feature `zarr`): `sluice::zarr::open(url_or_path)` picks the store from the location.
 #[cfg(feature = "zarr")]
 pub use sluice_zarr as zarr;
+/// A window with layer controls, and the `sluice` command line's building blocks (feature
+/// `view`, on by default). See `docs/viewer.md`.
+#[cfg(feature = "view")]
+pub mod view {
+    pub use sluice_view::*;
+}
 
 /// The names most programs need.
 pub mod prelude {

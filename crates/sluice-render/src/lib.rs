@@ -57,7 +57,7 @@ pub use device_upload::{
 };
 pub use error::RenderError;
 pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV};
-pub use renderer::Renderer;
+pub use renderer::{RedrawNotify, Renderer};
 pub use scene::{NodeId, Scene};
 pub use target::{RenderTarget, TARGET_FORMAT};
 pub use visual::{

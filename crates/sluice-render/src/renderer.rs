@@ -36,13 +36,22 @@ const _: () = {
     assert_send::<Renderer>();
 };
 
-/// Set by sources' wakers when data that was not ready becomes ready.
+/// Set by sources' wakers when data that was not ready becomes ready; the notify hook (a
+/// window's event loop) hears of it at once.
 #[derive(Default)]
-struct RedrawFlag(AtomicBool);
+struct RedrawFlag(AtomicBool, parking_lot::Mutex<Option<RedrawNotify>>);
+
+/// Called from any thread when a source wakes the renderer (see
+/// [`Renderer::set_redraw_notify`]).
+pub type RedrawNotify = Arc<dyn Fn() + Send + Sync>;
 
 impl Wake for RedrawFlag {
     fn wake(self: Arc<Self>) {
         self.0.store(true, Ordering::Release);
+        let notify = self.1.lock().clone();
+        if let Some(notify) = notify {
+            notify();
+        }
     }
 }
 
@@ -272,6 +281,13 @@ impl Renderer {
     /// call: render again to show it.
     pub fn take_redraw_request(&self) -> bool {
         self.redraw.0.swap(false, Ordering::AcqRel)
+    }
+
+    /// Calls `notify` (from the waking thread) whenever a source wakes the renderer, so an
+    /// event loop that sleeps until something happens can schedule a frame; `None` removes
+    /// it. [`Renderer::take_redraw_request`] still reports the wake.
+    pub fn set_redraw_notify(&self, notify: Option<RedrawNotify>) {
+        *self.redraw.1.lock() = notify;
     }
 
     /// Creates an offscreen target of `width` x `height` pixels.

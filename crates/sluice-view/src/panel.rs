@@ -1,0 +1,226 @@
+//! The egui side panel: a layer list (visibility, opacity) and per layer the contrast limits
+//! over a histogram with auto-contrast, gamma, colormap, interpolation, volume mode and iso
+//! threshold, and the plane shown of a volume; and the status bar.
+//!
+//! Every control changes display settings only: what a frame uploads stays zero (the status bar
+//! shows it).
+
+use egui::{Color32, Rect, Sense, Stroke, Ui};
+use sluice_render::{Colormap, Interpolation, Scene, VolumeMode};
+
+use crate::layers::{self, Layer, LayerKind};
+
+/// Percentiles auto-contrast sets the limits to.
+pub const AUTO_CONTRAST_PERCENTILES: [f64; 2] = [0.5, 99.5];
+
+/// Draws the controls of `layers` (nodes of `scene`); returns whether any setting changed.
+pub fn layer_controls(ui: &mut Ui, scene: &mut Scene, layers: &mut [Layer]) -> bool {
+    let mut changed = false;
+    for (index, layer) in layers.iter_mut().enumerate() {
+        ui.push_id(index, |ui| {
+            changed |= one_layer(ui, scene, layer);
+        });
+        ui.separator();
+    }
+    changed
+}
+
+fn one_layer(ui: &mut Ui, scene: &mut Scene, layer: &mut Layer) -> bool {
+    let node = layer.node;
+    let mut changed = false;
+    if ui
+        .checkbox(&mut layer.visible, layer.name.as_str())
+        .changed()
+    {
+        scene.set_visible(node, layer.visible);
+        changed = true;
+    }
+    if let Some(mut opacity) = layers::opacity(scene, node) {
+        if ui
+            .add(egui::Slider::new(&mut opacity, 0.0..=1.0).text("opacity"))
+            .changed()
+        {
+            layers::set_opacity(scene, node, opacity);
+            changed = true;
+        }
+    }
+
+    // Contrast limits over the histogram.
+    if let Some([mut lo, mut hi]) = layers::clim(scene, node) {
+        let [min, max] = layer.stats.range;
+        let (min, max) = (min.min(lo), max.max(hi));
+        histogram(ui, &layer.stats.histogram, layer.stats.range, [lo, hi]);
+        let lo_changed = ui
+            .add(egui::Slider::new(&mut lo, min..=max).text("clim low"))
+            .changed();
+        let hi_changed = ui
+            .add(egui::Slider::new(&mut hi, min..=max).text("clim high"))
+            .changed();
+        if (lo_changed || hi_changed) && lo < hi {
+            layers::set_clim(scene, node, [lo, hi]);
+            changed = true;
+        }
+        if ui.button("auto contrast").clicked() {
+            let [p_lo, p_hi] = AUTO_CONTRAST_PERCENTILES;
+            layers::set_clim(scene, node, layer.stats.percentiles(p_lo, p_hi));
+            changed = true;
+        }
+    }
+    if let Some(mut gamma) = layers::gamma(scene, node) {
+        if ui
+            .add(
+                egui::Slider::new(&mut gamma, 0.1..=5.0)
+                    .logarithmic(true)
+                    .text("gamma"),
+            )
+            .changed()
+        {
+            layers::set_gamma(scene, node, gamma);
+            changed = true;
+        }
+    }
+    if let Some(current) = layers::colormap(scene, node) {
+        let mut chosen = current.clone();
+        egui::ComboBox::new("colormap", "colormap")
+            .selected_text(current.name().to_string())
+            .show_ui(ui, |ui| {
+                for map in Colormap::builtins() {
+                    let name = map.name().to_string();
+                    ui.selectable_value(&mut chosen, map, name);
+                }
+            });
+        if chosen != current {
+            layers::set_colormap(scene, node, chosen);
+            changed = true;
+        }
+    }
+    if let Some(current) = layers::interpolation(scene, node) {
+        let mut chosen = current;
+        ui.horizontal(|ui| {
+            ui.label("interpolation");
+            ui.selectable_value(&mut chosen, Interpolation::Nearest, "nearest");
+            ui.selectable_value(&mut chosen, Interpolation::Linear, "linear");
+        });
+        if chosen != current {
+            layers::set_interpolation(scene, node, chosen);
+            changed = true;
+        }
+    }
+    if let Some(mode) = layers::mode(scene, node) {
+        changed |= volume_mode(ui, scene, layer, mode);
+    }
+    if let (LayerKind::Plane { depth }, Some(mut z)) = (layer.kind, layers::plane(scene, node)) {
+        if ui
+            .add(egui::Slider::new(&mut z, 0..=depth.saturating_sub(1)).text("plane"))
+            .changed()
+        {
+            layers::set_plane(scene, node, z);
+            changed = true;
+        }
+    }
+    changed
+}
+
+fn volume_mode(ui: &mut Ui, scene: &mut Scene, layer: &Layer, mode: VolumeMode) -> bool {
+    let [lo, hi] = layer.stats.range;
+    let middle = 0.5 * (lo + hi);
+    let mut kind = std::mem::discriminant(&mode);
+    let mip = VolumeMode::Mip;
+    let translucent = VolumeMode::Translucent { attenuation: 1.0 };
+    let iso = VolumeMode::Iso { threshold: middle };
+    ui.horizontal(|ui| {
+        ui.label("mode");
+        for (m, name) in [(&mip, "mip"), (&translucent, "translucent"), (&iso, "iso")] {
+            let d = std::mem::discriminant(m);
+            if ui.selectable_label(kind == d, name).clicked() {
+                kind = d;
+            }
+        }
+    });
+    let mut next = if kind == std::mem::discriminant(&mode) {
+        mode
+    } else if kind == std::mem::discriminant(&mip) {
+        mip
+    } else if kind == std::mem::discriminant(&translucent) {
+        translucent
+    } else {
+        iso
+    };
+    if let VolumeMode::Iso { threshold } = &mut next {
+        let range = lo.min(*threshold)..=hi.max(*threshold);
+        ui.add(egui::Slider::new(threshold, range).text("iso"));
+    }
+    if let VolumeMode::Translucent { attenuation } = &mut next {
+        ui.add(
+            egui::Slider::new(attenuation, 0.01..=20.0)
+                .logarithmic(true)
+                .text("attenuation"),
+        );
+    }
+    if next != mode {
+        layers::set_mode(scene, layer.node, next);
+        return true;
+    }
+    false
+}
+
+/// Bars of `counts` over `range`, with the contrast limits as vertical lines.
+fn histogram(ui: &mut Ui, counts: &[u32], range: [f64; 2], clim: [f64; 2]) {
+    let width = ui.available_width().max(64.0);
+    let (rect, _) = ui.allocate_exact_size(egui::vec2(width, 48.0), Sense::hover());
+    let painter = ui.painter_at(rect);
+    painter.rect_filled(rect, 0.0, Color32::from_gray(24));
+    let peak = counts.iter().copied().max().unwrap_or(0).max(1) as f32;
+    let bar = rect.width() / counts.len().max(1) as f32;
+    for (i, &c) in counts.iter().enumerate() {
+        // Square-root heights keep small bins visible next to a dominant one.
+        let h = (c as f32 / peak).sqrt() * rect.height();
+        let x = rect.left() + i as f32 * bar;
+        painter.rect_filled(
+            Rect::from_min_max(
+                egui::pos2(x, rect.bottom() - h),
+                egui::pos2(x + bar, rect.bottom()),
+            ),
+            0.0,
+            Color32::from_gray(160),
+        );
+    }
+    let span = range[1] - range[0];
+    if span > 0.0 {
+        for v in clim {
+            let x = rect.left() + ((v - range[0]) / span) as f32 * rect.width();
+            painter.vline(x, rect.y_range(), Stroke::new(1.5, Color32::YELLOW));
+        }
+    }
+}
+
+/// What the status bar shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Status {
+    /// Time of the last frame (sluice render and egui), milliseconds.
+    pub frame_ms: f64,
+    /// Bytes of source data the last frame uploaded.
+    pub bytes_uploaded: u64,
+    /// Bytes of GPU memory source data holds now.
+    pub resident_bytes: u64,
+    /// Pixels the last frame redrew.
+    pub pixels_drawn: u64,
+}
+
+/// The status bar's line.
+pub fn status_bar(ui: &mut Ui, status: &Status) {
+    ui.horizontal(|ui| {
+        ui.label(format!("frame {:.1} ms", status.frame_ms));
+        ui.separator();
+        ui.label(format!("uploaded {} B", status.bytes_uploaded));
+        ui.separator();
+        ui.label(format!(
+            "resident {:.1} MiB",
+            status.resident_bytes as f64 / (1 << 20) as f64
+        ));
+        ui.separator();
+        ui.label(format!("redrew {} px", status.pixels_drawn));
+        ui.separator();
+        ui.label("R: reset view   S: screenshot   Esc: quit");
+    });
+}

@@ -1,0 +1,189 @@
+//! `sluice render` writes the same pixels as the library's offscreen render of the same scene,
+//! and those pixels are the colormap entries computed on the CPU. Renders on lavapipe with
+//! `SLUICE_BACKEND=vulkan`.
+
+use std::io::Write;
+use std::process::Command;
+use std::sync::Arc;
+
+use sluice_core::ndarray::{Array2, Array3};
+use sluice_core::{npy_header, ArraySource, ElementType};
+use sluice_render::glam::{Vec2, Vec3};
+use sluice_render::{Colormap, Image, OrbitCamera, PanZoomCamera, Renderer, Scene, Volume};
+
+const W: usize = 64;
+const H: usize = 40;
+
+fn data() -> Array2<f32> {
+    Array2::from_shape_fn((H, W), |(y, x)| (x as f32 + 3.0 * y as f32) / 200.0)
+}
+
+fn write_npy_f32(path: &std::path::Path, shape: &[usize], values: &[f32]) {
+    let mut f = std::fs::File::create(path).unwrap();
+    f.write_all(&npy_header(ElementType::F32, shape)).unwrap();
+    for v in values {
+        f.write_all(&v.to_le_bytes()).unwrap();
+    }
+}
+
+/// The colormap entry for `v` under `clim` (the matplotlib convention the renderer states).
+fn expected(map: &Colormap, v: f32, [lo, hi]: [f32; 2]) -> [u8; 4] {
+    let t = ((v - lo) / (hi - lo)).clamp(0.0, 1.0);
+    let n = map.entries().len();
+    map.entries()[((t * n as f32) as usize).min(n - 1)]
+}
+
+#[test]
+fn render_command_matches_the_library_render() {
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("ramp.npy");
+    let data = data();
+    write_npy_f32(&npy, &[H, W], data.as_slice().unwrap());
+    let out = dir.path().join("ramp.png");
+    let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "render",
+            npy.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .args(["--size", &format!("{W}x{H}"), "--clim", "0.1,0.6"])
+        .args(["--colormap", "viridis"])
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let cli = image::open(&out).unwrap().to_rgba8();
+
+    // The same scene through the library.
+    let mut scene = Scene::new();
+    scene.add(
+        Image::new(Arc::new(ArraySource::new(data.clone()).unwrap()))
+            .with_clim(0.1, 0.6)
+            .with_colormap(Colormap::Viridis),
+    );
+    let mut renderer = Renderer::new().unwrap();
+    let target = renderer.create_target(W as u32, H as u32).unwrap();
+    let camera = PanZoomCamera::fit(Vec2::ZERO, Vec2::new(W as f32, H as f32), target.size());
+    renderer.render(&scene, &camera, &target).unwrap();
+    let library = renderer.read_image(&target).unwrap();
+    assert_eq!(cli.dimensions(), library.dimensions());
+    assert!(
+        cli.as_raw() == library.as_raw(),
+        "the PNG differs from the library's render"
+    );
+
+    // And both are the colormap on the CPU: one data pixel per screen pixel. Values exactly on
+    // an entry boundary may round either way in the shader: the neighbour entry is accepted.
+    let map = Colormap::Viridis;
+    let mut wrong = 0;
+    for y in 0..H {
+        for x in 0..W {
+            let v = data[[y, x]];
+            let got = cli.get_pixel(x as u32, y as u32).0;
+            let near = [-0.002f32, 0.0, 0.002]
+                .iter()
+                .any(|d| expected(&map, v + d, [0.1, 0.6]) == got);
+            if !near {
+                wrong += 1;
+            }
+        }
+    }
+    assert_eq!(wrong, 0, "pixels off the CPU colormap");
+}
+
+#[test]
+fn render_command_matches_the_library_volume_render() {
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("vol.npy");
+    let (d, h, w) = (16usize, 20usize, 24usize);
+    let vol = Array3::from_shape_fn((d, h, w), |(z, y, x)| {
+        let r = ((x as f32 - 12.0).powi(2) + (y as f32 - 10.0).powi(2) + (z as f32 - 8.0).powi(2))
+            .sqrt();
+        (1.0 - r / 12.0).max(0.0)
+    });
+    write_npy_f32(&npy, &[d, h, w], vol.as_slice().unwrap());
+    let out = dir.path().join("vol.png");
+    let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "render",
+            npy.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .args(["--size", "96x80", "--clim", "0,1", "--colormap", "magma"])
+        .args(["--camera", "40,25", "--mode", "mip"])
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let cli = image::open(&out).unwrap().to_rgba8();
+
+    let mut scene = Scene::new();
+    scene.add(
+        Volume::new(Arc::new(ArraySource::new(vol).unwrap()))
+            .with_clim(0.0, 1.0)
+            .with_colormap(Colormap::Magma),
+    );
+    let mut renderer = Renderer::new().unwrap();
+    let target = renderer.create_target(96, 80).unwrap();
+    let camera = OrbitCamera::fit(
+        Vec3::ZERO,
+        Vec3::new(w as f32, h as f32, d as f32),
+        40.0,
+        25.0,
+    );
+    renderer.render(&scene, &camera, &target).unwrap();
+    let library = renderer.read_image(&target).unwrap();
+    assert!(
+        cli.as_raw() == library.as_raw(),
+        "the PNG differs from the library's render"
+    );
+    // The ball's centre projects near the image centre: its MIP there is close to 1.
+    let centre = cli.get_pixel(48, 40).0;
+    let top = Colormap::Magma.entries()[255];
+    let close = centre.iter().zip(top).all(|(a, b)| a.abs_diff(b) <= 40);
+    assert!(close, "centre {centre:?}, magma top {top:?}");
+}
+
+#[test]
+fn grid_places_inputs_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.npy"), dir.path().join("b.npy"));
+    write_npy_f32(&a, &[32, 32], &[0.25; 32 * 32]);
+    write_npy_f32(&b, &[32, 32], &[0.75; 32 * 32]);
+    let out = dir.path().join("grid.png");
+    // 32 + 16 (gap) + 32 = 80 columns: the fitted camera shows them at one pixel per sample.
+    let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["render", a.to_str().unwrap(), b.to_str().unwrap(), "--grid"])
+        .args([
+            "--out",
+            out.to_str().unwrap(),
+            "--size",
+            "80x32",
+            "--clim",
+            "0,1",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let png = image::open(&out).unwrap().to_rgba8();
+    let gray = Colormap::Gray;
+    assert_eq!(png.get_pixel(16, 16).0, expected(&gray, 0.25, [0.0, 1.0]));
+    assert_eq!(png.get_pixel(64, 16).0, expected(&gray, 0.75, [0.0, 1.0]));
+    assert_eq!(
+        png.get_pixel(40, 16).0,
+        [0, 0, 0, 255],
+        "the gap shows the background"
+    );
+}
