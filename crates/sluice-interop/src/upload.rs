@@ -15,19 +15,14 @@ use parking_lot::Mutex;
 use sluice_core::{Layout, Residency, VulkanMemory};
 use sluice_render::{
     DeviceBufferCopy, DeviceCopy, DeviceCopyOutcome, DeviceTexture, DeviceTextureRequest,
-    DeviceUpload, RenderError,
+    DeviceUpload, RenderError, Renderer, RendererOptions,
 };
 
 use crate::error::InteropError;
 use crate::interop::Interop;
 use crate::source::{check_texture_layout, check_vulkan_memory, Pitches};
+use crate::vulkan::memory::fd_key;
 use crate::vulkan::semaphore::SharedSemaphore;
-
-/// Identity of a shared fd: the address of its `Arc`. Entries keep a `Weak` to it, so the
-/// address cannot be reused by another fd while an entry names it.
-pub(crate) fn fd_key(fd: &Arc<OwnedFd>) -> usize {
-    Arc::as_ptr(fd) as usize
-}
 
 struct Import {
     fd: Weak<OwnedFd>,
@@ -365,6 +360,28 @@ impl DeviceUpload for InteropUpload {
             self.cuda.frame_submitted();
             self.cuda_textures.frame_submitted();
         }
+    }
+}
+
+impl Interop {
+    /// A renderer on this device that uploads device-resident sources GPU-side. Any number
+    /// may be made; they share the device.
+    pub fn renderer(&self) -> Renderer {
+        self.renderer_with_options(&RendererOptions::default())
+    }
+
+    /// [`Interop::renderer`] with renderer options (upload budget, 3-D texture limit; the
+    /// adapter choice in them is not used).
+    pub fn renderer_with_options(&self, options: &RendererOptions) -> Renderer {
+        let vk = &self.vulkan();
+        let mut renderer = Renderer::from_device(
+            vk.adapter.clone(),
+            vk.device.clone(),
+            vk.queue.clone(),
+            options,
+        );
+        renderer.set_device_upload(Arc::new(InteropUpload::new(self.clone())));
+        renderer
     }
 }
 

@@ -27,22 +27,27 @@
 
 #![forbid(unsafe_code)]
 
+mod bricking;
 mod buffer_proxy;
 mod camera;
 mod colormap;
 mod colormap_data;
 mod counters;
+mod device;
 mod device_upload;
 mod error;
 mod format;
 mod image_pipeline;
 mod mesh_pipeline;
 mod options;
+mod pipeline;
 mod proxy;
+mod redraw;
 mod renderer;
 mod scene;
 mod staging;
 mod target;
+mod target_format;
 mod unpack;
 mod upload_state;
 mod visual;
@@ -59,7 +64,8 @@ pub use error::RenderError;
 pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV};
 pub use renderer::Renderer;
 pub use scene::{NodeId, Scene};
-pub use target::{RenderTarget, TARGET_FORMAT};
+pub use target::RenderTarget;
+pub use target_format::TARGET_FORMAT;
 pub use visual::{
     Image, Interpolation, IntoSource, Mesh, Shading, Slice, Visual, Volume, VolumeMode,
 };

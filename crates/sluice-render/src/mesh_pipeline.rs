@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use glam::{Mat4, Vec3};
 
 use crate::format::SampleKind;
-use crate::image_pipeline::{
+use crate::pipeline::{
     alpha_scale, lut_entry, render_pipeline, shader_source, DisplayParams, PassKind, PipelineSpec,
     TexDim,
 };

@@ -14,6 +14,7 @@ use sluice_core::{
     SharedSource, UploadFormat,
 };
 
+use crate::bricking::{plan_bricks, Bricking, TextureLimits, BRICK_SLOTS};
 use crate::counters::Counters;
 use crate::device_upload::{
     DeviceCopy, DeviceCopyOutcome, DeviceTexture, DeviceTextureRequest, DeviceUpload,
@@ -79,7 +80,7 @@ pub(crate) struct TextureProxy {
     format: UploadFormat,
     sample_kind: SampleKind,
     /// One brick (texture) for most sources; volumes over the device's 3-D limit are split
-    /// into up to [`MAX_BRICKS`] bricks of equal size (the last on each axis may be
+    /// into up to [`BRICK_SLOTS`] bricks of equal size (the last on each axis may be
     /// smaller).
     bricks: Vec<Brick>,
     bricking: Bricking,
@@ -713,18 +714,6 @@ fn texture_bytes(layout: &Layout, format: &UploadFormat) -> u64 {
     (layout.shape().len() * format.sample_bytes()) as u64
 }
 
-/// Most bricks of one source, in any arrangement (8 x 1 x 1 up to 2 x 2 x 2): the shaders
-/// bind that many textures.
-pub(crate) const MAX_BRICKS: usize = crate::image_pipeline::BRICK_SLOTS;
-
-/// The largest textures a proxy may create, per dimension (the device's limits, or lower
-/// ones chosen by the user).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct TextureLimits {
-    pub d2: u32,
-    pub d3: u32,
-}
-
 /// One texture of a proxy and the part of the source it holds.
 struct Brick {
     texture: wgpu::Texture,
@@ -733,29 +722,6 @@ struct Brick {
     /// A texture the device upload path filled with the whole source, bound instead of
     /// `texture` until a copy goes into `texture` again.
     provided: Option<DeviceTexture>,
-}
-
-/// How a source is cut into bricks: brick size and brick count per axis, `[x, y, z]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Bricking {
-    pub size: [u32; 3],
-    pub count: [u32; 3],
-}
-
-/// The bricking rule: an axis longer than `limit` is cut into the fewest equal bricks that
-/// fit (`ceil(len / ceil(len / limit))` samples each). `None` if that takes more than
-/// [`MAX_BRICKS`] bricks in all.
-pub(crate) fn plan_bricks(shape: [usize; 3], limit: usize) -> Option<([usize; 3], [usize; 3])> {
-    let mut size = [0; 3];
-    let mut count = [0; 3];
-    for a in 0..3 {
-        count[a] = shape[a].div_ceil(limit.max(1));
-        size[a] = shape[a].div_ceil(count[a]);
-    }
-    if count.iter().product::<usize>() > MAX_BRICKS {
-        return None;
-    }
-    Some((size, count))
 }
 
 type Bricks = (Vec<Brick>, Bricking, UploadFormat, SampleKind);
@@ -784,7 +750,7 @@ fn create_bricks(
                 limit: limits.d3,
                 grid,
                 needed: grid.iter().product(),
-                max: MAX_BRICKS,
+                max: BRICK_SLOTS,
             }
         })?;
         (wgpu::TextureDimension::D3, size, count)
@@ -840,37 +806,4 @@ fn create_bricks(
         count: [count[2] as u32, count[1] as u32, count[0] as u32],
     };
     Ok((bricks, bricking, format, sample_kind))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bricks_split_long_axes_evenly() {
-        assert_eq!(
-            plan_bricks([100, 200, 300], 2048),
-            Some(([100, 200, 300], [1, 1, 1]))
-        );
-        assert_eq!(
-            plan_bricks([40, 40, 10], 24),
-            Some(([20, 20, 10], [2, 2, 1]))
-        );
-        // Any grid of up to 8 bricks: 2 x 1 x 3, 8 x 1 x 1.
-        assert_eq!(
-            plan_bricks([3000, 10, 4097], 2048),
-            Some(([1500, 10, 1366], [2, 1, 3]))
-        );
-        assert_eq!(
-            plan_bricks([8 * 2048, 64, 64], 2048),
-            Some(([2048, 64, 64], [8, 1, 1]))
-        );
-        // Nine or more bricks are refused.
-        assert_eq!(plan_bricks([8 * 2048 + 1, 64, 64], 2048), None);
-        assert_eq!(plan_bricks([4097, 4097, 2049], 2048), None);
-        assert_eq!(
-            plan_bricks([4096, 1, 2049], 2048),
-            Some(([2048, 1, 1025], [2, 1, 2]))
-        );
-    }
 }

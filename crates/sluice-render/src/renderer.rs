@@ -7,22 +7,27 @@ use std::task::{Wake, Waker};
 
 use sluice_core::{BufferFormat, SharedSource, Version};
 
+use crate::bricking::{brick_binding, TextureLimits, BRICK_SLOTS};
 use crate::buffer_proxy::{BufferKey, BufferProxy};
 use crate::camera::Camera;
 use crate::colormap::{Colormap, ColormapKey};
 use crate::counters::{Counters, FrameStats};
+use crate::device::shared_device;
 use crate::device_upload::DeviceUpload;
 use crate::error::RenderError;
 use crate::format::SampleKind;
-use crate::image_pipeline::{
-    brick_binding, slice_geometry, ImageParams, ImagePipelines, PassKind, TexDim, BRICK_SLOTS,
-};
+use crate::image_pipeline::{slice_geometry, ImageParams, ImagePipelines};
 use crate::mesh_pipeline::{
     vertex_normals, wireframe_edges, MeshParams, MeshPipelines, MeshTexture, HAS_COLORS,
     HAS_NORMALS, HAS_SCALARS, HAS_TEXTURE,
 };
 use crate::options::RendererOptions;
-use crate::proxy::{SourceKey, TextureLimits, TextureProxy, UploadContext};
+use crate::pipeline::{PassKind, PipelineKey, TexDim};
+use crate::proxy::{SourceKey, TextureProxy, UploadContext};
+use crate::redraw::{
+    flat_depth, merge_rects, screen_rect, ClearRect, DrawSignature, DrawnFrame, FrameSignature,
+    Redraw,
+};
 use crate::scene::Scene;
 use crate::staging::StagingRing;
 use crate::target::RenderTarget;
@@ -75,14 +80,6 @@ struct Draw<'a> {
     world: glam::Mat4,
     /// Local to clip space.
     mvp: glam::Mat4,
-}
-
-/// Which pipeline draws a visual.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum PipelineKey {
-    Image(SampleKind, TexDim),
-    Volume(SampleKind),
-    Mesh(SampleKind),
 }
 
 struct BindState {
@@ -1477,210 +1474,6 @@ impl Drop for Renderer {
     }
 }
 
-/// The screen rectangle `[x0, y0, x1, y1]` (pixels, y down) of the part of a 2-D image that
-/// `region`'s texels can affect under `mvp`: the region widened by one texel on each side
-/// (linear interpolation reads neighbours). `None` if a corner is behind the camera.
-fn screen_rect(
-    mvp: glam::Mat4,
-    region: &sluice_core::Region,
-    [w, h]: [u32; 2],
-) -> Option<[f32; 4]> {
-    let [_, y, x] = region.origin.map(|v| v as f32);
-    let [_, rh, rw] = region.size.map(|v| v as f32);
-    let (lx0, ly0, lx1, ly1) = (x - 1.0, y - 1.0, x + rw + 1.0, y + rh + 1.0);
-    let mut out = [
-        f32::INFINITY,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-        f32::NEG_INFINITY,
-    ];
-    for (lx, ly) in [(lx0, ly0), (lx1, ly0), (lx0, ly1), (lx1, ly1)] {
-        let clip = mvp * glam::Vec4::new(lx, ly, 0.0, 1.0);
-        if clip.w <= 0.0 || !clip.w.is_finite() {
-            return None;
-        }
-        let sx = (clip.x / clip.w + 1.0) * 0.5 * w as f32;
-        let sy = (1.0 - clip.y / clip.w) * 0.5 * h as f32;
-        if !sx.is_finite() || !sy.is_finite() {
-            return None;
-        }
-        out = [
-            out[0].min(sx),
-            out[1].min(sy),
-            out[2].max(sx),
-            out[3].max(sy),
-        ];
-    }
-    Some(out)
-}
-
-/// Most rectangles a partial redraw draws separately (each draws every visual again).
-const MAX_DAMAGE_RECTS: usize = 4;
-
-/// Merges screen rectangles `[x0, y0, x1, y1]` that overlap or touch until none do; more than
-/// [`MAX_DAMAGE_RECTS`] left become their bounding box.
-fn merge_rects(mut rects: Vec<[u32; 4]>) -> Vec<[u32; 4]> {
-    let union = |a: [u32; 4], b: [u32; 4]| {
-        [
-            a[0].min(b[0]),
-            a[1].min(b[1]),
-            a[2].max(b[2]),
-            a[3].max(b[3]),
-        ]
-    };
-    if rects.len() > 16 * MAX_DAMAGE_RECTS {
-        // Many small edits: one box, without the quadratic merging below.
-        return rects.into_iter().reduce(union).into_iter().collect();
-    }
-    let touch =
-        |a: &[u32; 4], b: &[u32; 4]| a[0] <= b[2] && b[0] <= a[2] && a[1] <= b[3] && b[1] <= a[3];
-    'again: loop {
-        for i in 0..rects.len() {
-            for j in i + 1..rects.len() {
-                if touch(&rects[i], &rects[j]) {
-                    let b = rects.swap_remove(j);
-                    rects[i] = union(rects[i], b);
-                    continue 'again;
-                }
-            }
-        }
-        break;
-    }
-    if rects.len() > MAX_DAMAGE_RECTS {
-        let all = rects.iter().copied().reduce(union).expect("not empty");
-        return vec![all];
-    }
-    rects
-}
-
-/// What a flat frame redraws.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Redraw {
-    /// The target already shows this frame.
-    Nothing,
-    /// These rectangles, `[x, y, width, height]` in pixels, disjoint.
-    Rects(Vec<[u32; 4]>),
-    Full,
-}
-
-/// Everything that decides a flat frame's pixels besides texture contents.
-#[derive(Debug, PartialEq)]
-pub(crate) struct FrameSignature {
-    renderer: u64,
-    background: [u32; 4],
-    draws: Vec<DrawSignature>,
-}
-
-#[derive(Debug, PartialEq)]
-struct DrawSignature {
-    visual: u64,
-    /// The uniform block (transform, display settings, slice).
-    params: Vec<u8>,
-    proxy: u64,
-    generation: u64,
-    colormap: ColormapKey,
-    pipeline: PipelineKey,
-}
-
-/// What a target last showed: the frame's signature and the content value of each texture.
-#[derive(Debug)]
-pub(crate) struct DrawnFrame {
-    signature: FrameSignature,
-    contents: Vec<(u64, u64)>,
-}
-
-/// A scissored draw of the background colour, for partial redraws.
-struct ClearRect {
-    pipeline: wgpu::RenderPipeline,
-    uniform: wgpu::Buffer,
-    group: wgpu::BindGroup,
-    color: [f32; 4],
-}
-
-impl ClearRect {
-    fn new(device: &wgpu::Device) -> Self {
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("sluice clear rect"),
-            source: wgpu::ShaderSource::Wgsl(
-                "@group(0) @binding(0) var<uniform> color: vec4<f32>;
-@vertex fn vs(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> {
-    let p = vec2<f32>(f32((i << 1u) & 2u), f32(i & 2u));
-    return vec4<f32>(p * 2.0 - 1.0, 0.0, 1.0);
-}
-@fragment fn fs() -> @location(0) vec4<f32> { return color; }
-"
-                .into(),
-            ),
-        });
-        let serial = crate::image_pipeline::pipeline_creation_lock();
-        let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-            label: Some("sluice clear rect"),
-            layout: None,
-            vertex: wgpu::VertexState {
-                module: &module,
-                entry_point: Some("vs"),
-                compilation_options: Default::default(),
-                buffers: &[],
-            },
-            primitive: wgpu::PrimitiveState::default(),
-            depth_stencil: None,
-            multisample: wgpu::MultisampleState::default(),
-            fragment: Some(wgpu::FragmentState {
-                module: &module,
-                entry_point: Some("fs"),
-                compilation_options: Default::default(),
-                // The flat pass's attachments: the colour target, no depth as colour.
-                targets: &[Some(crate::target::TARGET_FORMAT.into()), None],
-            }),
-            multiview_mask: None,
-            cache: None,
-        });
-        drop(serial);
-        let uniform = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("sluice clear rect colour"),
-            size: 16,
-            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("sluice clear rect"),
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &[wgpu::BindGroupEntry {
-                binding: 0,
-                resource: uniform.as_entire_binding(),
-            }],
-        });
-        ClearRect {
-            pipeline,
-            uniform,
-            group,
-            // Never a background (NaN): the first use writes the colour.
-            color: [f32::NAN; 4],
-        }
-    }
-}
-
-/// The depth (z / w in clip space) of the rectangle `[0, size]` in the plane z = 0 under
-/// `mvp` when it is the same at all four corners and in front of the camera: then it is the
-/// same everywhere on the rectangle.
-fn flat_depth(mvp: glam::Mat4, size: [f32; 2]) -> Option<f32> {
-    let [w, h] = size;
-    let mut depth = None;
-    for (x, y) in [(0.0, 0.0), (w, 0.0), (0.0, h), (w, h)] {
-        let clip = mvp * glam::Vec4::new(x, y, 0.0, 1.0);
-        if clip.w <= 0.0 || !clip.w.is_finite() {
-            return None;
-        }
-        let z = clip.z / clip.w;
-        match depth {
-            None => depth = Some(z),
-            Some(d) if d == z => {}
-            Some(_) => return None,
-        }
-    }
-    depth
-}
-
 fn visual_id(visual: &Visual) -> u64 {
     match visual {
         Visual::Image(image) => image.token.id,
@@ -1873,140 +1666,5 @@ fn check_volume(volume: &Volume) -> Result<(), RenderError> {
             "a finite number",
         )),
         _ => Ok(()),
-    }
-}
-
-/// One wgpu instance per set of native backends for the whole process, never destroyed:
-/// instances are cheap to share (adapters and devices keep theirs alive) and costly to create.
-fn shared_instance(backends: wgpu::Backends) -> wgpu::Instance {
-    static INSTANCES: parking_lot::Mutex<Vec<(wgpu::Backends, wgpu::Instance)>> =
-        parking_lot::Mutex::new(Vec::new());
-    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-    desc.backends = backends;
-    if backends.contains(wgpu::Backends::GL) {
-        // A GL adapter is one GL context, current on one thread at a time: every GL renderer
-        // gets an instance (and so an adapter and context) of its own.
-        return wgpu::Instance::new(desc);
-    }
-    let mut instances = INSTANCES.lock();
-    if let Some((_, instance)) = instances.iter().find(|(b, _)| *b == backends) {
-        return instance.clone();
-    }
-    let instance = wgpu::Instance::new(desc);
-    instances.push((backends, instance.clone()));
-    instance
-}
-
-/// The device and queue that renderers made by [`Renderer::new`] and
-/// [`Renderer::with_options`] share on `adapter`, opened on first use and kept for the life of
-/// the process.
-///
-/// GL adapters are the exception: a GL context is current on one thread at a time, so each GL
-/// renderer opens its own device.
-///
-/// Sharing is cheaper (one device's worth of driver state and shader caches), and it avoids
-/// destroying devices while other threads submit work: NVIDIA's Vulkan driver 580 was seen to
-/// deadlock on an H200 when one thread destroyed a device while another submitted to a second
-/// one (renderers made and dropped on many threads at once, as parallel tests do). Renderers
-/// keep their own proxies, targets and staging; only the device is common.
-fn shared_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue), RenderError> {
-    type Opened = (wgpu::AdapterInfo, wgpu::Device, wgpu::Queue);
-    static DEVICES: parking_lot::Mutex<Vec<Opened>> = parking_lot::Mutex::new(Vec::new());
-    let info = adapter.get_info();
-    // A GL context is current on one thread at a time: GL renderers keep devices of their own.
-    let share = info.backend != wgpu::Backend::Gl;
-    let mut devices = DEVICES.lock();
-    if let Some((_, device, queue)) = devices.iter().find(|(i, _, _)| share && *i == info) {
-        return Ok((device.clone(), queue.clone()));
-    }
-    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-        label: Some("sluice"),
-        required_features: wgpu::Features::empty(),
-        required_limits: adapter.limits(),
-        experimental_features: wgpu::ExperimentalFeatures::disabled(),
-        memory_hints: wgpu::MemoryHints::Performance,
-        trace: wgpu::Trace::Off,
-    }))
-    .map_err(|e| RenderError::RequestDevice {
-        adapter: info.name.clone(),
-        reason: e.to_string(),
-    })?;
-    if share {
-        devices.push((info, device.clone(), queue.clone()));
-    }
-    Ok((device, queue))
-}
-
-pub(crate) fn choose_adapter(
-    backends: wgpu::Backends,
-    filter: Option<&str>,
-) -> Result<wgpu::Adapter, RenderError> {
-    let describe = |a: &wgpu::Adapter| {
-        let i = a.get_info();
-        format!("{} ({:?}, {:?})", i.name, i.backend, i.device_type)
-    };
-    let matches = |a: &wgpu::Adapter| {
-        filter.is_none_or(|w| a.get_info().name.to_lowercase().contains(&w.to_lowercase()))
-    };
-    let score = |a: &wgpu::Adapter| {
-        let i = a.get_info();
-        let device = match i.device_type {
-            wgpu::DeviceType::DiscreteGpu => 4,
-            wgpu::DeviceType::IntegratedGpu => 3,
-            wgpu::DeviceType::VirtualGpu => 2,
-            wgpu::DeviceType::Cpu => 1,
-            wgpu::DeviceType::Other => 0,
-        };
-        let backend = match i.backend {
-            wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 2,
-            wgpu::Backend::Gl => 1,
-            _ => 0,
-        };
-        device * 10 + backend
-    };
-    // Native backends first, GL only if they have no match: merely creating a GL instance
-    // probes EGL, which is slow and noisy where Vulkan already works.
-    let primary = backends & wgpu::Backends::PRIMARY;
-    let mut seen = Vec::new();
-    for group in [primary, backends - primary] {
-        if group.is_empty() {
-            continue;
-        }
-        let instance = shared_instance(group);
-        let adapters = pollster::block_on(instance.enumerate_adapters(group));
-        seen.extend(adapters.iter().map(describe));
-        if let Some(best) = adapters
-            .into_iter()
-            .filter(|a| matches(a))
-            .max_by_key(score)
-        {
-            return Ok(best);
-        }
-    }
-    Err(RenderError::NoAdapter {
-        backends: format!("{backends:?}"),
-        filter: filter.map(str::to_string),
-        seen,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::merge_rects;
-
-    #[test]
-    fn damage_rectangles_merge_when_they_touch_and_collapse_past_the_limit() {
-        // Apart: kept apart.
-        let apart = merge_rects(vec![[0, 0, 10, 10], [20, 0, 30, 10]]);
-        assert_eq!(apart.len(), 2);
-        // Overlapping or touching: one, the union (and chains of them too).
-        assert_eq!(
-            merge_rects(vec![[0, 0, 10, 10], [10, 5, 20, 15], [19, 14, 25, 30]]),
-            vec![[0, 0, 25, 30]]
-        );
-        // More than the limit of separate rectangles: their bounding box.
-        let many: Vec<[u32; 4]> = (0..5).map(|i| [i * 20, 0, i * 20 + 5, 5]).collect();
-        assert_eq!(merge_rects(many), vec![[0, 0, 85, 5]]);
-        assert!(merge_rects(Vec::new()).is_empty());
     }
 }

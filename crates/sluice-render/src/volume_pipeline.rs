@@ -5,13 +5,13 @@ use std::collections::HashMap;
 use glam::Mat4;
 use sluice_core::Layout;
 
+use crate::bricking::{BrickParams, Bricking};
 use crate::format::SampleKind;
-use crate::image_pipeline::{
-    data_texture_entries, lut_entry, render_pipeline, shader_source, BrickParams, DisplayParams,
-    PipelineSpec, TexDim,
+use crate::pipeline::{
+    data_texture_entries, lut_entry, render_pipeline, shader_source, DisplayParams, PipelineSpec,
+    TexDim,
 };
-use crate::proxy::Bricking;
-use crate::target::TARGET_FORMAT;
+use crate::target_format::{MARCHED_FORMAT, TARGET_FORMAT};
 use crate::visual::{Interpolation, Volume, VolumeMode};
 
 const SHADER: &str = include_str!("shaders/volume.wgsl");
@@ -76,9 +76,6 @@ impl VolumeParams {
         }
     }
 }
-
-/// Format of the per-target texture volumes are marched into before compositing.
-pub(crate) const MARCHED_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Rgba16Float;
 
 /// Volume pipelines: the compute ray marcher per texture kind, and the composite that blends
 /// its result over the target.
@@ -161,7 +158,7 @@ impl VolumePipelines {
             bind_group_layouts: &[Some(&layout), Some(target_layout)],
             immediate_size: 0,
         });
-        let _serial = crate::image_pipeline::pipeline_creation_lock();
+        let _serial = crate::pipeline::pipeline_creation_lock();
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some("sluice volume"),
             layout: Some(&pipeline_layout),

@@ -19,8 +19,7 @@ use super::CudaInterop;
 use crate::error::InteropError;
 use crate::handoff::{Handoff, WriteValues};
 use crate::source::{check_device_layout, not_on_host, Pitches, VulkanState};
-use crate::upload::fd_key;
-use crate::vulkan::memory::ExportedBuffer;
+use crate::vulkan::memory::{fd_key, ExportedBuffer};
 use crate::vulkan::semaphore::SharedSemaphore;
 
 /// A source whose bytes are in CUDA memory the user owns: a PyTorch or CuPy tensor's device

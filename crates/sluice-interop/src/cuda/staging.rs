@@ -14,7 +14,7 @@ use sluice_render::{DeviceBufferCopy, DeviceCopy};
 use super::driver::{copy_into, ExternalBuffer, Pitched, StreamHandle};
 use super::pool::{Handover, Pool, Pooled, Taken};
 use super::source::vouch_key;
-use super::CudaInterop;
+use super::{CudaDevice, CudaInterop};
 use crate::error::InteropError;
 use crate::interop::Interop;
 use crate::source::{check_device_layout, check_texture_layout, Pitches};
@@ -79,7 +79,7 @@ impl CudaStaging {
     }
 
     pub fn cuda(&self) -> Result<CudaInterop, InteropError> {
-        if self.interop.shared().cuda.get().is_none() {
+        if CudaDevice::opened(self.interop.device_uuid()).is_none() {
             return Err(InteropError::CudaUnavailable(
                 "CUDA interop is not enabled on this renderer's device: call Interop::cuda() before drawing CUDA sources",
             ));
