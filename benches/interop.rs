@@ -654,7 +654,7 @@ mod linux {
         };
         let volume = |s: SharedSource| {
             Volume::new(s)
-                .with_clim(0.0, 1.0)
+                .with_clim(0.0, 1.0)?
                 .with_interpolation(Interpolation::Nearest)
                 .with_colormap(Colormap::Viridis)
         };

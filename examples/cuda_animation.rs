@@ -102,7 +102,7 @@ mod linux {
         let mut volume_scene = Scene::new();
         volume_scene.add(
             Volume::new(volume.clone() as SharedSource)
-                .with_clim(0.0, 1.0)
+                .with_clim(0.0, 1.0)?
                 .with_colormap(Colormap::Inferno),
         );
         let volume_camera =

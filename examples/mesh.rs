@@ -46,7 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let surface = Mesh::new(positions.clone())
         .with_indices(indices.clone())
         .with_scalars(scalars)
-        .with_clim(-25.0, 25.0)
+        .with_clim(-25.0, 25.0)?
         .with_colormap(Colormap::Viridis)
         .with_shading(Shading::Smooth)
         .with_light_direction([0.3, 1.0, 0.5]);

@@ -142,7 +142,7 @@ impl Viewer {
         scene.set_background([0.08, 0.08, 0.1, 1.0]);
         scene.add(
             Image::new(source.clone())
-                .with_clim(-2.0, 2.5)
+                .with_clim(-2.0, 2.5)?
                 .with_colormap(Colormap::Viridis),
         );
         let target = renderer.create_target(config.width, config.height)?;

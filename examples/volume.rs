@@ -36,7 +36,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ];
     // One volume visual whose mode and colormap change: the texture is uploaded once.
     let mut scene = Scene::new();
-    let volume = scene.add(Volume::new(source.clone()).with_clim(0.0, 1.0));
+    let volume = scene.add(Volume::new(source.clone()).with_clim(0.0, 1.0)?);
     for (name, mode, colormap) in modes {
         let v = scene.volume_mut(volume).expect("a volume");
         v.set_mode(mode);
@@ -58,7 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let id = scene.add(
             Image::new(source.clone())
                 .with_slice(slice)
-                .with_clim(0.0, 1.0)
+                .with_clim(0.0, 1.0)?
                 .with_colormap(Colormap::Magma),
         );
         scene.set_transform(

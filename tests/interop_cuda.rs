@@ -395,6 +395,7 @@ mod cuda_tests {
         scene.add(
             Volume::new(source as SharedSource)
                 .with_clim(0.0, 1.0)
+                .unwrap()
                 .with_interpolation(Interpolation::Nearest)
                 .with_colormap(Colormap::Viridis),
         );

@@ -69,6 +69,7 @@ fn scalars_colours_and_textures() {
         Mesh::new(tri.clone())
             .with_scalars(scalars)
             .with_clim(0.0, 10.0)
+            .unwrap()
             .with_colormap(Colormap::Viridis)
             .with_shading(Shading::Unlit),
     );

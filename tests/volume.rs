@@ -64,6 +64,7 @@ fn iso_shows_the_known_sphere_radius() {
         Volume::new(source)
             .with_mode(VolumeMode::Iso { threshold: 0.0 })
             .with_clim(-1.0, 1.0)
+            .unwrap()
             .with_colormap(Colormap::Gray),
     );
     let mut r = renderer();
@@ -156,21 +157,28 @@ fn slices_share_the_volume_texture_and_show_its_planes() {
     let source = Arc::new(ArraySource::new(data).unwrap());
     let clim = [0.0, 300.0];
     let mut scene = Scene::new();
-    let vol = scene.add(Volume::new(source.clone()).with_clim(clim[0], clim[1]));
+    let vol = scene.add(
+        Volume::new(source.clone())
+            .with_clim(clim[0], clim[1])
+            .unwrap(),
+    );
     scene.set_visible(vol, false);
     let z = scene.add(
         Image::new(source.clone())
             .with_clim(clim[0], clim[1])
+            .unwrap()
             .with_slice(Slice::Z(5)),
     );
     let y = scene.add(
         Image::new(source.clone())
             .with_clim(clim[0], clim[1])
+            .unwrap()
             .with_slice(Slice::Y(7)),
     );
     let x = scene.add(
         Image::new(source.clone())
             .with_clim(clim[0], clim[1])
+            .unwrap()
             .with_slice(Slice::X(2)),
     );
     // Side by side: Z plane is 14 x 10, Y plane 14 x 12, X plane 10 x 12.
@@ -344,6 +352,7 @@ fn bricked_and_unbricked_volumes_render_the_same() {
             Volume::new(source.clone())
                 .with_mode(mode)
                 .with_clim(-5.0, 12.0)
+                .unwrap()
                 .with_colormap(Colormap::Viridis),
         );
         assert_bricked_equals_whole(
@@ -371,6 +380,7 @@ fn bricked_and_unbricked_volumes_render_the_same() {
             Image::new(source.clone())
                 .with_slice(slice)
                 .with_clim(-5.0, 12.0)
+                .unwrap()
                 .with_interpolation(Interpolation::Linear),
         );
         scene.set_transform(
@@ -409,6 +419,7 @@ fn a_long_volume_is_bricked_along_its_long_axis_and_too_many_bricks_are_refused(
             Volume::new(source.clone())
                 .with_mode(mode)
                 .with_clim(-5.0, 6.5)
+                .unwrap()
                 .with_colormap(Colormap::Magma),
         );
         assert_bricked_equals_whole(

@@ -24,6 +24,7 @@ mod error;
 mod layout;
 mod mmap;
 mod npy;
+pub mod pieces;
 mod plan;
 mod region;
 mod residency;

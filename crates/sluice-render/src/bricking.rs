@@ -29,22 +29,6 @@ pub(crate) struct Bricking {
     pub count: [u32; 3],
 }
 
-/// The bricking rule: an axis longer than `limit` is cut into the fewest equal bricks that
-/// fit (`ceil(len / ceil(len / limit))` samples each). `None` if that takes more than
-/// [`BRICK_SLOTS`] bricks in all.
-pub(crate) fn plan_bricks(shape: [usize; 3], limit: usize) -> Option<([usize; 3], [usize; 3])> {
-    let mut size = [0; 3];
-    let mut count = [0; 3];
-    for a in 0..3 {
-        count[a] = shape[a].div_ceil(limit.max(1));
-        size[a] = shape[a].div_ceil(count[a]);
-    }
-    if count.iter().product::<usize>() > BRICK_SLOTS {
-        return None;
-    }
-    Some((size, count))
-}
-
 /// `Bricks` in the shaders: brick size and count per axis, `[x, y, z]`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -63,38 +47,5 @@ impl From<Bricking> for BrickParams {
             count: b.count.map(|v| v as i32),
             pad1: 0,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bricks_split_long_axes_evenly() {
-        assert_eq!(
-            plan_bricks([100, 200, 300], 2048),
-            Some(([100, 200, 300], [1, 1, 1]))
-        );
-        assert_eq!(
-            plan_bricks([40, 40, 10], 24),
-            Some(([20, 20, 10], [2, 2, 1]))
-        );
-        // Any grid of up to 8 bricks: 2 x 1 x 3, 8 x 1 x 1.
-        assert_eq!(
-            plan_bricks([3000, 10, 4097], 2048),
-            Some(([1500, 10, 1366], [2, 1, 3]))
-        );
-        assert_eq!(
-            plan_bricks([8 * 2048, 64, 64], 2048),
-            Some(([2048, 64, 64], [8, 1, 1]))
-        );
-        // Nine or more bricks are refused.
-        assert_eq!(plan_bricks([8 * 2048 + 1, 64, 64], 2048), None);
-        assert_eq!(plan_bricks([4097, 4097, 2049], 2048), None);
-        assert_eq!(
-            plan_bricks([4096, 1, 2049], 2048),
-            Some(([2048, 1, 1025], [2, 1, 2]))
-        );
     }
 }

@@ -13,7 +13,7 @@
 //!
 //! let source = Arc::new(ArraySource::new(Array2::<f32>::zeros((256, 256)))?);
 //! let mut scene = Scene::new();
-//! scene.add(Image::new(source.clone()).with_clim(0.0, 1.0).with_colormap(Colormap::Viridis));
+//! scene.add(Image::new(source.clone()).with_clim(0.0, 1.0)?.with_colormap(Colormap::Viridis));
 //! let mut renderer = Renderer::new()?;
 //! let target = renderer.create_target(256, 256)?;
 //! let camera = PanZoomCamera::fit([0.0, 0.0].into(), [256.0, 256.0].into(), target.size());
@@ -67,7 +67,8 @@ pub use scene::{NodeId, Scene};
 pub use target::RenderTarget;
 pub use target_format::TARGET_FORMAT;
 pub use visual::{
-    Image, Interpolation, IntoSource, Mesh, Shading, Slice, Visual, Volume, VolumeMode,
+    DisplaySettings, Image, Interpolation, IntoSource, Mesh, Shading, Slice, Visual, Volume,
+    VolumeMode,
 };
 
 /// Re-exported so users name the same glam and wgpu versions sluice uses.

@@ -10,7 +10,7 @@ use crate::pipeline::{
     alpha_scale, lut_entry, render_pipeline, shader_source, DisplayParams, PassKind, PipelineSpec,
     TexDim,
 };
-use crate::visual::{Mesh, Shading};
+use crate::visual::{Interpolation, Mesh, Shading};
 
 const SHADER: &str = include_str!("shaders/mesh.wgsl");
 
@@ -21,6 +21,8 @@ pub(crate) const HAS_SCALARS: u32 = 4;
 pub(crate) const HAS_TEXTURE: u32 = 8;
 pub(crate) const FLAT: u32 = 16;
 pub(crate) const UNLIT: u32 = 32;
+/// The texture is sampled at the nearest sample rather than interpolated.
+pub(crate) const NEAREST: u32 = 64;
 
 /// The uniform block of `shaders/mesh.wgsl` (`Params`), 304 bytes.
 #[repr(C)]
@@ -76,11 +78,14 @@ impl MeshParams {
             ),
             None => ([1, 1, 1], 0, 1.0),
         };
-        let flags = match mesh.shading() {
+        let mut flags = match mesh.shading() {
             Shading::Flat => flags | FLAT,
             Shading::Smooth => flags,
             Shading::Unlit => flags | UNLIT,
         };
+        if mesh.interpolation() == Interpolation::Nearest {
+            flags |= NEAREST;
+        }
         MeshParams {
             mvp: mvp.to_cols_array_2d(),
             model: model.to_cols_array_2d(),
@@ -90,7 +95,7 @@ impl MeshParams {
             light_dir: [lx, ly, lz, 0.0],
             display: DisplayParams {
                 clim: [clim[0] as f32, clim[1] as f32],
-                gamma: 1.0,
+                gamma: mesh.gamma(),
                 lut_size: lut_size as u32,
             },
             flags,

@@ -14,7 +14,9 @@ use sluice_core::{
     SharedSource, UploadFormat,
 };
 
-use crate::bricking::{plan_bricks, Bricking, TextureLimits, BRICK_SLOTS};
+use sluice_core::pieces::{cut_pieces, damage_of, plan_bricks, split_for_budget, BrickGrid, Piece};
+
+use crate::bricking::{Bricking, TextureLimits, BRICK_SLOTS};
 use crate::counters::Counters;
 use crate::device_upload::{
     DeviceCopy, DeviceCopyOutcome, DeviceTexture, DeviceTextureRequest, DeviceUpload,
@@ -24,18 +26,6 @@ use crate::format::{texture_format, SampleKind};
 use crate::staging::{Staged, StagingRing, STAGING_ALIGNMENT};
 use crate::unpack::{self, Unpacker};
 use crate::upload_state::UploadState;
-
-/// The texels `copies` changed: their parts inside the `changed` regions (or the copies
-/// whole, when the changes are many).
-fn damage_of(copies: &[Region], changed: &[Region]) -> Vec<Region> {
-    if changed.is_empty() || changed.len() > 64 {
-        return copies.to_vec();
-    }
-    copies
-        .iter()
-        .flat_map(|c| changed.iter().filter_map(|e| c.intersection(e)))
-        .collect()
-}
 
 /// Copied regions a proxy remembers for partial redraws.
 const DAMAGE_LOG: usize = 256;
@@ -249,9 +239,13 @@ impl TextureProxy {
             .into_iter();
         while let Some(region) = copies.next() {
             let (head, tail) = match budget {
-                Some(budget) => {
-                    self.split_for_budget(region, budget.saturating_sub(planned), planned == 0)
-                }
+                Some(budget) => split_for_budget(
+                    region,
+                    self.layout.chunks().chunk_size(),
+                    self.format.sample_bytes(),
+                    budget.saturating_sub(planned),
+                    planned == 0,
+                ),
                 None => (Some(region), None),
             };
             let Some(head) = head else {
@@ -286,44 +280,6 @@ impl TextureProxy {
             .finish(self.source.as_ref(), self.consumer, begun.version))
     }
 
-    /// Cuts `region` so that its first part fits in `allowed` bytes, along its slowest axis and
-    /// at chunk boundaries (so each chunk is still uploaded by one copy, showing one version).
-    /// With `must_progress`, at least one chunk row (or plane) goes even over the budget.
-    fn split_for_budget(
-        &self,
-        region: Region,
-        allowed: u64,
-        must_progress: bool,
-    ) -> (Option<Region>, Option<Region>) {
-        let bytes = (region.len() * self.format.sample_bytes()) as u64;
-        if bytes <= allowed {
-            return (Some(region), None);
-        }
-        let axis = if region.size[0] > 1 { 0 } else { 1 };
-        let chunk = self.layout.chunks().chunk_size()[axis];
-        let slice_bytes = bytes / region.size[axis] as u64;
-        // Chunk-aligned end of the head, counted from the region's origin.
-        let first_boundary = (region.origin[axis] / chunk + 1) * chunk - region.origin[axis];
-        let fits = (allowed / slice_bytes) as usize;
-        let head_len = if fits >= first_boundary {
-            first_boundary + (fits - first_boundary) / chunk * chunk
-        } else if must_progress {
-            first_boundary
-        } else {
-            return (None, Some(region));
-        };
-        let head_len = head_len.min(region.size[axis]);
-        if head_len == region.size[axis] {
-            return (Some(region), None);
-        }
-        let mut head = region;
-        head.size[axis] = head_len;
-        let mut tail = region;
-        tail.origin[axis] += head_len;
-        tail.size[axis] -= head_len;
-        (Some(head), Some(tail))
-    }
-
     fn recreate(
         &mut self,
         device: &wgpu::Device,
@@ -353,54 +309,16 @@ impl TextureProxy {
     }
 
     /// The regions of `regions` that lie in each brick, cut into pieces that fit one staging
-    /// buffer: whole planes when a plane fits, else row bands of one plane.
+    /// buffer (see [`cut_pieces`]).
     fn pieces(&self, regions: &[Region], max_stage: u64) -> Vec<Piece> {
-        let texel = self.format.sample_bytes();
-        let mut pieces = Vec::new();
-        for region in regions {
-            for (brick, b) in self.bricks.iter().enumerate() {
-                let Some(part) = region.intersection(&b.region) else {
-                    continue;
-                };
-                let padded_row =
-                    ((part.size[2] * texel) as u64).next_multiple_of(STAGING_ALIGNMENT);
-                let rows = part.size[1];
-                let plane_bytes = padded_row * rows as u64;
-                let mut push = |region| {
-                    pieces.push(Piece {
-                        brick,
-                        region,
-                        padded_row,
-                    })
-                };
-                if plane_bytes <= max_stage {
-                    let planes_per_piece = ((max_stage / plane_bytes) as usize).max(1);
-                    let mut p = 0;
-                    while p < part.size[0] {
-                        let n = planes_per_piece.min(part.size[0] - p);
-                        push(Region {
-                            origin: [part.origin[0] + p, part.origin[1], part.origin[2]],
-                            size: [n, rows, part.size[2]],
-                        });
-                        p += n;
-                    }
-                } else {
-                    let rows_per_piece = ((max_stage / padded_row) as usize).max(1);
-                    for p in 0..part.size[0] {
-                        let mut r = 0;
-                        while r < rows {
-                            let n = rows_per_piece.min(rows - r);
-                            push(Region {
-                                origin: [part.origin[0] + p, part.origin[1] + r, part.origin[2]],
-                                size: [1, n, part.size[2]],
-                            });
-                            r += n;
-                        }
-                    }
-                }
-            }
-        }
-        pieces
+        let bricks: Vec<Region> = self.bricks.iter().map(|b| b.region).collect();
+        cut_pieces(
+            regions,
+            &bricks,
+            self.format.sample_bytes(),
+            STAGING_ALIGNMENT,
+            max_stage,
+        )
     }
 
     /// Stages host data for `regions` and records the copies. The source lends every piece in
@@ -429,7 +347,14 @@ impl TextureProxy {
         let mut staged = Vec::with_capacity(pieces.len());
         let (staging, device) = (&mut *ctx.staging, ctx.device);
         let outcome = source.lend_many(&requests, &mut |i, host| {
-            staged.push(pieces[i].stage(staging, device, &host, &format, &mut scratch));
+            staged.push(stage_piece(
+                &pieces[i],
+                staging,
+                device,
+                &host,
+                &format,
+                &mut scratch,
+            ));
         });
         let outcome = match outcome {
             Ok(o) => o,
@@ -465,7 +390,14 @@ impl TextureProxy {
                     row_pitch,
                     plane_pitch: row_pitch * piece.region.size[1],
                 };
-                staged.push(piece.stage(ctx.staging, ctx.device, &host, &format, &mut scratch));
+                staged.push(stage_piece(
+                    piece,
+                    ctx.staging,
+                    ctx.device,
+                    &host,
+                    &format,
+                    &mut scratch,
+                ));
             }
         }
         *ctx.scratch = scratch;
@@ -616,28 +548,20 @@ impl TextureProxy {
 }
 
 /// One staged copy: a region inside one brick, rows `padded_row` bytes apart in staging.
-struct Piece {
-    brick: usize,
-    region: Region,
-    padded_row: u64,
-}
-
-impl Piece {
-    /// Stages the piece's samples from `host`, rows `padded_row` apart (converted to `format`
-    /// through `scratch`).
-    fn stage(
-        &self,
-        staging: &mut StagingRing,
-        device: &wgpu::Device,
-        host: &HostView<'_>,
-        format: &UploadFormat,
-        scratch: &mut Vec<u8>,
-    ) -> Staged {
-        let size = self.padded_row * (self.region.size[0] * self.region.size[1]) as u64;
-        staging.stage(device, size, |view| {
-            write_rows(view, host, format, self.padded_row as usize, scratch)
-        })
-    }
+/// Stages `piece`'s samples from `host`, rows `padded_row` apart (converted to `format`
+/// through `scratch`).
+fn stage_piece(
+    piece: &Piece,
+    staging: &mut StagingRing,
+    device: &wgpu::Device,
+    host: &HostView<'_>,
+    format: &UploadFormat,
+    scratch: &mut Vec<u8>,
+) -> Staged {
+    let size = piece.padded_row * (piece.region.size[0] * piece.region.size[1]) as u64;
+    staging.stage(device, size, |view| {
+        write_rows(view, host, format, piece.padded_row as usize, scratch)
+    })
 }
 
 /// Writes the rows of `host` into a staging view, `padded_row` bytes apart, converting the
@@ -739,26 +663,31 @@ fn create_bricks(
         kind,
         limit,
     };
-    let (dimension, size, count) = if shape.ndim() == 3 {
-        let (size, count) = plan_bricks(shape.padded(), limits.d3 as usize).ok_or_else(|| {
-            let grid = shape
-                .padded()
-                .map(|d| d.div_ceil(limits.d3.max(1) as usize));
-            RenderError::TooManyBricks {
-                source_label: source.label(),
-                shape: shape.dims().to_vec(),
-                limit: limits.d3,
-                grid,
-                needed: grid.iter().product(),
-                max: BRICK_SLOTS,
-            }
-        })?;
-        (wgpu::TextureDimension::D3, size, count)
+    let (dimension, grid) = if shape.ndim() == 3 {
+        let grid =
+            plan_bricks(shape.padded(), limits.d3 as usize, BRICK_SLOTS).ok_or_else(|| {
+                let grid = shape
+                    .padded()
+                    .map(|d| d.div_ceil(limits.d3.max(1) as usize));
+                RenderError::TooManyBricks {
+                    source_label: source.label(),
+                    shape: shape.dims().to_vec(),
+                    limit: limits.d3,
+                    grid,
+                    needed: grid.iter().product(),
+                    max: BRICK_SLOTS,
+                }
+            })?;
+        (wgpu::TextureDimension::D3, grid)
     } else {
         if shape.padded().iter().any(|&d| d > limits.d2 as usize) {
             return Err(too_large("2-D", limits.d2));
         }
-        (wgpu::TextureDimension::D2, shape.padded(), [1; 3])
+        let grid = BrickGrid {
+            size: shape.padded(),
+            count: [1; 3],
+        };
+        (wgpu::TextureDimension::D2, grid)
     };
     let format = UploadFormat::for_layout(layout);
     let (texture_format, sample_kind) = texture_format(&format);
@@ -767,43 +696,41 @@ fn create_bricks(
         // Device-resident data is copied in by a compute pass where it can (see `unpack`).
         usage |= wgpu::TextureUsages::STORAGE_BINDING;
     }
-    let whole = shape.full_region();
     let mut bricks = Vec::new();
-    for z in 0..count[0] {
-        for y in 0..count[1] {
-            for x in 0..count[2] {
-                let cell = Region {
-                    origin: [z * size[0], y * size[1], x * size[2]],
-                    size,
-                };
-                let region = cell.intersection(&whole).expect("bricks cover the shape");
-                let texture = device.create_texture(&wgpu::TextureDescriptor {
-                    label: Some("sluice source texture"),
-                    size: wgpu::Extent3d {
-                        width: region.size[2] as u32,
-                        height: region.size[1] as u32,
-                        depth_or_array_layers: region.size[0] as u32,
-                    },
-                    mip_level_count: 1,
-                    sample_count: 1,
-                    dimension,
-                    format: texture_format,
-                    usage,
-                    view_formats: &[],
-                });
-                let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
-                bricks.push(Brick {
-                    texture,
-                    view,
-                    region,
-                    provided: None,
-                });
-            }
-        }
+    for region in grid.regions(shape.padded()) {
+        let texture = device.create_texture(&wgpu::TextureDescriptor {
+            label: Some("sluice source texture"),
+            size: wgpu::Extent3d {
+                width: region.size[2] as u32,
+                height: region.size[1] as u32,
+                depth_or_array_layers: region.size[0] as u32,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension,
+            format: texture_format,
+            usage,
+            view_formats: &[],
+        });
+        let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
+        bricks.push(Brick {
+            texture,
+            view,
+            region,
+            provided: None,
+        });
     }
     let bricking = Bricking {
-        size: [size[2] as u32, size[1] as u32, size[0] as u32],
-        count: [count[2] as u32, count[1] as u32, count[0] as u32],
+        size: [
+            grid.size[2] as u32,
+            grid.size[1] as u32,
+            grid.size[0] as u32,
+        ],
+        count: [
+            grid.count[2] as u32,
+            grid.count[1] as u32,
+            grid.count[0] as u32,
+        ],
     };
     Ok((bricks, bricking, format, sample_kind))
 }

@@ -41,55 +41,6 @@ pub(crate) fn screen_rect(
     Some(out)
 }
 
-/// Most rectangles a partial redraw draws separately (each draws every visual again).
-pub(crate) const MAX_DAMAGE_RECTS: usize = 4;
-
-/// Merges screen rectangles `[x0, y0, x1, y1]` that overlap or touch until none do; more than
-/// [`MAX_DAMAGE_RECTS`] left become their bounding box.
-pub(crate) fn merge_rects(mut rects: Vec<[u32; 4]>) -> Vec<[u32; 4]> {
-    let union = |a: [u32; 4], b: [u32; 4]| {
-        [
-            a[0].min(b[0]),
-            a[1].min(b[1]),
-            a[2].max(b[2]),
-            a[3].max(b[3]),
-        ]
-    };
-    if rects.len() > 16 * MAX_DAMAGE_RECTS {
-        // Many small edits: one box, without the quadratic merging below.
-        return rects.into_iter().reduce(union).into_iter().collect();
-    }
-    let touch =
-        |a: &[u32; 4], b: &[u32; 4]| a[0] <= b[2] && b[0] <= a[2] && a[1] <= b[3] && b[1] <= a[3];
-    'again: loop {
-        for i in 0..rects.len() {
-            for j in i + 1..rects.len() {
-                if touch(&rects[i], &rects[j]) {
-                    let b = rects.swap_remove(j);
-                    rects[i] = union(rects[i], b);
-                    continue 'again;
-                }
-            }
-        }
-        break;
-    }
-    if rects.len() > MAX_DAMAGE_RECTS {
-        let all = rects.iter().copied().reduce(union).expect("not empty");
-        return vec![all];
-    }
-    rects
-}
-
-/// What a flat frame redraws.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Redraw {
-    /// The target already shows this frame.
-    Nothing,
-    /// These rectangles, `[x, y, width, height]` in pixels, disjoint.
-    Rects(Vec<[u32; 4]>),
-    Full,
-}
-
 /// Everything that decides a flat frame's pixels besides texture contents.
 #[derive(Debug, PartialEq)]
 pub(crate) struct FrameSignature {
@@ -206,25 +157,4 @@ pub(crate) fn flat_depth(mvp: glam::Mat4, size: [f32; 2]) -> Option<f32> {
         }
     }
     depth
-}
-
-#[cfg(test)]
-mod tests {
-    use super::merge_rects;
-
-    #[test]
-    fn damage_rectangles_merge_when_they_touch_and_collapse_past_the_limit() {
-        // Apart: kept apart.
-        let apart = merge_rects(vec![[0, 0, 10, 10], [20, 0, 30, 10]]);
-        assert_eq!(apart.len(), 2);
-        // Overlapping or touching: one, the union (and chains of them too).
-        assert_eq!(
-            merge_rects(vec![[0, 0, 10, 10], [10, 5, 20, 15], [19, 14, 25, 30]]),
-            vec![[0, 0, 25, 30]]
-        );
-        // More than the limit of separate rectangles: their bounding box.
-        let many: Vec<[u32; 4]> = (0..5).map(|i| [i * 20, 0, i * 20 + 5, 5]).collect();
-        assert_eq!(merge_rects(many), vec![[0, 0, 85, 5]]);
-        assert!(merge_rects(Vec::new()).is_empty());
-    }
 }

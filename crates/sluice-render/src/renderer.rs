@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::{Wake, Waker};
 
+use sluice_core::pieces::{pixel_rect, plan_damage, Damage};
 use sluice_core::{BufferFormat, SharedSource, Version};
 
 use crate::bricking::{brick_binding, TextureLimits, BRICK_SLOTS};
@@ -25,8 +26,7 @@ use crate::options::RendererOptions;
 use crate::pipeline::{PassKind, PipelineKey, TexDim};
 use crate::proxy::{SourceKey, TextureProxy, UploadContext};
 use crate::redraw::{
-    flat_depth, merge_rects, screen_rect, ClearRect, DrawSignature, DrawnFrame, FrameSignature,
-    Redraw,
+    flat_depth, screen_rect, ClearRect, DrawSignature, DrawnFrame, FrameSignature,
 };
 use crate::scene::Scene;
 use crate::staging::StagingRing;
@@ -454,13 +454,6 @@ impl Renderer {
     fn prepare_visual(&mut self, visual: &Visual) -> Result<(), RenderError> {
         match visual {
             Visual::Image(image) => {
-                check_display(
-                    "Image",
-                    image.effective_clim(),
-                    image.gamma(),
-                    image.opacity(),
-                )?;
-                check_nan_color(image.nan_color())?;
                 let source = image.source();
                 slice_geometry(image.slice(), &source.layout().shape()).map_err(|reason| {
                     RenderError::InvalidSlice {
@@ -472,12 +465,6 @@ impl Renderer {
                 self.colormap_gpu(image.colormap());
             }
             Visual::Volume(volume) => {
-                check_display(
-                    "Volume",
-                    volume.effective_clim(),
-                    volume.gamma(),
-                    volume.opacity(),
-                )?;
                 check_volume(volume)?;
                 self.bind_visual(
                     &volume.token,
@@ -488,7 +475,6 @@ impl Renderer {
                 self.colormap_gpu(volume.colormap());
             }
             Visual::Mesh(mesh) => {
-                check_display("Mesh", mesh.effective_clim(), 1.0, mesh.opacity())?;
                 let (buffers, vertices) = mesh_buffers(mesh)?;
                 let texture = mesh.texture().map(|(_, image)| image);
                 if let Some(image) = texture {
@@ -678,20 +664,20 @@ impl Renderer {
             let (redraw, memory) = self.plan_redraw(scene, draws, target);
             (redraw, Some(memory))
         } else {
-            (Redraw::Full, None)
+            (Damage::Full, None)
         };
         // Stored before recording: a frame that fails afterwards invalidates the target.
         *target.drawn.lock() = memory;
         let [w, h] = target.size();
         let pixels = match &redraw {
-            Redraw::Nothing => return Ok((0, 0)),
-            Redraw::Full => u64::from(w) * u64::from(h),
-            Redraw::Rects(rects) => rects
+            Damage::Nothing => return Ok((0, 0)),
+            Damage::Full => u64::from(w) * u64::from(h),
+            Damage::Rects(rects) => rects
                 .iter()
                 .map(|[_, _, rw, rh]| u64::from(*rw) * u64::from(*rh))
                 .sum(),
         };
-        if let Redraw::Rects(_) = redraw {
+        if let Damage::Rects(_) = redraw {
             self.ensure_clear_rect(scene.background());
         }
         let [r, g, b, a] = scene.background().map(f64::from);
@@ -699,7 +685,7 @@ impl Renderer {
         {
             let with_depth = pass_kind != PassKind::Flat;
             let load = match redraw {
-                Redraw::Rects(_) => wgpu::LoadOp::Load,
+                Damage::Rects(_) => wgpu::LoadOp::Load,
                 _ => wgpu::LoadOp::Clear(wgpu::Color { r, g, b, a }),
             };
             let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
@@ -744,7 +730,7 @@ impl Renderer {
             // background there, then draw everything over it as a whole frame would. The rest
             // of the target keeps the last frame.
             let scissors: Vec<Option<[u32; 4]>> = match &redraw {
-                Redraw::Rects(rects) => rects.iter().copied().map(Some).collect(),
+                Damage::Rects(rects) => rects.iter().copied().map(Some).collect(),
                 _ => vec![None],
             };
             // Opaque visuals first, then those with opacity below 1, each group in scene order
@@ -847,7 +833,7 @@ impl Renderer {
         scene: &Scene,
         draws: &[Draw<'_>],
         target: &RenderTarget,
-    ) -> (Redraw, DrawnFrame) {
+    ) -> (Damage, DrawnFrame) {
         let mut signature = FrameSignature {
             renderer: self.id,
             background: scene.background().map(f32::to_bits),
@@ -877,60 +863,38 @@ impl Renderer {
         };
         let last = target.drawn.lock();
         let Some(last) = last.as_ref().filter(|l| l.signature == memory.signature) else {
-            return (Redraw::Full, memory);
+            return (Damage::Full, memory);
         };
         let [w, h] = target.size();
         let mut rects: Vec<[u32; 4]> = Vec::new();
         for draw in draws {
             let Visual::Image(image) = draw.visual else {
-                return (Redraw::Full, memory);
+                return (Damage::Full, memory);
             };
             let Some(key) = self.visuals[&image.token.id].texture else {
                 continue;
             };
             let proxy = &self.proxies[&key];
             let Some(&(_, since)) = last.contents.iter().find(|(s, _)| *s == proxy.serial()) else {
-                return (Redraw::Full, memory);
+                return (Damage::Full, memory);
             };
             if since == proxy.content() {
                 continue;
             }
             let Some(regions) = proxy.damage_since(since) else {
-                return (Redraw::Full, memory);
+                return (Damage::Full, memory);
             };
             if proxy.layout().shape().ndim() == 3 {
-                return (Redraw::Full, memory);
+                return (Damage::Full, memory);
             }
             for region in regions {
-                let Some([x0, y0, x1, y1]) = screen_rect(draw.mvp, &region, [w, h]) else {
-                    return (Redraw::Full, memory);
+                let Some(rect) = screen_rect(draw.mvp, &region, [w, h]) else {
+                    return (Damage::Full, memory);
                 };
-                // Whole pixels, a pixel of margin, inside the target.
-                let x0 = (x0.floor() - 1.0).clamp(0.0, w as f32) as u32;
-                let y0 = (y0.floor() - 1.0).clamp(0.0, h as f32) as u32;
-                let x1 = (x1.ceil() + 1.0).clamp(0.0, w as f32) as u32;
-                let y1 = (y1.ceil() + 1.0).clamp(0.0, h as f32) as u32;
-                if x1 > x0 && y1 > y0 {
-                    rects.push([x0, y0, x1, y1]);
-                }
+                rects.extend(pixel_rect(rect, [w, h]));
             }
         }
-        let rects = merge_rects(rects);
-        if rects.is_empty() {
-            return (Redraw::Nothing, memory);
-        }
-        let area: u64 = rects
-            .iter()
-            .map(|[x0, y0, x1, y1]| u64::from(x1 - x0) * u64::from(y1 - y0))
-            .sum();
-        if area >= u64::from(w) * u64::from(h) {
-            return (Redraw::Full, memory);
-        }
-        let rects = rects
-            .into_iter()
-            .map(|[x0, y0, x1, y1]| [x0, y0, x1 - x0, y1 - y0])
-            .collect();
-        (Redraw::Rects(rects), memory)
+        (plan_damage(rects, [w, h]), memory)
     }
 
     /// The pipeline and colour that restore the background inside a partial redraw.
@@ -1569,51 +1533,6 @@ fn mesh_buffers(
         ],
         vertices,
     ))
-}
-
-fn check_display(
-    visual: &'static str,
-    clim: [f64; 2],
-    gamma: f32,
-    opacity: f32,
-) -> Result<(), RenderError> {
-    let invalid = |parameter, value: String, expected| RenderError::InvalidParameter {
-        visual,
-        parameter,
-        value,
-        expected,
-    };
-    let [lo, hi] = clim;
-    if !lo.is_finite() || !hi.is_finite() {
-        return Err(invalid(
-            "clim",
-            format!("[{lo}, {hi}]"),
-            "both limits must be finite",
-        ));
-    }
-    if !(gamma.is_finite() && gamma > 0.0) {
-        return Err(invalid("gamma", gamma.to_string(), "a finite number > 0"));
-    }
-    if !(0.0..=1.0).contains(&opacity) {
-        return Err(invalid(
-            "opacity",
-            opacity.to_string(),
-            "a number in [0, 1]",
-        ));
-    }
-    Ok(())
-}
-
-fn check_nan_color(rgba: [f32; 4]) -> Result<(), RenderError> {
-    if rgba.iter().all(|c| (0.0..=1.0).contains(c)) {
-        return Ok(());
-    }
-    Err(RenderError::InvalidParameter {
-        visual: "Image",
-        parameter: "nan_color",
-        value: format!("{rgba:?}"),
-        expected: "RGBA components in [0, 1]",
-    })
 }
 
 fn check_volume(volume: &Volume) -> Result<(), RenderError> {

@@ -1,6 +1,7 @@
 //! Visuals: what a scene shows. They name sources and hold per-visual display state only
 //! (contrast limits, colormap, interpolation); GPU resources belong to the renderer.
 
+pub(crate) mod display;
 mod image;
 mod mesh;
 mod volume;
@@ -8,6 +9,7 @@ mod volume;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub use display::DisplaySettings;
 pub use image::{Image, Interpolation, Slice};
 pub use mesh::{Mesh, Shading};
 pub use volume::{Volume, VolumeMode};

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use sluice_core::SharedSource;
 
-use super::{IntoSource, VisualToken};
+use super::display::display_methods;
+use super::{DisplaySettings, IntoSource, VisualToken};
 use crate::colormap::Colormap;
 use crate::visual::Interpolation;
 
@@ -40,30 +41,24 @@ pub enum VolumeMode {
 /// source (slices, other volumes), and changing any setting here uploads nothing.
 pub struct Volume {
     pub(crate) token: Arc<VisualToken>,
+    display: DisplaySettings,
     source: SharedSource,
-    clim: Option<[f64; 2]>,
-    gamma: f32,
-    colormap: Colormap,
     mode: VolumeMode,
     step: f32,
-    interpolation: Interpolation,
-    opacity: f32,
 }
 
 impl Volume {
+    display_methods!("Volume");
+
     /// A maximum intensity projection of `source` with the element type's contrast limits, a
     /// gray colormap, trilinear sampling and half-voxel steps.
     pub fn new(source: impl IntoSource) -> Self {
         Volume {
             token: VisualToken::new(),
+            display: DisplaySettings::new(Colormap::Gray, Interpolation::Linear),
             source: source.into_source(),
-            clim: None,
-            gamma: 1.0,
-            colormap: Colormap::Gray,
             mode: VolumeMode::Mip,
             step: 0.5,
-            interpolation: Interpolation::Linear,
-            opacity: 1.0,
         }
     }
 
@@ -74,27 +69,6 @@ impl Volume {
         self
     }
 
-    /// Sets the contrast limits.
-    #[must_use]
-    pub fn with_clim(mut self, lo: f64, hi: f64) -> Self {
-        self.clim = Some([lo, hi]);
-        self
-    }
-
-    /// Sets gamma.
-    #[must_use]
-    pub fn with_gamma(mut self, gamma: f32) -> Self {
-        self.gamma = gamma;
-        self
-    }
-
-    /// Sets the colormap.
-    #[must_use]
-    pub fn with_colormap(mut self, colormap: Colormap) -> Self {
-        self.colormap = colormap;
-        self
-    }
-
     /// Sets the distance between samples along a ray, in voxels (smaller: finer and slower).
     #[must_use]
     pub fn with_step(mut self, step: f32) -> Self {
@@ -102,33 +76,9 @@ impl Volume {
         self
     }
 
-    /// Sets the interpolation between voxels.
-    #[must_use]
-    pub fn with_interpolation(mut self, interpolation: Interpolation) -> Self {
-        self.interpolation = interpolation;
-        self
-    }
-
-    /// Sets the opacity.
-    #[must_use]
-    pub fn with_opacity(mut self, opacity: f32) -> Self {
-        self.opacity = opacity;
-        self
-    }
-
     /// Sets the rendering mode.
     pub fn set_mode(&mut self, mode: VolumeMode) {
         self.mode = mode;
-    }
-
-    /// Sets the contrast limits.
-    pub fn set_clim(&mut self, lo: f64, hi: f64) {
-        self.clim = Some([lo, hi]);
-    }
-
-    /// Sets the colormap.
-    pub fn set_colormap(&mut self, colormap: Colormap) {
-        self.colormap = colormap;
     }
 
     /// Sets the step, in voxels.
@@ -146,20 +96,9 @@ impl Volume {
         &self.source
     }
 
-    /// The contrast limits in effect.
-    pub fn effective_clim(&self) -> [f64; 2] {
-        self.clim
-            .unwrap_or_else(|| self.source.layout().element().default_range())
-    }
-
-    /// Gamma.
-    pub fn gamma(&self) -> f32 {
-        self.gamma
-    }
-
-    /// The colormap.
-    pub fn colormap(&self) -> &Colormap {
-        &self.colormap
+    /// The element type's range: the contrast limits when none are set.
+    fn default_clim(&self) -> [f64; 2] {
+        self.source.layout().element().default_range()
     }
 
     /// The rendering mode.
@@ -171,16 +110,6 @@ impl Volume {
     pub fn step(&self) -> f32 {
         self.step
     }
-
-    /// The interpolation.
-    pub fn interpolation(&self) -> Interpolation {
-        self.interpolation
-    }
-
-    /// The opacity.
-    pub fn opacity(&self) -> f32 {
-        self.opacity
-    }
 }
 
 /// A clone is a new visual showing the same source with the same settings.
@@ -188,14 +117,10 @@ impl Clone for Volume {
     fn clone(&self) -> Self {
         Volume {
             token: VisualToken::new(),
+            display: self.display.clone(),
             source: self.source.clone(),
-            clim: self.clim,
-            gamma: self.gamma,
-            colormap: self.colormap.clone(),
             mode: self.mode,
             step: self.step,
-            interpolation: self.interpolation,
-            opacity: self.opacity,
         }
     }
 }
@@ -205,8 +130,7 @@ impl fmt::Debug for Volume {
         f.debug_struct("Volume")
             .field("source", &self.source.label())
             .field("mode", &self.mode)
-            .field("clim", &self.clim)
-            .field("colormap", &self.colormap.name())
+            .field("display", &self.display)
             .field("step", &self.step)
             .finish()
     }
