@@ -112,7 +112,7 @@ fn main() -> Res<()> {
     let strict = std::env::var("SLUICE_BENCH_STRICT").is_ok_and(|v| v == "1");
 
     let started = Instant::now();
-    let mut renderer = Renderer::new()?;
+    let mut renderer = Renderer::with_options(RendererOptions::from_env()?)?;
     let info = renderer.adapter_info().clone();
     println!("sluice upload bench");
     println!(

@@ -288,7 +288,7 @@ fn main() -> Res<()> {
     let raymarch_warmup = warmup.min(1);
 
     let started = Instant::now();
-    let mut renderer = Renderer::new()?;
+    let mut renderer = Renderer::with_options(RendererOptions::from_env()?)?;
     let info = renderer.adapter_info().clone();
     println!("sluice visuals bench");
     println!(

@@ -55,7 +55,7 @@ mod linux {
         );
         std::fs::create_dir_all(&out_dir)?;
 
-        let interop = Interop::new()?;
+        let interop = Interop::with_options(&RendererOptions::from_env()?)?;
         let cuda = interop.cuda()?;
         println!(
             "{} (UUID {}), CUDA device {}",

@@ -52,7 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_light_direction([0.3, 1.0, 0.5]);
     scene.add(surface);
 
-    let mut renderer = Renderer::new()?;
+    let mut renderer = Renderer::with_options(RendererOptions::from_env()?)?;
     println!("adapter: {}", renderer.adapter_info().name);
     let target = renderer.create_target(640, 480)?;
     let g = GRID as f32;

@@ -81,7 +81,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         scene.set_transform(id, Mat4::from_translation(offset));
     }
 
-    let mut renderer = Renderer::new()?;
+    let mut renderer = Renderer::with_options(RendererOptions::from_env()?)?;
     let info = renderer.adapter_info();
     println!("adapter: {} ({:?})", info.name, info.backend);
     let (w, h) = (3.0 * PANEL as f32 + 2.0 * GAP, 2.0 * PANEL as f32 + GAP);

@@ -20,7 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     write_cells(&npy)?;
     let source: SharedSource = Arc::new(MmapSource::open_npy(&npy)?);
 
-    let mut renderer = Renderer::new()?;
+    let mut renderer = Renderer::with_options(RendererOptions::from_env()?)?;
     println!("adapter: {}", renderer.adapter_info().name);
     let target = renderer.create_target(512, 512)?;
     let camera = OrbitCamera::fit(Vec3::ZERO, Vec3::splat(N as f32), 35.0, 25.0);

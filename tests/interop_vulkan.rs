@@ -14,7 +14,8 @@ use sluice::prelude::*;
 use sluice::{Mesh, RendererOptions, Shading, TimelineSemaphore, Volume};
 
 fn interop() -> Interop {
-    Interop::new().unwrap_or_else(|e| panic!("no Vulkan device with external memory: {e}"))
+    Interop::with_options(&RendererOptions::from_env().unwrap())
+        .unwrap_or_else(|e| panic!("no Vulkan device with external memory: {e}"))
 }
 
 fn rgba_layout(height: usize, width: usize) -> Layout {

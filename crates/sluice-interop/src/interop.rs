@@ -14,6 +14,9 @@ pub(crate) struct Shared {
     /// Whether CUDA sources shown as images and volumes are copied straight into textures.
     #[cfg(feature = "cuda")]
     pub direct_cuda_textures: std::sync::atomic::AtomicBool,
+    /// How CUDA fills those textures (a `CudaArrayCopy`, as its index).
+    #[cfg(feature = "cuda")]
+    pub cuda_array_copy: std::sync::atomic::AtomicU8,
 }
 
 /// A Vulkan device opened for GPU interop: it can export and import memory as file
@@ -29,10 +32,11 @@ pub struct Interop {
 }
 
 impl Interop {
-    /// Opens the adapter a [`Renderer`] would choose (honouring `SLUICE_BACKEND` and
-    /// `SLUICE_ADAPTER`), which must be a Vulkan one.
+    /// Opens the Vulkan adapter a [`sluice_render::Renderer`] with default options would
+    /// choose. Reads no environment variable: `Interop::with_options(&RendererOptions::from_env()?)`
+    /// honours `SLUICE_BACKEND` and `SLUICE_ADAPTER`.
     pub fn new() -> Result<Self, InteropError> {
-        Interop::with_options(&RendererOptions::from_env()?)
+        Interop::with_options(&RendererOptions::default())
     }
 
     /// Opens the Vulkan adapter `options` choose. Fails with
@@ -61,6 +65,8 @@ impl Interop {
                 handoffs: Handoffs::default(),
                 #[cfg(feature = "cuda")]
                 direct_cuda_textures: std::sync::atomic::AtomicBool::new(true),
+                #[cfg(feature = "cuda")]
+                cuda_array_copy: std::sync::atomic::AtomicU8::new(0),
             }),
         })
     }

@@ -361,6 +361,13 @@ impl DeviceUpload for InteropUpload {
             self.cuda_textures.frame_submitted();
         }
     }
+
+    fn pool_counters(&self) -> sluice_render::DevicePoolCounters {
+        #[cfg(feature = "cuda")]
+        return crate::cuda::pool::STATS.counters();
+        #[cfg(not(feature = "cuda"))]
+        sluice_render::DevicePoolCounters::default()
+    }
 }
 
 impl Interop {

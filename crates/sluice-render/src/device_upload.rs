@@ -7,6 +7,7 @@
 
 use sluice_core::{DataSource, Layout, Region, Residency};
 
+use crate::counters::DevicePoolCounters;
 use crate::error::RenderError;
 use crate::unpack::{UnpackCopy, Unpacker};
 
@@ -52,6 +53,12 @@ pub trait DeviceUpload: Send + Sync {
     /// Called after the frame's commands were submitted (to signal producers, for example).
     fn frame_submitted(&self, queue: &wgpu::Queue) {
         let _ = queue;
+    }
+
+    /// What this path's pools of destinations did so far, for [`crate::Counters`]; the
+    /// default, for paths without pools, is zero.
+    fn pool_counters(&self) -> DevicePoolCounters {
+        DevicePoolCounters::default()
     }
 }
 

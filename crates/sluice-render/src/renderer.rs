@@ -150,9 +150,11 @@ pub struct Renderer {
 }
 
 impl Renderer {
-    /// A renderer on the best adapter, honouring `SLUICE_BACKEND` and `SLUICE_ADAPTER`.
+    /// A renderer on the best adapter with default options. Reads no environment variable:
+    /// `Renderer::with_options(RendererOptions::from_env()?)` honours `SLUICE_BACKEND` and
+    /// `SLUICE_ADAPTER`.
     pub fn new() -> Result<Self, RenderError> {
-        Renderer::with_options(RendererOptions::from_env()?)
+        Renderer::with_options(RendererOptions::default())
     }
 
     /// A renderer set up by `options`.
@@ -302,6 +304,10 @@ impl Renderer {
             staging_buffers_created: self.staging.created,
             staging_bytes: self.staging.held_bytes,
             compute_copies: self.unpack.recorded(),
+            device_pools: self
+                .device_upload
+                .as_ref()
+                .map_or_else(Default::default, |u| u.pool_counters()),
             ..self.counters
         }
     }

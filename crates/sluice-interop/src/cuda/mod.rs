@@ -32,6 +32,7 @@ pub use cudarc;
 use cudarc::driver::{result, CudaContext};
 use parking_lot::Mutex;
 pub use source::{CudaSource, CudaWritableSource, CudaWrite, HostStagedCudaSource};
+pub use textures::CudaArrayCopy;
 
 use crate::error::{DeviceUuid, InteropError};
 use crate::interop::Interop;
