@@ -126,7 +126,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut scene3d = Scene::new();
     scene3d.add(
         Volume::new(volume.clone())
-            .with_mode(VolumeMode::Translucent { attenuation: 0.15 })
+            .with_mode(VolumeMode::Translucent { attenuation: 0.15 })?
             .with_clim(0.0, 4000.0)?
             .with_colormap(Colormap::Inferno),
     );

@@ -39,7 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let volume = scene.add(Volume::new(source.clone()).with_clim(0.0, 1.0)?);
     for (name, mode, colormap) in modes {
         let v = scene.volume_mut(volume).expect("a volume");
-        v.set_mode(mode);
+        v.set_mode(mode)?;
         v.set_colormap(colormap);
         renderer.render(&scene, &camera, &target)?;
         let path = out.join(format!("volume-{name}.png"));

@@ -12,10 +12,10 @@ use std::os::fd::OwnedFd;
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
-use sluice_core::{Layout, Residency, VulkanMemory};
+use sluice_core::{DataSource, Layout, Residency, VulkanMemory};
 use sluice_render::{
     DeviceBufferCopy, DeviceCopy, DeviceCopyOutcome, DeviceTexture, DeviceTextureRequest,
-    DeviceUpload, RenderError, Renderer, RendererOptions,
+    DeviceUpload, DeviceUploadError, RenderError, Renderer, RendererOptions,
 };
 
 use crate::error::InteropError;
@@ -283,10 +283,22 @@ fn check_copy_aligned(what: &str, value: u64) -> Result<(), InteropError> {
     Ok(())
 }
 
+/// `error` as the renderer reports it: a render error inside stays as it is; the rest keeps
+/// its numbers in a [`DeviceUploadError`].
+fn device_error(error: InteropError, visual: &'static str, source: &dyn DataSource) -> RenderError {
+    match error {
+        InteropError::Render(e) => e,
+        error => RenderError::DeviceUpload {
+            visual,
+            source_label: source.label(),
+            error: error.into(),
+        },
+    }
+}
+
 impl DeviceUpload for InteropUpload {
-    fn check(&self, residency: &Residency, layout: &Layout) -> Result<(), String> {
-        self.check_residency(residency, layout)
-            .map_err(|e| e.to_string())
+    fn check(&self, residency: &Residency, layout: &Layout) -> Result<(), DeviceUploadError> {
+        Ok(self.check_residency(residency, layout)?)
     }
 
     fn copy_to_texture(&self, mut copy: DeviceCopy<'_>) -> Result<DeviceCopyOutcome, RenderError> {
@@ -308,11 +320,7 @@ impl DeviceUpload for InteropUpload {
                 .check_residency(other, copy.layout)
                 .map(|()| DeviceCopyOutcome::Copied),
         };
-        result.map_err(|e| RenderError::UnsupportedSource {
-            visual: "TextureProxy",
-            source_label: copy.source.label(),
-            reason: e.to_string(),
-        })
+        result.map_err(|e| device_error(e, "TextureProxy", copy.source))
     }
 
     fn provide_texture(
@@ -324,11 +332,7 @@ impl DeviceUpload for InteropUpload {
             let provided = check_texture_layout(request.layout)
                 .and_then(|()| self.cuda.check(memory, request.layout))
                 .and_then(|cuda| self.cuda_textures.provide(&cuda, &request, memory));
-            return provided.map_err(|e| RenderError::UnsupportedSource {
-                visual: "TextureProxy",
-                source_label: request.source.label(),
-                reason: e.to_string(),
-            });
+            return provided.map_err(|e| device_error(e, "TextureProxy", request.source));
         }
         let _ = request;
         Ok(None)
@@ -341,11 +345,7 @@ impl DeviceUpload for InteropUpload {
         match self.copy_attribute(&mut copy) {
             Ok(true) => Ok(DeviceCopyOutcome::Copied),
             Ok(false) => Ok(DeviceCopyOutcome::NotReady),
-            Err(e) => Err(RenderError::UnsupportedSource {
-                visual: "Mesh",
-                source_label: copy.source.label(),
-                reason: e.to_string(),
-            }),
+            Err(e) => Err(device_error(e, "Mesh", copy.source)),
         }
     }
 

@@ -8,8 +8,8 @@ use sluice_core::{Layout, Shape};
 use crate::bricking::{BrickParams, Bricking};
 use crate::format::SampleKind;
 use crate::pipeline::{
-    alpha_scale, data_texture_entries, lut_entry, render_pipeline, shader_source, DisplayParams,
-    PassKind, PipelineSpec, TexDim,
+    alpha_scale, data_texture_entries, lut_entry, render_pipeline, shader_source, uniform_entry,
+    DisplayParams, PassKind, PipelineSpec, ShaderParts, TexDim,
 };
 use crate::visual::{Image, Interpolation, Slice};
 const SHADER: &str = include_str!("shaders/image.wgsl");
@@ -177,16 +177,10 @@ impl ImagePipelines {
 
     fn build(device: &wgpu::Device, kind: SampleKind, dim: TexDim) -> ImagePipeline {
         let mut entries = vec![
-            wgpu::BindGroupLayoutEntry {
-                binding: 0,
-                visibility: wgpu::ShaderStages::VERTEX_FRAGMENT,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Uniform,
-                    has_dynamic_offset: false,
-                    min_binding_size: wgpu::BufferSize::new(size_of::<ImageParams>() as u64),
-                },
-                count: None,
-            },
+            uniform_entry(
+                size_of::<ImageParams>(),
+                wgpu::ShaderStages::VERTEX_FRAGMENT,
+            ),
             lut_entry(),
         ];
         entries.extend(data_texture_entries(
@@ -194,23 +188,12 @@ impl ImagePipelines {
             dim,
             wgpu::ShaderStages::FRAGMENT,
         ));
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("sluice image"),
-            entries: &entries,
-        });
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("sluice image shader"),
-            source: wgpu::ShaderSource::Wgsl(shader_source(SHADER, kind, dim).into()),
-        });
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("sluice image"),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
+        let source = shader_source(SHADER, kind, dim);
+        let parts = ShaderParts::new(device, "sluice image", &entries, source, &[]);
         ImagePipeline {
-            layout,
-            pipeline_layout,
-            module,
+            layout: parts.layout,
+            pipeline_layout: parts.pipeline_layout,
+            module: parts.module,
             pipelines: HashMap::new(),
         }
     }

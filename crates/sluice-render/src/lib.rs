@@ -58,7 +58,7 @@ pub use colormap::{Colormap, CustomColormap, MAX_COLORMAP_ENTRIES};
 pub use counters::{Counters, DevicePoolCounters, FrameStats};
 pub use device_upload::{
     DeviceBufferCopy, DeviceCopy, DeviceCopyOutcome, DeviceTexture, DeviceTextureRequest,
-    DeviceUpload,
+    DeviceUpload, DeviceUploadError,
 };
 pub use error::RenderError;
 pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV};

@@ -7,8 +7,8 @@ use glam::{Mat4, Vec3};
 
 use crate::format::SampleKind;
 use crate::pipeline::{
-    alpha_scale, lut_entry, render_pipeline, shader_source, DisplayParams, PassKind, PipelineSpec,
-    TexDim,
+    alpha_scale, lut_entry, render_pipeline, shader_source, uniform_entry, DisplayParams, PassKind,
+    PipelineSpec, ShaderParts, TexDim,
 };
 use crate::visual::{Interpolation, Mesh, Shading};
 
@@ -150,52 +150,33 @@ impl MeshPipelines {
             },
             count: None,
         };
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("sluice mesh"),
-            entries: &[
-                wgpu::BindGroupLayoutEntry {
-                    binding: 0,
-                    visibility: wgpu::ShaderStages::VERTEX_FRAGMENT,
-                    ty: wgpu::BindingType::Buffer {
-                        ty: wgpu::BufferBindingType::Uniform,
-                        has_dynamic_offset: false,
-                        min_binding_size: wgpu::BufferSize::new(size_of::<MeshParams>() as u64),
-                    },
-                    count: None,
+        let entries = [
+            uniform_entry(size_of::<MeshParams>(), wgpu::ShaderStages::VERTEX_FRAGMENT),
+            wgpu::BindGroupLayoutEntry {
+                binding: 1,
+                visibility: wgpu::ShaderStages::FRAGMENT,
+                ty: wgpu::BindingType::Texture {
+                    sample_type: kind.texture_sample_type(),
+                    view_dimension: wgpu::TextureViewDimension::D2,
+                    multisampled: false,
                 },
-                wgpu::BindGroupLayoutEntry {
-                    binding: 1,
-                    visibility: wgpu::ShaderStages::FRAGMENT,
-                    ty: wgpu::BindingType::Texture {
-                        sample_type: kind.texture_sample_type(),
-                        view_dimension: wgpu::TextureViewDimension::D2,
-                        multisampled: false,
-                    },
-                    count: None,
-                },
-                lut_entry(),
-                storage(3),
-                storage(4),
-                storage(5),
-                storage(6),
-                storage(7),
-            ],
-        });
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("sluice mesh shader"),
-            source: wgpu::ShaderSource::Wgsl(shader_source(SHADER, kind, TexDim::D2).into()),
-        });
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("sluice mesh"),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
+                count: None,
+            },
+            lut_entry(),
+            storage(3),
+            storage(4),
+            storage(5),
+            storage(6),
+            storage(7),
+        ];
+        let source = shader_source(SHADER, kind, TexDim::D2);
+        let parts = ShaderParts::new(device, "sluice mesh", &entries, source, &[]);
         self.shaders.insert(
             kind,
             MeshShader {
-                layout,
-                pipeline_layout,
-                module,
+                layout: parts.layout,
+                pipeline_layout: parts.pipeline_layout,
+                module: parts.module,
             },
         );
     }

@@ -86,9 +86,18 @@ impl TexDim {
 
 /// The colormap's layout entry (binding 2).
 pub(crate) fn lut_entry() -> wgpu::BindGroupLayoutEntry {
+    float_texture_entry(2, wgpu::ShaderStages::FRAGMENT)
+}
+
+/// A layout entry for a 2-D float texture read with `textureLoad` (colormaps, depth as a
+/// colour, marched volumes).
+pub(crate) fn float_texture_entry(
+    binding: u32,
+    visibility: wgpu::ShaderStages,
+) -> wgpu::BindGroupLayoutEntry {
     wgpu::BindGroupLayoutEntry {
-        binding: 2,
-        visibility: wgpu::ShaderStages::FRAGMENT,
+        binding,
+        visibility,
         ty: wgpu::BindingType::Texture {
             sample_type: wgpu::TextureSampleType::Float { filterable: false },
             view_dimension: wgpu::TextureViewDimension::D2,
@@ -242,4 +251,62 @@ pub(crate) enum PipelineKey {
     Image(SampleKind, TexDim),
     Volume(SampleKind),
     Mesh(SampleKind),
+}
+
+/// The uniform block's layout entry (binding 0) for a block of `size` bytes.
+pub(crate) fn uniform_entry(
+    size: usize,
+    visibility: wgpu::ShaderStages,
+) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding: 0,
+        visibility,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: false,
+            min_binding_size: wgpu::BufferSize::new(size as u64),
+        },
+        count: None,
+    }
+}
+
+/// A visual's group 0 layout with `entries`, its shader module from `source`, and the
+/// pipeline layout of group 0 followed by `more` groups.
+pub(crate) struct ShaderParts {
+    pub layout: wgpu::BindGroupLayout,
+    pub module: wgpu::ShaderModule,
+    pub pipeline_layout: wgpu::PipelineLayout,
+}
+
+impl ShaderParts {
+    pub fn new(
+        device: &wgpu::Device,
+        label: &str,
+        entries: &[wgpu::BindGroupLayoutEntry],
+        source: String,
+        more: &[&wgpu::BindGroupLayout],
+    ) -> Self {
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(label),
+            entries,
+        });
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(label),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
+        let groups: Vec<Option<&wgpu::BindGroupLayout>> = std::iter::once(&layout)
+            .chain(more.iter().copied())
+            .map(Some)
+            .collect();
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(label),
+            bind_group_layouts: &groups,
+            immediate_size: 0,
+        });
+        ShaderParts {
+            layout,
+            module,
+            pipeline_layout,
+        }
+    }
 }

@@ -631,7 +631,13 @@ fn check_residency(
             layout.channels()
         )));
     }
-    upload.check(&residency, layout).map_err(unsupported)
+    upload
+        .check(&residency, layout)
+        .map_err(|error| RenderError::DeviceUpload {
+            visual: "TextureProxy",
+            source_label: source.label(),
+            error,
+        })
 }
 
 fn texture_bytes(layout: &Layout, format: &UploadFormat) -> u64 {

@@ -32,7 +32,7 @@ use crate::scene::Scene;
 use crate::staging::StagingRing;
 use crate::target::RenderTarget;
 use crate::unpack::Unpacker;
-use crate::visual::{Image, Mesh, Shading, Visual, VisualToken, Volume, VolumeMode};
+use crate::visual::{Image, Mesh, Shading, Visual, VisualToken, Volume};
 use crate::volume_pipeline::{VolumeParams, VolumePipelines, MARCH_WORKGROUP};
 
 // A renderer may move to another thread (sources are written from any thread anyway).
@@ -1541,13 +1541,8 @@ fn mesh_buffers(
     ))
 }
 
+/// A volume shows 3-D scalar data (its step and mode were checked when set).
 fn check_volume(volume: &Volume) -> Result<(), RenderError> {
-    let invalid = |parameter, value: String, expected| RenderError::InvalidParameter {
-        visual: "Volume",
-        parameter,
-        value,
-        expected,
-    };
     let shape = volume.source().layout().shape();
     if shape.ndim() != 3 {
         return Err(RenderError::UnsupportedSource {
@@ -1567,29 +1562,5 @@ fn check_volume(volume: &Volume) -> Result<(), RenderError> {
             reason: format!("it has {channels} channels per voxel; a volume shows scalar data"),
         });
     }
-    let step = volume.step();
-    if !(step.is_finite() && step >= 0.01) {
-        return Err(invalid(
-            "step",
-            step.to_string(),
-            "a finite number of voxels >= 0.01",
-        ));
-    }
-    match volume.mode() {
-        VolumeMode::Translucent { attenuation }
-            if !(attenuation.is_finite() && attenuation >= 0.0) =>
-        {
-            Err(invalid(
-                "attenuation",
-                attenuation.to_string(),
-                "a finite number >= 0",
-            ))
-        }
-        VolumeMode::Iso { threshold } if !threshold.is_finite() => Err(invalid(
-            "threshold",
-            threshold.to_string(),
-            "a finite number",
-        )),
-        _ => Ok(()),
-    }
+    Ok(())
 }

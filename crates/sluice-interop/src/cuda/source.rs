@@ -362,31 +362,7 @@ impl Drop for CudaWritableSource {
     }
 }
 
-impl DataSource for CudaWritableSource {
-    fn layout(&self) -> Layout {
-        self.layout.clone()
-    }
-
-    fn version(&self) -> Version {
-        self.state.lock().log.version()
-    }
-
-    fn changes_since(&self, since: Version) -> Changes {
-        self.state.lock().log.since(since)
-    }
-
-    fn residency(&self) -> Residency {
-        Residency::Vulkan(self.state.lock().memory.clone())
-    }
-
-    fn read(&self, _: &ReadRequest<'_>, _: &mut [u8]) -> Result<ReadStatus, SourceError> {
-        Err(not_on_host("CudaWritableSource"))
-    }
-
-    fn label(&self) -> String {
-        format!("CudaWritableSource {}", self.layout.shape())
-    }
-}
+crate::source::vulkan_memory_source!(CudaWritableSource);
 
 /// A write under way into a [`CudaWritableSource`]: enqueue kernels writing at
 /// [`CudaWrite::ptr`] on [`CudaWrite::stream`], then call [`CudaWrite::end`] (dropping the

@@ -1,12 +1,11 @@
 //! `Image`: a 2-D source drawn as a grid of pixels, through contrast limits and a colormap.
 
 use std::fmt;
-use std::sync::Arc;
 
 use sluice_core::SharedSource;
 
 use super::display::display_methods;
-use super::{DisplaySettings, IntoSource, VisualToken};
+use super::{debug_visual, DisplaySettings, IntoSource, Token};
 use crate::colormap::Colormap;
 use crate::error::RenderError;
 
@@ -65,8 +64,11 @@ pub enum Slice {
 /// [`Image::nan_color`] (transparent by default, so the background shows through). For RGB(A)
 /// sources each colour channel goes through the same `t` formula and alpha is scaled by the
 /// element type's maximum (1.0 for floats).
+///
+/// A clone is a new visual with the same sources and settings.
+#[derive(Clone)]
 pub struct Image {
-    pub(crate) token: Arc<VisualToken>,
+    pub(crate) token: Token,
     display: DisplaySettings,
     source: SharedSource,
     nan_color: [f32; 4],
@@ -80,7 +82,7 @@ impl Image {
     /// (full integer range, `[0, 1]` for floats), gamma 1, gray colormap, nearest sampling.
     pub fn new(source: impl IntoSource) -> Self {
         Image {
-            token: VisualToken::new(),
+            token: Token::new(),
             display: DisplaySettings::new(Colormap::Gray, Interpolation::Nearest),
             source: source.into_source(),
             nan_color: [0.0; 4],
@@ -148,25 +150,14 @@ impl Image {
     }
 }
 
-/// A clone is a new visual showing the same source with the same settings.
-impl Clone for Image {
-    fn clone(&self) -> Self {
-        Image {
-            token: VisualToken::new(),
-            display: self.display.clone(),
-            source: self.source.clone(),
-            nan_color: self.nan_color,
-            slice: self.slice,
-        }
-    }
-}
-
 impl fmt::Debug for Image {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Image")
-            .field("source", &self.source.label())
-            .field("display", &self.display)
-            .field("slice", &self.slice)
-            .finish()
+        debug_visual(
+            f,
+            "Image",
+            &self.source,
+            &self.display,
+            &[("slice", &self.slice)],
+        )
     }
 }

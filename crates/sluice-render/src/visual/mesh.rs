@@ -1,12 +1,11 @@
 //! `Mesh`: triangles whose every attribute is a source.
 
 use std::fmt;
-use std::sync::Arc;
 
 use sluice_core::SharedSource;
 
 use super::display::display_methods;
-use super::{DisplaySettings, IntoSource, VisualToken};
+use super::{debug_visual, DisplaySettings, IntoSource, Token};
 use crate::colormap::Colormap;
 use crate::visual::Interpolation;
 
@@ -51,8 +50,11 @@ enum Coloring {
 /// vertex count (every changed index, before its upload), attribute lengths against the
 /// vertex count, index counts against multiples of 3. Triangles with a NaN vertex position are
 /// not drawn.
+///
+/// A clone is a new visual with the same sources and settings.
+#[derive(Clone)]
 pub struct Mesh {
-    pub(crate) token: Arc<VisualToken>,
+    pub(crate) token: Token,
     display: DisplaySettings,
     positions: SharedSource,
     indices: Option<SharedSource>,
@@ -71,7 +73,7 @@ impl Mesh {
     /// triangles unless indices are given; light gray, smooth shading.
     pub fn new(positions: impl IntoSource) -> Self {
         Mesh {
-            token: VisualToken::new(),
+            token: Token::new(),
             display: DisplaySettings::new(Colormap::Viridis, Interpolation::Linear),
             positions: positions.into_source(),
             indices: None,
@@ -248,31 +250,14 @@ impl Mesh {
     }
 }
 
-/// A clone is a new visual with the same sources and settings.
-impl Clone for Mesh {
-    fn clone(&self) -> Self {
-        Mesh {
-            token: VisualToken::new(),
-            display: self.display.clone(),
-            positions: self.positions.clone(),
-            indices: self.indices.clone(),
-            normals: self.normals.clone(),
-            coloring: self.coloring.clone(),
-            shading: self.shading,
-            wireframe: self.wireframe,
-            light_direction: self.light_direction,
-            ambient: self.ambient,
-        }
-    }
-}
-
 impl fmt::Debug for Mesh {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Mesh")
-            .field("positions", &self.positions.label())
-            .field("indices", &self.indices.as_ref().map(|s| s.label()))
-            .field("shading", &self.shading)
-            .field("wireframe", &self.wireframe)
-            .finish()
+        let indices = self.indices.as_ref().map(|s| s.label());
+        let more: [(&str, &dyn fmt::Debug); 3] = [
+            ("indices", &indices),
+            ("shading", &self.shading),
+            ("wireframe", &self.wireframe),
+        ];
+        debug_visual(f, "Mesh", &self.positions, &self.display, &more)
     }
 }
