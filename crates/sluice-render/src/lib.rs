@@ -35,6 +35,7 @@ mod colormap_data;
 mod counters;
 mod device;
 mod device_upload;
+mod draw;
 mod error;
 mod format;
 mod image_pipeline;
