@@ -182,7 +182,9 @@ impl InteropUpload {
         copy: &mut DeviceCopy<'_>,
         memory: &VulkanMemory,
     ) -> Result<bool, InteropError> {
-        self.check_residency(copy.residency, copy.layout)?;
+        // The layout was checked when the proxy was made (`DeviceUpload::check`): each copy
+        // checks the memory of the version it copies.
+        self.check_memory(copy.residency, copy.layout)?;
         let buffer = self.import(memory)?;
         if !self.synchronize(memory)? {
             return Ok(false);

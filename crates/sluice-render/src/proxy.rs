@@ -215,7 +215,10 @@ impl TextureProxy {
             return Ok(false);
         };
         if let Some(layout) = begun.new_layout {
-            if let Err(e) = self.recreate(ctx.device, layout, ctx.counters) {
+            // A device-resident source's layout is checked once, here and when the proxy is
+            // made; its copies then only check the memory of each version.
+            let checked = check_residency(&self.source, &layout, ctx.device_upload);
+            if let Err(e) = checked.and_then(|()| self.recreate(ctx.device, layout, ctx.counters)) {
                 // Keep failing clearly until the source changes again, rather than uploading
                 // the new data into the old texture.
                 self.state.reset();

@@ -231,7 +231,8 @@ impl Renderer {
             staging_bytes: self.staging.held_bytes,
             compute_copies: self.unpack.recorded(),
             device_pools: self
-                .res.device_upload
+                .res
+                .device_upload
                 .as_ref()
                 .map_or_else(Default::default, |u| u.pool_counters()),
             ..self.res.counters
@@ -294,7 +295,8 @@ impl Renderer {
             kind(draw.visual).prepare(&mut self.res)?;
         }
         let mut encoder = self
-            .res.device
+            .res
+            .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("sluice frame"),
             });
