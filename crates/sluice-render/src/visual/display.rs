@@ -254,3 +254,40 @@ pub(crate) fn on_visual(error: RenderError, visual: &'static str) -> RenderError
         other => other,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_values_are_refused_where_set_and_the_old_ones_kept() {
+        let mut d = DisplaySettings::new(Colormap::Gray, Interpolation::Nearest);
+        d.set_clim(1.0, 2.0).unwrap();
+        let e = d.set_clim(f64::NAN, 2.0).unwrap_err().to_string();
+        assert!(e.contains("clim [NaN, 2]"), "{e}");
+        assert_eq!(d.clim(), Some([1.0, 2.0]));
+        for bad in [0.0, -1.0, f32::INFINITY, f32::NAN] {
+            assert!(d.set_gamma(bad).is_err(), "gamma {bad}");
+        }
+        assert_eq!(d.gamma(), 1.0);
+        for bad in [-0.1, 1.5, f32::NAN] {
+            assert!(d.set_opacity(bad).is_err(), "opacity {bad}");
+        }
+        assert_eq!(d.opacity(), 1.0);
+        d.set_gamma(0.5).unwrap();
+        d.set_opacity(0.25).unwrap();
+        d.reset_clim();
+        assert_eq!((d.gamma(), d.opacity(), d.clim()), (0.5, 0.25, None));
+    }
+
+    #[test]
+    fn each_visual_names_itself_in_the_error() {
+        let e = on_visual(
+            DisplaySettings::new(Colormap::Gray, Interpolation::Linear)
+                .set_gamma(-2.0)
+                .unwrap_err(),
+            "Volume",
+        );
+        assert!(e.to_string().contains("gamma -2 on Volume"), "{e}");
+    }
+}
