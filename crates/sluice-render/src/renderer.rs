@@ -277,6 +277,7 @@ impl Renderer {
     ) -> Result<FrameStats, RenderError> {
         // The staging ring polls the device when it needs a chunk back (see `StagingRing`).
         self.collect_garbage();
+        let viewport = target.map_or([0, 0], RenderTarget::size);
         let draws: Vec<Draw<'_>> = scene
             .draw_list()
             .into_iter()
@@ -284,6 +285,7 @@ impl Renderer {
                 visual,
                 world,
                 mvp: view_projection * world,
+                viewport,
             })
             .collect();
 
@@ -401,7 +403,7 @@ impl Renderer {
         encoder: &mut wgpu::CommandEncoder,
     ) -> Result<(u32, u64), RenderError> {
         for draw in draws {
-            kind(draw.visual).update(&mut self.res, draw, target.size())?;
+            kind(draw.visual).update(&mut self.res, draw)?;
         }
         let pass_kind = self.pass_kind(draws);
         for draw in draws {

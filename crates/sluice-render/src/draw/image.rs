@@ -7,6 +7,7 @@ use crate::image_pipeline::{slice_geometry, ImageParams};
 use crate::pipeline::{PassKind, PipelineKey, TexDim};
 use crate::redraw::flat_depth;
 use crate::visual::Image;
+use wgpu::RenderPass;
 
 use super::{Draw, DrawVisual, PassNeed, Resources};
 
@@ -29,12 +30,7 @@ impl DrawVisual for Image {
         Ok(())
     }
 
-    fn update(
-        &self,
-        res: &mut Resources,
-        draw: &Draw<'_>,
-        _viewport: [u32; 2],
-    ) -> Result<(), RenderError> {
+    fn update(&self, res: &mut Resources, draw: &Draw<'_>) -> Result<(), RenderError> {
         let key = uniforms(self, res, draw.mvp);
         res.update_bind_group(self.token.id, key);
         Ok(())
@@ -58,17 +54,12 @@ impl DrawVisual for Image {
         }
     }
 
-    fn record_opaque(
-        &self,
-        res: &Resources,
-        pass: &mut wgpu::RenderPass<'_>,
-        pass_kind: PassKind,
-    ) -> bool {
+    fn record_opaque(&self, res: &Resources, pass: &mut RenderPass<'_>, mode: PassKind) -> bool {
         let bind = res.visuals[&self.token.id].bind.as_ref().expect("bound");
         let PipelineKey::Image(kind, dim) = bind.key else {
             return false;
         };
-        pass.set_pipeline(res.images.pipeline((kind, dim), pass_kind, self.opacity()));
+        pass.set_pipeline(res.images.pipeline((kind, dim), mode, self.opacity()));
         pass.set_bind_group(0, &bind.group, &[]);
         pass.draw(0..6, 0..1);
         true

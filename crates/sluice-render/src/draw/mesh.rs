@@ -11,6 +11,7 @@ use crate::mesh_pipeline::{
 };
 use crate::pipeline::{PassKind, PipelineKey};
 use crate::visual::{Mesh, Shading};
+use wgpu::RenderPass;
 
 use super::{BindState, Draw, DrawVisual, PassNeed, Resources};
 
@@ -55,12 +56,7 @@ impl DrawVisual for Mesh {
         Ok(())
     }
 
-    fn update(
-        &self,
-        res: &mut Resources,
-        draw: &Draw<'_>,
-        _viewport: [u32; 2],
-    ) -> Result<(), RenderError> {
+    fn update(&self, res: &mut Resources, draw: &Draw<'_>) -> Result<(), RenderError> {
         update(self, res, draw.world, draw.mvp)
     }
 
@@ -84,19 +80,14 @@ impl DrawVisual for Mesh {
         }
     }
 
-    fn record_opaque(
-        &self,
-        res: &Resources,
-        pass: &mut wgpu::RenderPass<'_>,
-        pass_kind: PassKind,
-    ) -> bool {
+    fn record_opaque(&self, res: &Resources, pass: &mut RenderPass<'_>, mode: PassKind) -> bool {
         let mesh = self;
         let v = &res.visuals[&mesh.token.id];
         let bind = v.bind.as_ref().expect("bound");
         let PipelineKey::Mesh(kind) = bind.key else {
             return true;
         };
-        pass.set_pipeline(res.meshes.pipeline(kind, false, pass_kind));
+        pass.set_pipeline(res.meshes.pipeline(kind, false, mode));
         pass.set_bind_group(0, &bind.group, &[]);
         match v.buffers[MESH_INDICES] {
             Some(key) => {
@@ -110,7 +101,7 @@ impl DrawVisual for Mesh {
             }
         }
         if let (Some(_), Some((edges, count, _, _))) = (mesh.wireframe(), &v.derived.edges) {
-            pass.set_pipeline(res.meshes.pipeline(kind, true, pass_kind));
+            pass.set_pipeline(res.meshes.pipeline(kind, true, mode));
             pass.set_index_buffer(edges.slice(..), wgpu::IndexFormat::Uint32);
             pass.draw_indexed(0..*count, 0, 0..1);
         }

@@ -32,6 +32,7 @@ use crate::proxy::{SourceKey, TextureProxy};
 use crate::target::RenderTarget;
 use crate::visual::{Visual, VisualToken};
 use crate::volume_pipeline::VolumePipelines;
+use wgpu::{CommandEncoder, RenderPass};
 
 /// What a kind of visual does in a frame. Implemented by `Image`, `Volume` and `Mesh` in the
 /// modules of this one; the renderer only calls these.
@@ -43,15 +44,9 @@ pub(crate) trait DrawVisual {
     /// an error ends the frame before any GPU command is recorded.
     fn prepare(&self, res: &mut Resources) -> Result<(), RenderError>;
 
-    /// After the uploads: writes the visual's uniforms for this frame (`draw` places it, the
-    /// target is `viewport` pixels), derives what it needs from its sources and (re)builds
-    /// its bind group.
-    fn update(
-        &self,
-        res: &mut Resources,
-        draw: &Draw<'_>,
-        viewport: [u32; 2],
-    ) -> Result<(), RenderError>;
+    /// After the uploads: writes the visual's uniforms for this frame (`draw` places it on
+    /// the target), derives what it needs from its sources and (re)builds its bind group.
+    fn update(&self, res: &mut Resources, draw: &Draw<'_>) -> Result<(), RenderError>;
 
     /// What the opaque pass needs for this visual.
     fn pass_need(&self, res: &Resources) -> PassNeed;
@@ -66,26 +61,16 @@ pub(crate) trait DrawVisual {
         let _ = (res, pass);
     }
 
-    /// Records its draw into the opaque pass; whether it drew anything there.
-    fn record_opaque(
-        &self,
-        res: &Resources,
-        pass: &mut wgpu::RenderPass<'_>,
-        pass_kind: PassKind,
-    ) -> bool {
-        let _ = (res, pass, pass_kind);
+    /// Records its draw into the opaque pass (of `mode`); whether it drew anything there.
+    fn record_opaque(&self, res: &Resources, pass: &mut RenderPass<'_>, mode: PassKind) -> bool {
+        let _ = (res, pass, mode);
         false
     }
 
     /// Records passes of its own after the opaque pass (volumes march rays there); whether it
     /// drew anything.
-    fn record_after(
-        &self,
-        res: &Resources,
-        encoder: &mut wgpu::CommandEncoder,
-        target: &RenderTarget,
-    ) -> bool {
-        let _ = (res, encoder, target);
+    fn record_after(&self, res: &Resources, enc: &mut CommandEncoder, out: &RenderTarget) -> bool {
+        let _ = (res, enc, out);
         false
     }
 
@@ -123,6 +108,8 @@ pub(crate) struct Draw<'a> {
     pub world: glam::Mat4,
     /// Local to clip space.
     pub mvp: glam::Mat4,
+    /// The target's size in pixels (zero when the frame only uploads).
+    pub viewport: [u32; 2],
 }
 
 pub(crate) struct ColormapGpu {

@@ -7,6 +7,7 @@ use crate::pipeline::PipelineKey;
 use crate::target::RenderTarget;
 use crate::visual::Volume;
 use crate::volume_pipeline::{VolumeParams, MARCH_WORKGROUP};
+use wgpu::CommandEncoder;
 
 use super::{Draw, DrawVisual, PassNeed, Resources};
 
@@ -28,13 +29,8 @@ impl DrawVisual for Volume {
         Ok(())
     }
 
-    fn update(
-        &self,
-        res: &mut Resources,
-        draw: &Draw<'_>,
-        viewport: [u32; 2],
-    ) -> Result<(), RenderError> {
-        let key = uniforms(self, res, draw.mvp, viewport);
+    fn update(&self, res: &mut Resources, draw: &Draw<'_>) -> Result<(), RenderError> {
+        let key = uniforms(self, res, draw.mvp, draw.viewport);
         res.update_bind_group(self.token.id, key);
         Ok(())
     }
@@ -43,31 +39,26 @@ impl DrawVisual for Volume {
         PassNeed::DepthColor
     }
 
-    fn record_after(
-        &self,
-        res: &Resources,
-        encoder: &mut wgpu::CommandEncoder,
-        target: &RenderTarget,
-    ) -> bool {
-        let [w, h] = target.size();
+    fn record_after(&self, res: &Resources, enc: &mut CommandEncoder, out: &RenderTarget) -> bool {
+        let [w, h] = out.size();
         let bind = res.visuals[&self.token.id].bind.as_ref().expect("bound");
         let PipelineKey::Volume(kind) = bind.key else {
             return false;
         };
         {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("sluice volume march"),
                 timestamp_writes: None,
             });
             pass.set_pipeline(res.volumes.pipeline(kind));
             pass.set_bind_group(0, &bind.group, &[]);
-            pass.set_bind_group(1, &target.volume_group, &[]);
+            pass.set_bind_group(1, &out.volume_group, &[]);
             pass.dispatch_workgroups(w.div_ceil(MARCH_WORKGROUP), h.div_ceil(MARCH_WORKGROUP), 1);
         }
-        let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+        let mut pass = enc.begin_render_pass(&wgpu::RenderPassDescriptor {
             label: Some("sluice volume composite"),
             color_attachments: &[Some(wgpu::RenderPassColorAttachment {
-                view: &target.view,
+                view: &out.view,
                 depth_slice: None,
                 resolve_target: None,
                 ops: wgpu::Operations {
@@ -81,7 +72,7 @@ impl DrawVisual for Volume {
             multiview_mask: None,
         });
         pass.set_pipeline(res.volumes.composite());
-        pass.set_bind_group(0, &target.composite_group, &[]);
+        pass.set_bind_group(0, &out.composite_group, &[]);
         pass.draw(0..3, 0..1);
         true
     }
