@@ -52,7 +52,9 @@ mod linux {
 
     use sluice::interop::cuda::cudarc::driver::{CudaSlice, CudaStream};
     use sluice::interop::cuda::kernels::MeshGrid;
-    use sluice::interop::cuda::{self, kernels, CudaInterop, CudaSource, CudaWritableSource};
+    use sluice::interop::cuda::{
+        self, kernels, CudaArrayCopy, CudaInterop, CudaSource, CudaWritableSource,
+    };
     use sluice::interop::{Interop, InteropError, Pitches, VulkanSource};
     use sluice::ndarray::Array3;
     use sluice::prelude::*;
@@ -76,7 +78,13 @@ mod linux {
             }
             return Ok(());
         }
-        let interop = Interop::new()?;
+        let interop = Interop::with_options(&RendererOptions::from_env()?)?;
+        // The bench's knob for the copy method (scripts/device-cuda.sh compares them).
+        match std::env::var("SLUICE_CUDA_ARRAY_COPY").as_deref() {
+            Ok("memcpy") => interop.set_cuda_array_copy(CudaArrayCopy::Memcpy3D),
+            Ok("texel") => interop.set_cuda_array_copy(CudaArrayCopy::Texel),
+            _ => {}
+        }
         let cuda = interop.cuda()?;
         println!(
             "device: {} (Vulkan {}; CUDA ordinal {}, UUID {})",
@@ -652,16 +660,16 @@ mod linux {
             stream.synchronize()?;
             Ok(())
         };
-        let volume = |s: SharedSource| {
-            Volume::new(s)
-                .with_clim(0.0, 1.0)
+        let volume = |s: SharedSource| -> Res<Volume> {
+            Ok(Volume::new(s)
+                .with_clim(0.0, 1.0)?
                 .with_interpolation(Interpolation::Nearest)
-                .with_colormap(Colormap::Viridis)
+                .with_colormap(Colormap::Viridis))
         };
         let mut sluice_scene = Scene::new();
-        sluice_scene.add(volume(source.clone() as SharedSource));
+        sluice_scene.add(volume(source.clone() as SharedSource)?);
         let mut naive_scene = Scene::new();
-        naive_scene.add(volume(naive.clone() as SharedSource));
+        naive_scene.add(volume(naive.clone() as SharedSource)?);
         let mut renderer = interop.renderer();
         renderer.set_upload_budget(None);
         let camera = Front { n: N as f32 };

@@ -723,7 +723,7 @@ fn image_case<T: sluice::Element + Clone>(
     let mut scene = new_scene();
     scene.add(
         Image::new(source.clone())
-            .with_clim(clim[0], clim[1])
+            .with_clim(clim[0], clim[1])?
             .with_colormap(Colormap::Gray),
     );
     let camera = fit_camera(n as f32, n as f32);
@@ -833,7 +833,7 @@ fn bench_partial_update_2d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     let (a, _) = rgba_pair(n, 0);
     let source = Arc::new(ArraySource::with_channels(a)?);
     let mut scene = new_scene();
-    scene.add(Image::new(source.clone()).with_clim(0.0, 255.0));
+    scene.add(Image::new(source.clone()).with_clim(0.0, 255.0)?);
     let camera = fit_camera(n as f32, n as f32);
     ctx.draw(&scene, &camera, true)?;
     let blocks = partial_blocks(s);
@@ -884,11 +884,11 @@ fn bench_volume_3d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
         let mut scene = new_scene();
         scene.add(
             Volume::new(source.clone())
-                .with_mode(VolumeMode::Mip)
-                .with_clim(0.0, 255.0)
+                .with_mode(VolumeMode::Mip)?
+                .with_clim(0.0, 255.0)?
                 .with_colormap(Colormap::Gray)
                 .with_interpolation(Interpolation::Linear)
-                .with_step(0.8),
+                .with_step(0.8)?,
         );
         // The peers look along (-1, -1, -1) with a perspective camera; sluice's fitted orbit
         // camera looks along the same diagonal from azimuth 45, elevation 35.26 degrees.
@@ -1034,7 +1034,7 @@ fn shared_scene(n: usize, a: &Array3<u8>, shared: bool) -> Res<SharedScene> {
             sources.push(Arc::new(ArraySource::with_channels(a.clone())?));
         }
         let source = sources.last().ok_or("no source")?.clone();
-        let node = scene.add(Image::new(source).with_clim(0.0, 255.0));
+        let node = scene.add(Image::new(source).with_clim(0.0, 255.0)?);
         scene.set_transform(node, Mat4::from_translation(Vec3::new(ox, oy, 0.0)));
     }
     Ok((scene, sources, fit_camera(w, h), centres))
@@ -1252,7 +1252,7 @@ fn child_first_frame(args: &BTreeMap<String, String>) -> Res<()> {
         renderer,
     };
     let mut scene = new_scene();
-    scene.add(Image::new(Arc::new(ArraySource::with_channels(a)?)).with_clim(0.0, 255.0));
+    scene.add(Image::new(Arc::new(ArraySource::with_channels(a)?)).with_clim(0.0, 255.0)?);
     let f = ctx.draw(&scene, &fit_camera(n as f32, n as f32), false)?;
     let t_frame = epoch_s();
     let err = check_rgb_marker(&f, 0, None);

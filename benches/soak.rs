@@ -25,7 +25,7 @@ const CEILING_PER_1000: f64 = 4.0;
 fn main() -> Res<()> {
     let frames = env_usize("SLUICE_SOAK_FRAMES", 5000)?;
     let every = env_usize("SLUICE_SOAK_SAMPLE", 500)?.max(1);
-    let mut renderer = Renderer::new()?;
+    let mut renderer = Renderer::with_options(RendererOptions::from_env()?)?;
     println!(
         "soak: {frames} frames on {} ({:?}), sampled every {every}",
         renderer.adapter_info().name,

@@ -86,7 +86,7 @@ fn grid_scene(
     source: &Arc<ArraySource>,
     n: usize,
     target: &RenderTarget,
-) -> (Scene, PanZoomCamera) {
+) -> Res<(Scene, PanZoomCamera)> {
     let colormaps = Colormap::builtins();
     let cols = n.min(4);
     let rows = n.div_ceil(cols);
@@ -94,7 +94,7 @@ fn grid_scene(
     for i in 0..n {
         let hi = 255.0 - 16.0 * i as f64;
         let image = Image::new(source.clone())
-            .with_clim(8.0 * i as f64, hi)
+            .with_clim(8.0 * i as f64, hi)?
             .with_colormap(colormaps[i % colormaps.len()].clone());
         let id = scene.add(image);
         let offset = Vec3::new(((i % cols) * SIDE) as f32, ((i / cols) * SIDE) as f32, 0.0);
@@ -102,7 +102,7 @@ fn grid_scene(
     }
     let extent = Vec2::new((cols * SIDE) as f32, (rows * SIDE) as f32);
     let camera = PanZoomCamera::fit(Vec2::ZERO, extent, target.size());
-    (scene, camera)
+    Ok((scene, camera))
 }
 
 fn main() -> Res<()> {
@@ -112,7 +112,7 @@ fn main() -> Res<()> {
     let strict = std::env::var("SLUICE_BENCH_STRICT").is_ok_and(|v| v == "1");
 
     let started = Instant::now();
-    let mut renderer = Renderer::new()?;
+    let mut renderer = Renderer::with_options(RendererOptions::from_env()?)?;
     let info = renderer.adapter_info().clone();
     println!("sluice upload bench");
     println!(
@@ -132,7 +132,7 @@ fn main() -> Res<()> {
     let full = Region::d2(0, 0, SIDE, SIDE);
 
     // ---- a) full update against bare write_texture -------------------------------------
-    let (scene, camera) = grid_scene(&source, 1, &target);
+    let (scene, camera) = grid_scene(&source, 1, &target)?;
     frame(&mut renderer, &scene, &camera, &target, Some(FULL_BYTES))?;
 
     let extent = wgpu::Extent3d {
@@ -443,7 +443,7 @@ fn main() -> Res<()> {
     }
     let mut shared = Vec::new();
     for n in [1, SHARED_IMAGES] {
-        let (scene, camera) = grid_scene(&source, n, &target);
+        let (scene, camera) = grid_scene(&source, n, &target)?;
         let mut step = |r: &mut Renderer, i: usize| -> Res<Duration> {
             let k = fill_value(i);
             let t = Instant::now();

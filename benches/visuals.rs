@@ -205,7 +205,7 @@ fn volume_upload(renderer: &mut Renderer, n: usize, warmup: usize, iters: usize)
     let bytes = n * n * n;
     let source = Arc::new(ArraySource::new(Array3::<u8>::zeros((n, n, n)))?);
     let mut scene = Scene::new();
-    scene.add(Volume::new(source.clone()).with_mode(VolumeMode::Mip));
+    scene.add(Volume::new(source.clone()).with_mode(VolumeMode::Mip)?);
     let camera = volume_camera(n);
     let target = renderer.create_target(TARGET_SIDE, TARGET_SIDE)?;
     let full = Region::new(&[0, 0, 0], &[n, n, n]).expect("3 axes each");
@@ -288,7 +288,7 @@ fn main() -> Res<()> {
     let raymarch_warmup = warmup.min(1);
 
     let started = Instant::now();
-    let mut renderer = Renderer::new()?;
+    let mut renderer = Renderer::with_options(RendererOptions::from_env()?)?;
     let info = renderer.adapter_info().clone();
     println!("sluice visuals bench");
     println!(
@@ -597,20 +597,20 @@ fn main() -> Res<()> {
         ),
     ];
     // One scene per mode, all showing one source: one texture, uploaded once.
-    let scenes: Vec<Scene> = modes
+    let scenes = modes
         .iter()
-        .map(|&(_, mode)| {
+        .map(|&(_, mode)| -> Res<Scene> {
             let mut scene = Scene::new();
             scene.add(
                 Volume::new(source.clone())
-                    .with_mode(mode)
+                    .with_mode(mode)?
                     .with_colormap(Colormap::Viridis)
-                    .with_step(0.5)
+                    .with_step(0.5)?
                     .with_interpolation(Interpolation::Linear),
             );
-            scene
+            Ok(scene)
         })
-        .collect();
+        .collect::<Res<Vec<Scene>>>()?;
     let camera = volume_camera(n);
     let target = renderer.create_target(raymarch_side, raymarch_side)?;
     for scene in &scenes {

@@ -61,7 +61,7 @@ mod linux {
         let (stream, _) = listener.accept()?;
         std::fs::remove_file(&socket)?;
 
-        let interop = Interop::new()?;
+        let interop = Interop::with_options(&RendererOptions::from_env()?)?;
         println!(
             "display: {} ({})",
             interop.identity().name,
@@ -106,7 +106,7 @@ mod linux {
 
     fn produce(socket: &str) -> Result<(), Box<dyn std::error::Error>> {
         let stream = UnixStream::connect(socket)?;
-        let interop = Interop::new()?;
+        let interop = Interop::with_options(&RendererOptions::from_env()?)?;
         let layout = Layout::new(Shape::d2(HEIGHT, WIDTH)?, ElementType::U8, 4)?;
         let mut ring = RingProducer::new(&interop, stream, layout, SLOTS)?;
         let animation = Animation::new(interop.device());

@@ -55,7 +55,7 @@ mod linux {
         );
         std::fs::create_dir_all(&out_dir)?;
 
-        let interop = Interop::new()?;
+        let interop = Interop::with_options(&RendererOptions::from_env()?)?;
         let cuda = interop.cuda()?;
         println!(
             "{} (UUID {}), CUDA device {}",
@@ -102,7 +102,7 @@ mod linux {
         let mut volume_scene = Scene::new();
         volume_scene.add(
             Volume::new(volume.clone() as SharedSource)
-                .with_clim(0.0, 1.0)
+                .with_clim(0.0, 1.0)?
                 .with_colormap(Colormap::Inferno),
         );
         let volume_camera =

@@ -46,13 +46,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let surface = Mesh::new(positions.clone())
         .with_indices(indices.clone())
         .with_scalars(scalars)
-        .with_clim(-25.0, 25.0)
+        .with_clim(-25.0, 25.0)?
         .with_colormap(Colormap::Viridis)
         .with_shading(Shading::Smooth)
         .with_light_direction([0.3, 1.0, 0.5]);
     scene.add(surface);
 
-    let mut renderer = Renderer::new()?;
+    let mut renderer = Renderer::with_options(RendererOptions::from_env()?)?;
     println!("adapter: {}", renderer.adapter_info().name);
     let target = renderer.create_target(640, 480)?;
     let g = GRID as f32;

@@ -57,21 +57,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     scene.set_background([0.08, 0.08, 0.1, 1.0]);
     let panels: Vec<Image> = vec![
         Image::new(shared.clone())
-            .with_clim(-1.0, 2.5)
+            .with_clim(-1.0, 2.5)?
             .with_colormap(Colormap::Viridis),
         Image::new(shared.clone())
-            .with_clim(0.0, 1.5)
+            .with_clim(0.0, 1.5)?
             .with_colormap(Colormap::Magma)
-            .with_gamma(0.7),
+            .with_gamma(0.7)?,
         Image::new(shared.clone())
-            .with_clim(-1.2, 1.2)
+            .with_clim(-1.2, 1.2)?
             .with_colormap(Colormap::Gray),
         Image::new(rgb),
         Image::new(plane)
-            .with_clim(0.0, 4000.0)
+            .with_clim(0.0, 4000.0)?
             .with_colormap(Colormap::Inferno),
         Image::new(mandelbrot.clone())
-            .with_clim(0.0, 64.0)
+            .with_clim(0.0, 64.0)?
             .with_colormap(Colormap::Cividis),
     ];
     for (i, image) in panels.into_iter().enumerate() {
@@ -81,7 +81,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         scene.set_transform(id, Mat4::from_translation(offset));
     }
 
-    let mut renderer = Renderer::new()?;
+    let mut renderer = Renderer::with_options(RendererOptions::from_env()?)?;
     let info = renderer.adapter_info();
     println!("adapter: {} ({:?})", info.name, info.backend);
     let (w, h) = (3.0 * PANEL as f32 + 2.0 * GAP, 2.0 * PANEL as f32 + GAP);
@@ -126,14 +126,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut scene3d = Scene::new();
     scene3d.add(
         Volume::new(volume.clone())
-            .with_mode(VolumeMode::Translucent { attenuation: 0.15 })
-            .with_clim(0.0, 4000.0)
+            .with_mode(VolumeMode::Translucent { attenuation: 0.15 })?
+            .with_clim(0.0, 4000.0)?
             .with_colormap(Colormap::Inferno),
     );
     let slice = scene3d.add(
         Image::new(volume.clone())
             .with_slice(Slice::Z(8))
-            .with_clim(0.0, 4000.0)
+            .with_clim(0.0, 4000.0)?
             .with_colormap(Colormap::Gray),
     );
     // Image plane z = 8 sits at depth 8.5 inside the volume's 32 planes.
@@ -184,7 +184,7 @@ fn write_volume(path: &std::path::Path, planes: usize) -> std::io::Result<()> {
 }
 
 /// A ring of quads around the volume, coloured by angle through a colormap.
-fn ring_mesh() -> Result<Mesh, SourceError> {
+fn ring_mesh() -> Result<Mesh, Box<dyn std::error::Error>> {
     let segments = 64;
     let (cx, cy, r) = (128.0f32, 128.0f32, 170.0f32);
     let mut points = Vec::new();
@@ -208,7 +208,7 @@ fn ring_mesh() -> Result<Mesh, SourceError> {
     .with_indices(Arc::new(ArraySource::new(Array1::from_vec(indices))?))
     .with_scalars(Arc::new(ArraySource::new(Array1::from_vec(angle))?))
     .with_colormap(Colormap::Viridis)
-    .with_clim(0.0, 1.0))
+    .with_clim(0.0, 1.0)?)
 }
 
 /// A custom source: escape counts of the Mandelbrot set, computed on request.

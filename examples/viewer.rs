@@ -53,7 +53,7 @@ fn main() -> Res<()> {
     scene.set_background([0.08, 0.08, 0.1, 1.0]);
     let node = scene.add(
         Image::new(source.clone())
-            .with_clim(-2.0, 2.5)
+            .with_clim(-2.0, 2.5)?
             .with_colormap(Colormap::Viridis),
     );
     let painter = source.clone();

@@ -20,7 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     write_cells(&npy)?;
     let source: SharedSource = Arc::new(MmapSource::open_npy(&npy)?);
 
-    let mut renderer = Renderer::new()?;
+    let mut renderer = Renderer::with_options(RendererOptions::from_env()?)?;
     println!("adapter: {}", renderer.adapter_info().name);
     let target = renderer.create_target(512, 512)?;
     let camera = OrbitCamera::fit(Vec3::ZERO, Vec3::splat(N as f32), 35.0, 25.0);
@@ -36,10 +36,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ];
     // One volume visual whose mode and colormap change: the texture is uploaded once.
     let mut scene = Scene::new();
-    let volume = scene.add(Volume::new(source.clone()).with_clim(0.0, 1.0));
+    let volume = scene.add(Volume::new(source.clone()).with_clim(0.0, 1.0)?);
     for (name, mode, colormap) in modes {
         let v = scene.volume_mut(volume).expect("a volume");
-        v.set_mode(mode);
+        v.set_mode(mode)?;
         v.set_colormap(colormap);
         renderer.render(&scene, &camera, &target)?;
         let path = out.join(format!("volume-{name}.png"));
@@ -58,7 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let id = scene.add(
             Image::new(source.clone())
                 .with_slice(slice)
-                .with_clim(0.0, 1.0)
+                .with_clim(0.0, 1.0)?
                 .with_colormap(Colormap::Magma),
         );
         scene.set_transform(

@@ -61,7 +61,8 @@ pub mod prelude {
     };
     pub use sluice_render::glam::{Mat4, Vec2, Vec3};
     pub use sluice_render::{
-        Camera, Colormap, FlyCamera, Image, Interpolation, Mesh, OrbitCamera, PanZoomCamera,
-        RenderError, RenderTarget, Renderer, Scene, Shading, Slice, Volume, VolumeMode,
+        Camera, Colormap, DisplaySettings, FlyCamera, Image, Interpolation, Mesh, OrbitCamera,
+        PanZoomCamera, RenderError, RenderTarget, Renderer, RendererOptions, Scene, Shading, Slice,
+        Volume, VolumeMode,
     };
 }

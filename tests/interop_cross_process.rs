@@ -70,7 +70,7 @@ fn frames_cross_processes_whole_and_in_order() {
     );
     let stream = accept_within(&listener, &mut producer.0, Duration::from_secs(60));
 
-    let interop = Interop::new().unwrap();
+    let interop = Interop::with_options(&RendererOptions::from_env().unwrap()).unwrap();
     let mut display = RingDisplay::connect(&interop, stream).unwrap();
     let mut renderer = interop.renderer();
     let mut scene = Scene::new();
@@ -109,7 +109,7 @@ fn frames_cross_processes_whole_and_in_order() {
 /// the socket.
 fn produce_until_the_display_leaves(socket: &str) {
     let stream = UnixStream::connect(socket).unwrap();
-    let interop = Interop::new().unwrap();
+    let interop = Interop::with_options(&RendererOptions::from_env().unwrap()).unwrap();
     let layout = Layout::new(Shape::d2(HEIGHT, WIDTH).unwrap(), ElementType::U8, 4).unwrap();
     let mut producer = RingProducer::new(&interop, stream, layout, SLOTS).unwrap();
     assert_eq!(

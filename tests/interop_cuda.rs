@@ -53,7 +53,8 @@ mod cuda_tests {
             skip(test, &e.to_string());
             return None;
         }
-        let interop = Interop::new().expect("a Vulkan device with external memory");
+        let interop = Interop::with_options(&RendererOptions::from_env().unwrap())
+            .expect("a Vulkan device with external memory");
         match interop.cuda() {
             Ok(cuda) => Some((interop, cuda)),
             Err(e) => {
@@ -395,6 +396,7 @@ mod cuda_tests {
         scene.add(
             Volume::new(source as SharedSource)
                 .with_clim(0.0, 1.0)
+                .unwrap()
                 .with_interpolation(Interpolation::Nearest)
                 .with_colormap(Colormap::Viridis),
         );
@@ -532,7 +534,7 @@ mod cuda_tests {
         let layout = rgba(2160, 3840);
         let frame_bytes = layout.total_bytes();
         let round = |order: usize| {
-            let interop = Interop::new().unwrap();
+            let interop = Interop::with_options(&RendererOptions::from_env().unwrap()).unwrap();
             let cuda = interop.cuda().unwrap();
             let stream = cuda.context().new_stream().unwrap();
             let pitches = Pitches::packed(&layout);
@@ -651,7 +653,8 @@ mod cuda_tests {
     /// Runs everywhere: the errors a machine without CUDA gives are clear.
     #[test]
     fn without_a_driver_or_cuda_enabled_the_errors_say_why() {
-        let interop = Interop::new().expect("a Vulkan device with external memory");
+        let interop = Interop::with_options(&RendererOptions::from_env().unwrap())
+            .expect("a Vulkan device with external memory");
         let e = render_error(&interop, hand_made(interop.device_uuid().0));
         assert!(e.contains("CUDA interop is not enabled"), "{e}");
         match cuda::driver_available() {

@@ -14,7 +14,8 @@ use sluice::prelude::*;
 use sluice::{Mesh, RendererOptions, Shading, TimelineSemaphore, Volume};
 
 fn interop() -> Interop {
-    Interop::new().unwrap_or_else(|e| panic!("no Vulkan device with external memory: {e}"))
+    Interop::with_options(&RendererOptions::from_env().unwrap())
+        .unwrap_or_else(|e| panic!("no Vulkan device with external memory: {e}"))
 }
 
 fn rgba_layout(height: usize, width: usize) -> Layout {
@@ -172,7 +173,11 @@ fn a_renderer_reads_memory_its_own_device_exported() {
     let source = VulkanSource::new(layout, exported.memory(0, pitches).unwrap()).unwrap();
     let mut renderer = interop.renderer();
     let mut scene = Scene::new();
-    scene.add(Image::new(Arc::new(source)).with_clim(0.0, 63500.0));
+    scene.add(
+        Image::new(Arc::new(source))
+            .with_clim(0.0, 63500.0)
+            .unwrap(),
+    );
     let img = render_pixels(&mut renderer, &scene, 128, 8);
     for x in 0..128u32 {
         let (want, near) =
@@ -554,7 +559,8 @@ fn an_f32_volume_in_shared_memory_is_stored_by_a_compute_pass() {
     let source = Arc::new(VulkanSource::new(layout, exported.memory(0, pitches).unwrap()).unwrap());
     let volume = Volume::new(source)
         .with_interpolation(Interpolation::Nearest)
-        .with_clim(0.0, 4.0);
+        .with_clim(0.0, 4.0)
+        .unwrap();
     let c = assert_front_mip(&display, volume, n, [0.0, 4.0], |z, y, x| data[at(z, y, x)]);
     assert_eq!(c.bytes_uploaded, 0, "nothing went through host staging");
     assert_eq!(

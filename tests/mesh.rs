@@ -5,7 +5,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{assert_pixel, in_triangle, render, renderer, Front};
+use common::{assert_pixel, expected_entry, in_triangle, render, renderer, Front};
 use sluice::ndarray::Array3;
 use sluice::prelude::*;
 use sluice::{Mesh, Shading};
@@ -69,6 +69,7 @@ fn scalars_colours_and_textures() {
         Mesh::new(tri.clone())
             .with_scalars(scalars)
             .with_clim(0.0, 10.0)
+            .unwrap()
             .with_colormap(Colormap::Viridis)
             .with_shading(Shading::Unlit),
     );
@@ -271,4 +272,85 @@ fn bad_mesh_input_is_a_clear_error_before_upload() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("0 entries"), "{e}");
+}
+
+#[test]
+fn mesh_display_settings_apply_gamma_opacity_and_nearest_sampling() {
+    let tri = vertices(&[[4.0, 4.0, 5.0], [28.0, 4.0, 5.0], [4.0, 28.0, 5.0]]);
+    let mut r = renderer();
+    let cam = Front { n: 32.0 };
+    // Gamma on scalars: t = 0.5 ^ 0.5, as the CPU computes it.
+    let scalars = Arc::new(ArraySource::new(Array1::from_vec(vec![5.0f32, 5.0, 5.0])).unwrap());
+    let mut scene = Scene::new();
+    scene.add(
+        Mesh::new(tri.clone())
+            .with_scalars(scalars)
+            .with_clim(0.0, 10.0)
+            .unwrap()
+            .with_gamma(0.5)
+            .unwrap()
+            .with_colormap(Colormap::Viridis)
+            .with_shading(Shading::Unlit),
+    );
+    let img = render(&mut r, &scene, &cam, 32, 32);
+    let (want, near) = expected_entry(&Colormap::Viridis, 5.0, [0.0, 10.0], 0.5);
+    let got = img.get_pixel(10, 10).0;
+    assert!(got == want || Some(got) == near, "{got:?} vs {want:?}");
+
+    // Opacity 0.5: red over the black background, blended by the alpha.
+    let mut scene = Scene::new();
+    scene.add(
+        Mesh::new(tri)
+            .with_color([1.0, 0.0, 0.0, 1.0])
+            .with_opacity(0.5)
+            .unwrap()
+            .with_shading(Shading::Unlit),
+    );
+    let img = render(&mut r, &scene, &cam, 32, 32);
+    assert_pixel(&img, 10, 10, [128, 0, 0, 255], 1);
+
+    // Nearest sampling of a 2 x 2 texture: just left of the middle of the quad the first
+    // texel alone (linear sampling would mix in a quarter and more of its neighbour).
+    let colors = [[255u8, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 0]];
+    let image = Arc::new(
+        ArraySource::with_channels(Array3::from_shape_fn((2, 2, 3), |(y, x, c)| {
+            colors[y * 2 + x][c]
+        }))
+        .unwrap(),
+    );
+    let quad = vertices(&[
+        [0.0, 0.0, 5.0],
+        [32.0, 0.0, 5.0],
+        [32.0, 32.0, 5.0],
+        [0.0, 32.0, 5.0],
+    ]);
+    let uv = Arc::new(
+        ArraySource::with_channels(
+            Array2::from_shape_vec((4, 2), vec![0.0f32, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0])
+                .unwrap(),
+        )
+        .unwrap(),
+    );
+    let indices = Arc::new(ArraySource::new(Array1::from_vec(vec![0u32, 1, 2, 0, 2, 3])).unwrap());
+    let mut scene = Scene::new();
+    let id = scene.add(
+        Mesh::new(quad)
+            .with_indices(indices)
+            .with_texture(uv, image)
+            .with_interpolation(Interpolation::Nearest)
+            .with_shading(Shading::Unlit),
+    );
+    let img = render(&mut r, &scene, &cam, 32, 32);
+    assert_pixel(&img, 15, 7, [255, 0, 0, 255], 0);
+    // Linear (the default) mixes the neighbour in at the same pixel.
+    scene
+        .mesh_mut(id)
+        .unwrap()
+        .set_interpolation(Interpolation::Linear);
+    let img = render(&mut r, &scene, &cam, 32, 32);
+    let mixed = img.get_pixel(15, 7).0;
+    assert!(
+        mixed[1] > 64 && mixed[0] < 200,
+        "{mixed:?} should mix red and green"
+    );
 }

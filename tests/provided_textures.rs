@@ -14,8 +14,8 @@ use parking_lot::Mutex;
 use sluice::prelude::*;
 use sluice::{
     ChangeLog, Changes, CudaMemory, DeviceCopy, DeviceCopyOutcome, DeviceTexture,
-    DeviceTextureRequest, DeviceUpload, ReadRequest, ReadStatus, RenderError, Residency,
-    SourceError, Version,
+    DeviceTextureRequest, DeviceUpload, DeviceUploadError, ReadRequest, ReadStatus, RenderError,
+    Residency, SourceError, Version,
 };
 use wgpu::util::DeviceExt;
 
@@ -111,10 +111,12 @@ struct TestUpload {
 }
 
 impl DeviceUpload for TestUpload {
-    fn check(&self, residency: &Residency, _: &Layout) -> Result<(), String> {
+    fn check(&self, residency: &Residency, _: &Layout) -> Result<(), DeviceUploadError> {
         match residency {
             Residency::Cuda(_) => Ok(()),
-            _ => Err("the test upload takes its own source only".into()),
+            _ => Err(DeviceUploadError::Other(
+                "the test upload takes its own source only".into(),
+            )),
         }
     }
 

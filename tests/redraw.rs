@@ -85,6 +85,7 @@ fn partial_redraws_equal_whole_frames() {
     let a = scene.add(
         Image::new(base.clone())
             .with_clim(0.0, 1000.0)
+            .unwrap()
             .with_colormap(Colormap::Viridis)
             .with_interpolation(Interpolation::Linear),
     );
@@ -94,7 +95,7 @@ fn partial_redraws_equal_whole_frames() {
         Mat4::from_translation(Vec3::new(7.0, 5.0, 0.0))
             * Mat4::from_scale(Vec3::new(1.5, 1.5, 1.0)),
     );
-    let b = scene.add(Image::new(overlay.clone()).with_opacity(0.6));
+    let b = scene.add(Image::new(overlay.clone()).with_opacity(0.6).unwrap());
     scene.set_transform(b, Mat4::from_translation(Vec3::new(40.0, 30.0, 0.0)));
     let camera = pixel_camera(W, H);
     let pair = Pair::new(&r);
@@ -139,7 +140,7 @@ fn partial_redraws_equal_whole_frames() {
     assert!(stats.pixels_drawn > 0 && stats.pixels_drawn < whole / 4);
 
     // Display settings, camera and background redraw everything.
-    scene.image_mut(a).unwrap().set_clim(100.0, 900.0);
+    scene.image_mut(a).unwrap().set_clim(100.0, 900.0).unwrap();
     let stats = pair.frame(&mut r, &scene, &camera, "clim");
     assert_eq!(stats.pixels_drawn, whole);
     let moved = PanZoomCamera::new(Vec2::new(W as f32 / 2.0 + 3.0, H as f32 / 2.0), 1.0);
@@ -161,7 +162,7 @@ fn each_target_redraws_what_changed_since_it_was_drawn() {
     let mut r = renderer();
     let source = scalar(32, 32);
     let mut scene = Scene::new();
-    scene.add(Image::new(source.clone()).with_clim(0.0, 1000.0));
+    scene.add(Image::new(source.clone()).with_clim(0.0, 1000.0).unwrap());
     let camera = pixel_camera(W, H);
     let first = Pair::new(&r);
     let second = Pair::new(&r);
@@ -185,8 +186,8 @@ fn scenes_with_depth_redraw_whole_frames() {
     let mut r = renderer();
     let source = scalar(16, 16);
     let mut scene = Scene::new();
-    scene.add(Image::new(source.clone()).with_clim(0.0, 1000.0));
-    let near = scene.add(Image::new(scalar(8, 8)).with_clim(0.0, 1000.0));
+    scene.add(Image::new(source.clone()).with_clim(0.0, 1000.0).unwrap());
+    let near = scene.add(Image::new(scalar(8, 8)).with_clim(0.0, 1000.0).unwrap());
     scene.set_transform(near, Mat4::from_translation(Vec3::new(0.0, 0.0, 2.0)));
     let camera = common::Front { n: 16.0 };
     let pair = Pair::new(&r);
@@ -205,10 +206,11 @@ fn edits_seen_in_two_places_redraw_two_small_rectangles() {
     let mut r = renderer();
     let source = scalar(32, 32);
     let mut scene = Scene::new();
-    scene.add(Image::new(source.clone()).with_clim(0.0, 1000.0));
+    scene.add(Image::new(source.clone()).with_clim(0.0, 1000.0).unwrap());
     let right = scene.add(
         Image::new(source.clone())
             .with_clim(200.0, 800.0)
+            .unwrap()
             .with_colormap(Colormap::Magma),
     );
     scene.set_transform(right, Mat4::from_translation(Vec3::new(80.0, 40.0, 0.0)));

@@ -41,7 +41,7 @@ fn mmap_touches_only_what_is_drawn() {
     assert_eq!(stack.layout().shape().dims(), &[64, 512, 512]);
     let plane = Arc::new(CropSource::plane(stack.clone(), 37).unwrap());
     let mut scene = Scene::new();
-    scene.add(Image::new(plane).with_clim(0.0, 65535.0));
+    scene.add(Image::new(plane).with_clim(0.0, 65535.0).unwrap());
     let mut r = renderer();
     let img = render_pixels(&mut r, &scene, 512, 512);
     assert_eq!(

@@ -63,7 +63,9 @@ fn iso_shows_the_known_sphere_radius() {
     scene.add(
         Volume::new(source)
             .with_mode(VolumeMode::Iso { threshold: 0.0 })
+            .unwrap()
             .with_clim(-1.0, 1.0)
+            .unwrap()
             .with_colormap(Colormap::Gray),
     );
     let mut r = renderer();
@@ -111,8 +113,10 @@ fn translucent_matches_a_cpu_ray_march() {
     scene.add(
         Volume::new(source)
             .with_mode(VolumeMode::Translucent { attenuation })
+            .unwrap()
             .with_interpolation(Interpolation::Nearest)
             .with_step(step)
+            .unwrap()
             .with_colormap(cm.clone()),
     );
     let mut r = renderer();
@@ -156,21 +160,28 @@ fn slices_share_the_volume_texture_and_show_its_planes() {
     let source = Arc::new(ArraySource::new(data).unwrap());
     let clim = [0.0, 300.0];
     let mut scene = Scene::new();
-    let vol = scene.add(Volume::new(source.clone()).with_clim(clim[0], clim[1]));
+    let vol = scene.add(
+        Volume::new(source.clone())
+            .with_clim(clim[0], clim[1])
+            .unwrap(),
+    );
     scene.set_visible(vol, false);
     let z = scene.add(
         Image::new(source.clone())
             .with_clim(clim[0], clim[1])
+            .unwrap()
             .with_slice(Slice::Z(5)),
     );
     let y = scene.add(
         Image::new(source.clone())
             .with_clim(clim[0], clim[1])
+            .unwrap()
             .with_slice(Slice::Y(7)),
     );
     let x = scene.add(
         Image::new(source.clone())
             .with_clim(clim[0], clim[1])
+            .unwrap()
             .with_slice(Slice::X(2)),
     );
     // Side by side: Z plane is 14 x 10, Y plane 14 x 12, X plane 10 x 12.
@@ -265,9 +276,11 @@ fn bad_volume_input_is_a_clear_error() {
         ArraySource::with_channels(sluice::ndarray::Array4::<u8>::zeros((2, 2, 2, 3))).unwrap(),
     );
     let target = r.create_target(8, 8).unwrap();
-    let cases = [
+    // The step and the mode's parameters are refused where they are set; sources a volume
+    // cannot show, when the frame meets them.
+    let cases: Vec<(Result<Volume, RenderError>, &str)> = vec![
         (
-            Volume::new(flat),
+            Ok(Volume::new(flat)),
             "shape (4, 4) (2-D); a volume needs 3-D data",
         ),
         (Volume::new(cube.clone()).with_step(0.0), "step 0"),
@@ -281,15 +294,19 @@ fn bad_volume_input_is_a_clear_error() {
             Volume::new(cube).with_mode(VolumeMode::Translucent { attenuation: -1.0 }),
             "attenuation -1",
         ),
-        (Volume::new(rgb), "3 channels per voxel"),
+        (Ok(Volume::new(rgb)), "3 channels per voxel"),
     ];
     for (volume, needle) in cases {
-        let mut scene = Scene::new();
-        scene.add(volume);
-        let e = r
-            .render(&scene, &Front { n: 4.0 }, &target)
-            .unwrap_err()
-            .to_string();
+        let e = match volume {
+            Err(e) => e.to_string(),
+            Ok(volume) => {
+                let mut scene = Scene::new();
+                scene.add(volume);
+                r.render(&scene, &Front { n: 4.0 }, &target)
+                    .unwrap_err()
+                    .to_string()
+            }
+        };
         assert!(e.contains(needle), "{e:?} should mention {needle:?}");
     }
 }
@@ -343,7 +360,9 @@ fn bricked_and_unbricked_volumes_render_the_same() {
         scene.add(
             Volume::new(source.clone())
                 .with_mode(mode)
+                .unwrap()
                 .with_clim(-5.0, 12.0)
+                .unwrap()
                 .with_colormap(Colormap::Viridis),
         );
         assert_bricked_equals_whole(
@@ -371,6 +390,7 @@ fn bricked_and_unbricked_volumes_render_the_same() {
             Image::new(source.clone())
                 .with_slice(slice)
                 .with_clim(-5.0, 12.0)
+                .unwrap()
                 .with_interpolation(Interpolation::Linear),
         );
         scene.set_transform(
@@ -408,7 +428,9 @@ fn a_long_volume_is_bricked_along_its_long_axis_and_too_many_bricks_are_refused(
         scene.add(
             Volume::new(source.clone())
                 .with_mode(mode)
+                .unwrap()
                 .with_clim(-5.0, 6.5)
+                .unwrap()
                 .with_colormap(Colormap::Magma),
         );
         assert_bricked_equals_whole(

@@ -6,7 +6,7 @@ use sluice::prelude::*;
 
 /// A renderer, or a failed test: rendering tests never skip for want of an adapter.
 pub fn renderer() -> Renderer {
-    match Renderer::new() {
+    match Renderer::with_options(RendererOptions::from_env().unwrap()) {
         Ok(r) => r,
         Err(e) => panic!("no GPU adapter for the rendering tests: {e}"),
     }

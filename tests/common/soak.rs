@@ -103,6 +103,7 @@ fn churned(k: usize, shared_texture: &Arc<ArraySource>) -> sluice::Visual {
                 .with_indices(idx)
                 .with_scalars(scalars)
                 .with_clim(0.0, vertices as f64)
+                .expect("increasing limits")
                 .with_shading(Shading::Smooth)
                 .with_wireframe([1.0, 1.0, 1.0, 1.0])
                 .into()
@@ -137,7 +138,7 @@ pub fn run(
     let target = renderer.create_target(SIDE, SIDE)?;
     // A source written every frame, and an image whose source is swapped and replaced.
     let written = Arc::new(ArraySource::new(Array2::<f32>::zeros((64, 64))).expect("written"));
-    scene.add(Image::new(written.clone()).with_clim(0.0, 1.0));
+    scene.add(Image::new(written.clone()).with_clim(0.0, 1.0)?);
     let mut swap = [u8_image(32, 32, 1), u8_image(32, 32, 2)];
     let swapped = scene.add(Image::new(swap[0].clone()));
     let mut alive: Vec<NodeId> = Vec::new();

@@ -43,6 +43,7 @@ mod loader;
 mod mmap;
 mod npy;
 mod pages;
+pub mod pieces;
 mod plan;
 mod pool;
 mod pyramid;

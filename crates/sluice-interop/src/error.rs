@@ -21,6 +21,30 @@ impl fmt::Display for DeviceUuid {
     }
 }
 
+impl From<InteropError> for sluice_render::DeviceUploadError {
+    /// Keeps the numbers: device mismatches and memory too small become the renderer's own
+    /// variants; everything else is kept whole in `Other` (downcast to [`InteropError`]).
+    fn from(error: InteropError) -> Self {
+        use sluice_render::DeviceUploadError as E;
+        match error {
+            InteropError::DeviceMismatch { expected, found } => E::DeviceMismatch {
+                expected: expected.0,
+                found: found.0,
+            },
+            InteropError::AllocationTooSmall {
+                offset,
+                needed,
+                allocation_size,
+            } => E::MemoryTooSmall {
+                offset,
+                needed,
+                size: allocation_size,
+            },
+            other => E::Other(Box::new(other)),
+        }
+    }
+}
+
 impl fmt::Debug for DeviceUuid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)

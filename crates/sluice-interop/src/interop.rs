@@ -2,25 +2,21 @@
 
 use std::sync::Arc;
 
-use sluice_core::VulkanMemory;
-use sluice_render::{Renderer, RendererOptions};
+use sluice_render::RendererOptions;
 
 use crate::error::{DeviceUuid, InteropError};
 use crate::handoff::Handoffs;
-use crate::upload::InteropUpload;
 use crate::vulkan::device::{DeviceIdentity, VulkanDevice};
-use crate::vulkan::memory::{import_buffer, ExportedBuffer};
-use crate::vulkan::semaphore::SharedSemaphore;
-use crate::vulkan::texture::ExportedTexture;
 
 pub(crate) struct Shared {
     pub vulkan: VulkanDevice,
     pub handoffs: Handoffs,
-    #[cfg(feature = "cuda")]
-    pub cuda: std::sync::OnceLock<Arc<crate::cuda::CudaDevice>>,
     /// Whether CUDA sources shown as images and volumes are copied straight into textures.
     #[cfg(feature = "cuda")]
     pub direct_cuda_textures: std::sync::atomic::AtomicBool,
+    /// How CUDA fills those textures (a `CudaArrayCopy`, as its index).
+    #[cfg(feature = "cuda")]
+    pub cuda_array_copy: std::sync::atomic::AtomicU8,
 }
 
 /// A Vulkan device opened for GPU interop: it can export and import memory as file
@@ -36,10 +32,11 @@ pub struct Interop {
 }
 
 impl Interop {
-    /// Opens the adapter a [`Renderer`] would choose (honouring `SLUICE_BACKEND` and
-    /// `SLUICE_ADAPTER`), which must be a Vulkan one.
+    /// Opens the Vulkan adapter a [`sluice_render::Renderer`] with default options would
+    /// choose. Reads no environment variable: `Interop::with_options(&RendererOptions::from_env()?)`
+    /// honours `SLUICE_BACKEND` and `SLUICE_ADAPTER`.
     pub fn new() -> Result<Self, InteropError> {
-        Interop::with_options(&RendererOptions::from_env()?)
+        Interop::with_options(&RendererOptions::default())
     }
 
     /// Opens the Vulkan adapter `options` choose. Fails with
@@ -67,31 +64,11 @@ impl Interop {
                 vulkan,
                 handoffs: Handoffs::default(),
                 #[cfg(feature = "cuda")]
-                cuda: std::sync::OnceLock::new(),
-                #[cfg(feature = "cuda")]
                 direct_cuda_textures: std::sync::atomic::AtomicBool::new(true),
+                #[cfg(feature = "cuda")]
+                cuda_array_copy: std::sync::atomic::AtomicU8::new(0),
             }),
         })
-    }
-
-    /// A renderer on this device that uploads device-resident sources GPU-side. Any number
-    /// may be made; they share the device.
-    pub fn renderer(&self) -> Renderer {
-        self.renderer_with_options(&RendererOptions::default())
-    }
-
-    /// [`Interop::renderer`] with renderer options (upload budget, 3-D texture limit; the
-    /// adapter choice in them is not used).
-    pub fn renderer_with_options(&self, options: &RendererOptions) -> Renderer {
-        let vk = &self.shared.vulkan;
-        let mut renderer = Renderer::from_device(
-            vk.adapter.clone(),
-            vk.device.clone(),
-            vk.queue.clone(),
-            options,
-        );
-        renderer.set_device_upload(Arc::new(InteropUpload::new(self.clone())));
-        renderer
     }
 
     /// What the device is: UUIDs, name, driver.
@@ -127,11 +104,6 @@ impl Interop {
         &self.shared.vulkan.adapter
     }
 
-    /// A buffer of `size` bytes whose memory can be exported as file descriptors.
-    pub fn export_buffer(&self, size: u64) -> Result<ExportedBuffer, InteropError> {
-        ExportedBuffer::new(self, size)
-    }
-
     /// Chooses how renderers on this device bring [`crate::cuda::CudaSource`]s shown as images
     /// and volumes to the GPU: `true` (the default), CUDA copies the source straight into a
     /// texture it maps as a CUDA array, which the proxy binds; `false`, CUDA copies it into a
@@ -152,42 +124,6 @@ impl Interop {
         self.shared
             .direct_cuda_textures
             .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// A 2-D or 3-D texture whose memory (a dedicated allocation) can be exported as file
-    /// descriptors, for another API to write texels into. `format` is one of the unnormalized
-    /// integer or float formats of 1, 2 or 4 channels that sluice uploads sources into
-    /// (`R8Uint` ... `Rgba32Float`).
-    pub fn export_texture(
-        &self,
-        format: wgpu::TextureFormat,
-        size: wgpu::Extent3d,
-        dimension: wgpu::TextureDimension,
-    ) -> Result<ExportedTexture, InteropError> {
-        ExportedTexture::new(self, format, size, dimension)
-    }
-
-    /// Imports memory another device, API or process exported, as a buffer spanning the whole
-    /// allocation (copy source and destination, storage, vertex). The descriptor's fd is
-    /// duplicated; the caller keeps its own.
-    pub fn import_buffer(&self, memory: &VulkanMemory) -> Result<wgpu::Buffer, InteropError> {
-        self.check_uuid(memory.device_uuid)?;
-        import_buffer(&self.shared.vulkan, memory)
-    }
-
-    /// A new timeline semaphore at value 0 that can be exported as file descriptors. Fails
-    /// where the driver lacks `VK_KHR_external_semaphore_fd`.
-    pub fn create_semaphore(&self) -> Result<SharedSemaphore, InteropError> {
-        SharedSemaphore::create(self)
-    }
-
-    /// Imports a timeline semaphore exported as an opaque fd (duplicated; the caller keeps
-    /// its own).
-    pub fn import_semaphore(
-        &self,
-        fd: &std::os::fd::OwnedFd,
-    ) -> Result<SharedSemaphore, InteropError> {
-        SharedSemaphore::import(self, fd)
     }
 
     /// Fails unless `uuid` is this device's.

@@ -28,10 +28,11 @@
 //!
 //! # Unsafe code
 //!
-//! All of sluice's `unsafe` code is in this crate, in four modules: `vulkan::device` (device
-//! creation and queries under wgpu), `vulkan::memory` (buffers and fds), `vulkan::semaphore`
-//! (shared timeline semaphores) and `cuda::driver` (CUDA driver calls). Every other module is
-//! safe code; each `unsafe` block states why it is sound.
+//! sluice's `unsafe` code is in this crate, in five modules, and in `sluice-core`'s file
+//! mapping (`MmapSource`): `vulkan::device` (device creation and queries under wgpu),
+//! `vulkan::memory` (buffers and fds), `vulkan::semaphore` (shared timeline semaphores),
+//! `vulkan::texture` (exported images) and `cuda::driver` (CUDA driver calls). Every other
+//! module is safe code; each `unsafe` block states why it is sound.
 #![cfg(target_os = "linux")]
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -2,10 +2,7 @@
 //! the checks every device-resident layout goes through.
 
 use parking_lot::Mutex;
-use sluice_core::{
-    ChangeLog, Changes, DataSource, Layout, ReadRequest, ReadStatus, Region, Residency,
-    SourceError, UploadFormat, Version, VulkanMemory,
-};
+use sluice_core::{ChangeLog, Layout, Region, SourceError, UploadFormat, Version, VulkanMemory};
 
 use crate::error::InteropError;
 
@@ -160,6 +157,46 @@ pub(crate) struct VulkanState {
     pub log: ChangeLog,
 }
 
+/// The `DataSource` of a type that shows Vulkan memory through `layout: Layout` and
+/// `state: Mutex<VulkanState>` fields ([`VulkanSource`], `CudaWritableSource`): the version
+/// and changes of its log, the memory it shows now, and no host bytes.
+macro_rules! vulkan_memory_source {
+    ($source:ident) => {
+        impl sluice_core::DataSource for $source {
+            fn layout(&self) -> sluice_core::Layout {
+                self.layout.clone()
+            }
+
+            fn version(&self) -> sluice_core::Version {
+                self.state.lock().log.version()
+            }
+
+            fn changes_since(&self, since: sluice_core::Version) -> sluice_core::Changes {
+                self.state.lock().log.since(since)
+            }
+
+            fn residency(&self) -> sluice_core::Residency {
+                sluice_core::Residency::Vulkan(self.state.lock().memory.clone())
+            }
+
+            fn read(
+                &self,
+                _: &sluice_core::ReadRequest<'_>,
+                _: &mut [u8],
+            ) -> Result<sluice_core::ReadStatus, sluice_core::SourceError> {
+                Err($crate::source::not_on_host(stringify!($source)))
+            }
+
+            fn label(&self) -> String {
+                format!("{} {}", stringify!($source), self.layout.shape())
+            }
+        }
+    };
+}
+
+#[cfg(feature = "cuda")]
+pub(crate) use vulkan_memory_source;
+
 /// The error of a device-resident source asked for host bytes (`what` names its type).
 pub(crate) fn not_on_host(what: &str) -> SourceError {
     SourceError::Custom(
@@ -232,37 +269,13 @@ impl VulkanSource {
     }
 }
 
-impl DataSource for VulkanSource {
-    fn layout(&self) -> Layout {
-        self.layout.clone()
-    }
-
-    fn version(&self) -> Version {
-        self.state.lock().log.version()
-    }
-
-    fn changes_since(&self, since: Version) -> Changes {
-        self.state.lock().log.since(since)
-    }
-
-    fn residency(&self) -> Residency {
-        Residency::Vulkan(self.state.lock().memory.clone())
-    }
-
-    fn read(&self, _request: &ReadRequest<'_>, _dst: &mut [u8]) -> Result<ReadStatus, SourceError> {
-        Err(not_on_host("VulkanSource"))
-    }
-
-    fn label(&self) -> String {
-        format!("VulkanSource {}", self.layout.shape())
-    }
-}
+vulkan_memory_source!(VulkanSource);
 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
-    use sluice_core::{ElementType, Shape};
+    use sluice_core::{Changes, DataSource, ElementType, ReadRequest, Shape};
 
     use super::*;
 

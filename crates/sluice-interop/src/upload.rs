@@ -12,22 +12,17 @@ use std::os::fd::OwnedFd;
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
-use sluice_core::{Layout, Residency, VulkanMemory};
+use sluice_core::{DataSource, Layout, Residency, VulkanMemory};
 use sluice_render::{
     DeviceBufferCopy, DeviceCopy, DeviceCopyOutcome, DeviceTexture, DeviceTextureRequest,
-    DeviceUpload, RenderError,
+    DeviceUpload, DeviceUploadError, RenderError, Renderer, RendererOptions,
 };
 
 use crate::error::InteropError;
 use crate::interop::Interop;
 use crate::source::{check_texture_layout, check_vulkan_memory, Pitches};
+use crate::vulkan::memory::fd_key;
 use crate::vulkan::semaphore::SharedSemaphore;
-
-/// Identity of a shared fd: the address of its `Arc`. Entries keep a `Weak` to it, so the
-/// address cannot be reused by another fd while an entry names it.
-pub(crate) fn fd_key(fd: &Arc<OwnedFd>) -> usize {
-    Arc::as_ptr(fd) as usize
-}
 
 struct Import {
     fd: Weak<OwnedFd>,
@@ -187,7 +182,9 @@ impl InteropUpload {
         copy: &mut DeviceCopy<'_>,
         memory: &VulkanMemory,
     ) -> Result<bool, InteropError> {
-        self.check_residency(copy.residency, copy.layout)?;
+        // The layout was checked when the proxy was made (`DeviceUpload::check`): each copy
+        // checks the memory of the version it copies.
+        self.check_memory(copy.residency, copy.layout)?;
         let buffer = self.import(memory)?;
         if !self.synchronize(memory)? {
             return Ok(false);
@@ -288,10 +285,22 @@ fn check_copy_aligned(what: &str, value: u64) -> Result<(), InteropError> {
     Ok(())
 }
 
+/// `error` as the renderer reports it: a render error inside stays as it is; the rest keeps
+/// its numbers in a [`DeviceUploadError`].
+fn device_error(error: InteropError, visual: &'static str, source: &dyn DataSource) -> RenderError {
+    match error {
+        InteropError::Render(e) => e,
+        error => RenderError::DeviceUpload {
+            visual,
+            source_label: source.label(),
+            error: error.into(),
+        },
+    }
+}
+
 impl DeviceUpload for InteropUpload {
-    fn check(&self, residency: &Residency, layout: &Layout) -> Result<(), String> {
-        self.check_residency(residency, layout)
-            .map_err(|e| e.to_string())
+    fn check(&self, residency: &Residency, layout: &Layout) -> Result<(), DeviceUploadError> {
+        Ok(self.check_residency(residency, layout)?)
     }
 
     fn copy_to_texture(&self, mut copy: DeviceCopy<'_>) -> Result<DeviceCopyOutcome, RenderError> {
@@ -313,11 +322,7 @@ impl DeviceUpload for InteropUpload {
                 .check_residency(other, copy.layout)
                 .map(|()| DeviceCopyOutcome::Copied),
         };
-        result.map_err(|e| RenderError::UnsupportedSource {
-            visual: "TextureProxy",
-            source_label: copy.source.label(),
-            reason: e.to_string(),
-        })
+        result.map_err(|e| device_error(e, "TextureProxy", copy.source))
     }
 
     fn provide_texture(
@@ -329,11 +334,7 @@ impl DeviceUpload for InteropUpload {
             let provided = check_texture_layout(request.layout)
                 .and_then(|()| self.cuda.check(memory, request.layout))
                 .and_then(|cuda| self.cuda_textures.provide(&cuda, &request, memory));
-            return provided.map_err(|e| RenderError::UnsupportedSource {
-                visual: "TextureProxy",
-                source_label: request.source.label(),
-                reason: e.to_string(),
-            });
+            return provided.map_err(|e| device_error(e, "TextureProxy", request.source));
         }
         let _ = request;
         Ok(None)
@@ -346,11 +347,7 @@ impl DeviceUpload for InteropUpload {
         match self.copy_attribute(&mut copy) {
             Ok(true) => Ok(DeviceCopyOutcome::Copied),
             Ok(false) => Ok(DeviceCopyOutcome::NotReady),
-            Err(e) => Err(RenderError::UnsupportedSource {
-                visual: "Mesh",
-                source_label: copy.source.label(),
-                reason: e.to_string(),
-            }),
+            Err(e) => Err(device_error(e, "Mesh", copy.source)),
         }
     }
 
@@ -365,6 +362,35 @@ impl DeviceUpload for InteropUpload {
             self.cuda.frame_submitted();
             self.cuda_textures.frame_submitted();
         }
+    }
+
+    fn pool_counters(&self) -> sluice_render::DevicePoolCounters {
+        #[cfg(feature = "cuda")]
+        return crate::cuda::pool::STATS.counters();
+        #[cfg(not(feature = "cuda"))]
+        sluice_render::DevicePoolCounters::default()
+    }
+}
+
+impl Interop {
+    /// A renderer on this device that uploads device-resident sources GPU-side. Any number
+    /// may be made; they share the device.
+    pub fn renderer(&self) -> Renderer {
+        self.renderer_with_options(&RendererOptions::default())
+    }
+
+    /// [`Interop::renderer`] with renderer options (upload budget, 3-D texture limit; the
+    /// adapter choice in them is not used).
+    pub fn renderer_with_options(&self, options: &RendererOptions) -> Renderer {
+        let vk = &self.vulkan();
+        let mut renderer = Renderer::from_device(
+            vk.adapter.clone(),
+            vk.device.clone(),
+            vk.queue.clone(),
+            options,
+        );
+        renderer.set_device_upload(Arc::new(InteropUpload::new(self.clone())));
+        renderer
     }
 }
 

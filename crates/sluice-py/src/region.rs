@@ -34,7 +34,7 @@ pub fn key_region(key: &Bound<'_, PyAny>, shape: &Shape, extra: usize) -> PyResu
         origin[axis] = start;
         size[axis] = stop - start;
     }
-    Ok(Region::new(&origin, &size))
+    Region::new(&origin, &size).map_err(crate::errors::source_error)
 }
 
 /// `start..stop` of one axis of length `len`.

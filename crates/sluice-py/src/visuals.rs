@@ -4,6 +4,7 @@
 use pyo3::prelude::*;
 use sluice_render::{Image, Mesh, Volume, VolumeMode};
 
+use crate::errors::render_error;
 use crate::settings;
 use crate::slot::Slot;
 use crate::sources::{shared_source, ArrayAxes};
@@ -75,10 +76,15 @@ impl PyImage {
     #[setter]
     fn set_clim(&mut self, py: Python<'_>, clim: Option<(f64, f64)>) -> PyResult<()> {
         let clim = clim.map(settings::clim).transpose()?;
-        self.slot.write(py, move |v| match clim {
-            Some((lo, hi)) => v.set_clim(lo, hi),
-            None => v.reset_clim(),
-        })
+        self.slot
+            .write(py, move |v| match clim {
+                Some((lo, hi)) => v.set_clim(lo, hi),
+                None => {
+                    v.reset_clim();
+                    Ok(())
+                }
+            })?
+            .map_err(render_error)
     }
 
     /// The contrast limits in use (the default range when none are set).
@@ -99,7 +105,9 @@ impl PyImage {
     #[setter]
     fn set_gamma(&mut self, py: Python<'_>, gamma: f32) -> PyResult<()> {
         let gamma = settings::positive("gamma", gamma)?;
-        self.slot.write(py, move |v| v.set_gamma(gamma))
+        self.slot
+            .write(py, move |v| v.set_gamma(gamma))?
+            .map_err(render_error)
     }
 
     /// The colormap's name; set a name or an `(n, 3)` / `(n, 4)` table.
@@ -136,7 +144,9 @@ impl PyImage {
 
     #[setter]
     fn set_nan_color(&mut self, py: Python<'_>, rgba: [f32; 4]) -> PyResult<()> {
-        self.slot.write(py, move |v| v.set_nan_color(rgba))
+        self.slot
+            .write(py, move |v| v.set_nan_color(rgba))?
+            .map_err(render_error)
     }
 
     /// Opacity in `[0, 1]`.
@@ -148,7 +158,9 @@ impl PyImage {
     #[setter]
     fn set_opacity(&mut self, py: Python<'_>, opacity: f32) -> PyResult<()> {
         let opacity = settings::unit("opacity", opacity)?;
-        self.slot.write(py, move |v| v.set_opacity(opacity))
+        self.slot
+            .write(py, move |v| v.set_opacity(opacity))?
+            .map_err(render_error)
     }
 
     /// The plane of a 3-D source shown: `("z", i)`, `("y", i)`, `("x", i)` or
@@ -205,14 +217,16 @@ impl PyVolume {
         let (shared, object) = shared_source(source, ArrayAxes::Spatial)?;
         let mut inner = Volume::new(shared)
             .with_gamma(settings::positive("gamma", gamma)?)
+            .map_err(render_error)?
             .with_interpolation(settings::interpolation(interpolation)?)
-            .with_opacity(settings::unit("opacity", opacity)?);
+            .with_opacity(settings::unit("opacity", opacity)?)
+            .map_err(render_error)?;
         if let Some(c) = colormap {
             inner = inner.with_colormap(settings::colormap(c)?);
         }
         if let Some(c) = clim {
             let (lo, hi) = settings::clim(c)?;
-            inner = inner.with_clim(lo, hi);
+            inner = inner.with_clim(lo, hi).map_err(render_error)?;
         }
         let py = source.py();
         let mut volume = PyVolume {
@@ -292,7 +306,9 @@ impl PyVolume {
     #[setter]
     fn set_clim(&mut self, py: Python<'_>, clim: (f64, f64)) -> PyResult<()> {
         let (lo, hi) = settings::clim(clim)?;
-        self.slot.write(py, move |v| v.set_clim(lo, hi))
+        self.slot
+            .write(py, move |v| v.set_clim(lo, hi))?
+            .map_err(render_error)
     }
 
     /// Gamma applied after normalization.
@@ -322,7 +338,9 @@ impl PyVolume {
     #[setter]
     fn set_step(&mut self, py: Python<'_>, step: f32) -> PyResult<()> {
         let step = settings::positive("step", step)?;
-        self.slot.write(py, move |v| v.set_step(step))
+        self.slot
+            .write(py, move |v| v.set_step(step))?
+            .map_err(render_error)
     }
 
     /// `"nearest"` or `"linear"`.
@@ -358,7 +376,9 @@ impl PyVolume {
             )));
         }
         let mode = settings::volume_mode(mode, attenuation, threshold)?;
-        self.slot.write(py, move |v| v.set_mode(mode))?;
+        self.slot
+            .write(py, move |v| v.set_mode(mode))?
+            .map_err(render_error)?;
         self.attenuation = attenuation;
         self.threshold = threshold;
         Ok(())
@@ -400,7 +420,8 @@ impl PyMesh {
         let (shared, object) = attribute(positions)?;
         let mut mesh = Mesh::new(shared)
             .with_shading(settings::shading(shading)?)
-            .with_opacity(settings::unit("opacity", opacity)?);
+            .with_opacity(settings::unit("opacity", opacity)?)
+            .map_err(render_error)?;
         if let Some(i) = indices {
             mesh = mesh.with_indices(attribute(i)?.0);
         }
@@ -433,7 +454,7 @@ impl PyMesh {
         }
         if let Some(c) = clim {
             let (lo, hi) = settings::clim(c)?;
-            mesh = mesh.with_clim(lo, hi);
+            mesh = mesh.with_clim(lo, hi).map_err(render_error)?;
         }
         if let Some(w) = wireframe {
             mesh = mesh.with_wireframe(w);
@@ -468,7 +489,9 @@ impl PyMesh {
     #[setter]
     fn set_clim(&mut self, py: Python<'_>, clim: (f64, f64)) -> PyResult<()> {
         let (lo, hi) = settings::clim(clim)?;
-        self.slot.write(py, move |v| v.set_clim(lo, hi))
+        self.slot
+            .write(py, move |v| v.set_clim(lo, hi))?
+            .map_err(render_error)
     }
 
     /// The colormap's name; set a name or a table.

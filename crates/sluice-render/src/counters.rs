@@ -3,6 +3,7 @@
 /// What a renderer's proxy layer has done since it was created (cumulative fields) and holds
 /// now (current fields).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Counters {
     /// Bytes of source data copied to the GPU (after format conversion, without row padding).
     pub bytes_uploaded: u64,
@@ -34,6 +35,46 @@ pub struct Counters {
     pub staging_buffers_created: u64,
     /// Bytes of staging memory held now.
     pub staging_bytes: u64,
+    /// What the device upload path's pools did (CUDA destinations: host waits, GPU-side
+    /// waits, destinations made), as the path reports it; zero without one.
+    pub device_pools: DevicePoolCounters,
+}
+
+/// What a device upload path's pools of destinations did (see
+/// [`crate::DeviceUpload::pool_counters`]). `sluice-interop`'s CUDA pools count for the whole
+/// process, since the pools serve every renderer on a device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DevicePoolCounters {
+    /// Host time spent waiting for the renderer to finish reading a destination before
+    /// reusing it, in nanoseconds.
+    pub host_wait_nanos: u64,
+    /// Reuses whose wait for the renderer's read was left to the GPU.
+    pub gpu_waits: u64,
+    /// Destinations (staging buffers, textures) made.
+    pub created: u64,
+}
+
+impl DevicePoolCounters {
+    /// Counters with these values (the struct is `#[non_exhaustive]`: implementations of
+    /// [`crate::DeviceUpload`] outside this crate build it here).
+    pub fn new(host_wait_nanos: u64, gpu_waits: u64, created: u64) -> Self {
+        DevicePoolCounters {
+            host_wait_nanos,
+            gpu_waits,
+            created,
+        }
+    }
+
+    /// The growth since `earlier`.
+    #[must_use]
+    pub fn since(&self, earlier: &DevicePoolCounters) -> DevicePoolCounters {
+        DevicePoolCounters {
+            host_wait_nanos: self.host_wait_nanos - earlier.host_wait_nanos,
+            gpu_waits: self.gpu_waits - earlier.gpu_waits,
+            created: self.created - earlier.created,
+        }
+    }
 }
 
 impl Counters {
@@ -49,6 +90,7 @@ impl Counters {
             textures_provided: self.textures_provided - earlier.textures_provided,
             textures_created: self.textures_created - earlier.textures_created,
             staging_buffers_created: self.staging_buffers_created - earlier.staging_buffers_created,
+            device_pools: self.device_pools.since(&earlier.device_pools),
             ..*self
         }
     }
@@ -56,6 +98,7 @@ impl Counters {
 
 /// What one frame did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FrameStats {
     /// Bytes of source data uploaded for this frame.
     pub bytes_uploaded: u64,

@@ -7,14 +7,17 @@
 
 use sluice_core::{DataSource, Layout, Region, Residency};
 
+use crate::counters::DevicePoolCounters;
 use crate::error::RenderError;
 use crate::unpack::{UnpackCopy, Unpacker};
 
 /// GPU-side uploads for sources that are not in host memory.
 pub trait DeviceUpload: Send + Sync {
-    /// `Ok` if sources of this residency can be uploaded by this implementation on this
-    /// renderer's device; otherwise why not (another device, a missing driver extension, ...).
-    fn check(&self, residency: &Residency, layout: &Layout) -> Result<(), String>;
+    /// `Ok` if sources of this residency and layout can be uploaded by this implementation on
+    /// this renderer's device; otherwise why not (another device, memory too small, a missing
+    /// driver extension, ...). The proxy asks once, when it is made and when the layout
+    /// changes.
+    fn check(&self, residency: &Residency, layout: &Layout) -> Result<(), DeviceUploadError>;
 
     /// Records commands copying `copy.region` of the source into `copy.texture` at the same
     /// position (same format: the layout needs no conversion). May queue semaphore waits or
@@ -52,6 +55,58 @@ pub trait DeviceUpload: Send + Sync {
     /// Called after the frame's commands were submitted (to signal producers, for example).
     fn frame_submitted(&self, queue: &wgpu::Queue) {
         let _ = queue;
+    }
+
+    /// What this path's pools of destinations did so far, for [`crate::Counters`]; the
+    /// default, for paths without pools, is zero.
+    fn pool_counters(&self) -> DevicePoolCounters {
+        DevicePoolCounters::default()
+    }
+}
+
+/// Why a device upload path refused a source or failed a copy, with the numbers involved.
+/// The common cases are variants here; anything else keeps the implementation's own error in
+/// [`DeviceUploadError::Other`] (for `sluice-interop`, an `InteropError` to downcast to).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeviceUploadError {
+    /// The data is on another GPU than the renderer's.
+    #[error("the data is on the device with UUID {}, but this renderer's device has UUID {}; copy it to that device first (or open the renderer on the right adapter with SLUICE_ADAPTER)", Uuid(found), Uuid(expected))]
+    DeviceMismatch {
+        /// The renderer's device UUID.
+        expected: [u8; 16],
+        /// The data's device UUID.
+        found: [u8; 16],
+    },
+    /// The memory holds fewer bytes than the layout spans.
+    #[error(
+        "the data spans {needed} bytes from offset {offset}, but the memory holds {size} bytes"
+    )]
+    MemoryTooSmall {
+        /// Where the data starts in the memory.
+        offset: u64,
+        /// Bytes the layout spans at its pitches.
+        needed: u64,
+        /// Size of the memory.
+        size: u64,
+    },
+    /// Anything else the implementation reports, kept whole.
+    #[error(transparent)]
+    Other(Box<dyn std::error::Error + Send + Sync + 'static>),
+}
+
+/// A device UUID as `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+struct Uuid<'a>(&'a [u8; 16]);
+
+impl std::fmt::Display for Uuid<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, b) in self.0.iter().enumerate() {
+            if matches!(i, 4 | 6 | 8 | 10) {
+                f.write_str("-")?;
+            }
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
     }
 }
 

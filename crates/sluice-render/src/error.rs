@@ -75,6 +75,17 @@ pub enum RenderError {
         /// Why.
         reason: String,
     },
+    /// The device upload path refused a device-resident source or failed to copy it.
+    #[error("{visual} cannot show {source_label}: {error}")]
+    DeviceUpload {
+        /// Where it was refused (`TextureProxy`, `Mesh`).
+        visual: &'static str,
+        /// The source.
+        source_label: String,
+        /// Why, with the UUIDs, sizes and formats involved.
+        #[source]
+        error: crate::DeviceUploadError,
+    },
     /// A source failed to give its data.
     #[error("reading {source_label}: {error}")]
     Source {

@@ -3,24 +3,16 @@
 use std::collections::HashMap;
 
 use glam::{Mat4, Vec3, Vec4};
-use sluice_core::{ElementType, Layout, Shape};
+use sluice_core::{Layout, Shape};
 
+use crate::bricking::{BrickParams, Bricking};
 use crate::format::SampleKind;
-use crate::proxy::Bricking;
-use crate::target::{DEPTH_COLOR_FORMAT, DEPTH_FORMAT, TARGET_FORMAT};
+use crate::pipeline::{
+    alpha_scale, data_texture_entries, lut_entry, render_pipeline, shader_source, uniform_entry,
+    DisplayParams, PassKind, PipelineSpec, ShaderParts, TexDim,
+};
 use crate::visual::{Image, Interpolation, Slice};
-
-const COMMON: &str = include_str!("shaders/common.wgsl");
 const SHADER: &str = include_str!("shaders/image.wgsl");
-
-/// `Display` in `shaders/common.wgsl`: how values become colours.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub(crate) struct DisplayParams {
-    pub clim: [f32; 2],
-    pub gamma: f32,
-    pub lut_size: u32,
-}
 
 /// The uniform block of `shaders/image.wgsl` (`Params`), 240 bytes.
 #[repr(C)]
@@ -152,256 +144,6 @@ impl ImageParams {
     }
 }
 
-/// 1 / the value of an opaque alpha for `element`.
-pub(crate) fn alpha_scale(element: ElementType) -> f32 {
-    match element {
-        ElementType::U8 => 1.0 / u8::MAX as f32,
-        ElementType::I8 => 1.0 / i8::MAX as f32,
-        ElementType::U16 => 1.0 / u16::MAX as f32,
-        ElementType::I16 => 1.0 / i16::MAX as f32,
-        ElementType::U32 => 1.0 / u32::MAX as f32,
-        ElementType::I32 => 1.0 / i32::MAX as f32,
-        ElementType::F16 | ElementType::F32 | ElementType::F64 => 1.0,
-    }
-}
-
-/// Whether a texture is 2-D or 3-D.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum TexDim {
-    D2,
-    D3,
-}
-
-impl TexDim {
-    pub fn view_dimension(self) -> wgpu::TextureViewDimension {
-        match self {
-            TexDim::D2 => wgpu::TextureViewDimension::D2,
-            TexDim::D3 => wgpu::TextureViewDimension::D3,
-        }
-    }
-
-    /// WGSL `fetch` of one texel at voxel coordinates. 3-D data may be split into up to 8
-    /// bricks in any grid (8 x 1 x 1 to 2 x 2 x 2): `data` is brick slot 0 and
-    /// `brick1`..`brick7` the others, slot `x + cx (y + cy z)` for brick coordinates
-    /// (x, y, z) in a grid of (cx, cy, cz); `params.bricks` gives brick size and count. Each texel is loaded from the one brick that holds it, so bricks need no overlap
-    /// and interpolation across their borders is seamless.
-    fn fetch_wgsl(self, kind: SampleKind) -> String {
-        match self {
-            TexDim::D2 => "const DATA_3D: bool = false;\nfn fetch(p: vec3<i32>) -> vec4<f32> { return vec4<f32>(textureLoad(data, p.xy, 0)); }\n".into(),
-            TexDim::D3 => {
-                let mut out = String::from("const DATA_3D: bool = true;\n");
-                for slot in 1..BRICK_SLOTS {
-                    out += &format!(
-                        "@group(0) @binding({}) var brick{slot}: texture_3d<{}>;\n",
-                        brick_binding(slot),
-                        kind.wgsl()
-                    );
-                }
-                out += "fn fetch(p: vec3<i32>) -> vec4<f32> {\n";
-                out += "    let b = min(p / params.bricks.size, params.bricks.count - vec3<i32>(1));\n";
-                out += "    let q = p - b * params.bricks.size;\n";
-                out += "    let c = params.bricks.count;\n";
-                out += "    switch (b.x + c.x * (b.y + c.y * b.z)) {\n";
-                out += "        case 0: { return vec4<f32>(textureLoad(data, q, 0)); }\n";
-                for slot in 1..BRICK_SLOTS - 1 {
-                    out += &format!("        case {slot}: {{ return vec4<f32>(textureLoad(brick{slot}, q, 0)); }}\n");
-                }
-                out += &format!(
-                    "        default: {{ return vec4<f32>(textureLoad(brick{}, q, 0)); }}\n",
-                    BRICK_SLOTS - 1
-                );
-                out += "    }\n}\n";
-                out
-            }
-        }
-    }
-}
-
-/// Brick slots of 3-D textures in a bind group (8 bricks in any grid).
-pub(crate) const BRICK_SLOTS: usize = 8;
-
-/// The binding of brick slot `slot` (slot 0 is binding 1, the others follow the colormap).
-pub(crate) fn brick_binding(slot: usize) -> u32 {
-    if slot == 0 {
-        1
-    } else {
-        2 + slot as u32
-    }
-}
-
-/// The colormap's layout entry (binding 2).
-pub(crate) fn lut_entry() -> wgpu::BindGroupLayoutEntry {
-    wgpu::BindGroupLayoutEntry {
-        binding: 2,
-        visibility: wgpu::ShaderStages::FRAGMENT,
-        ty: wgpu::BindingType::Texture {
-            sample_type: wgpu::TextureSampleType::Float { filterable: false },
-            view_dimension: wgpu::TextureViewDimension::D2,
-            multisampled: false,
-        },
-        count: None,
-    }
-}
-
-/// Layout entries of the data textures: one 2-D texture, or the 3-D brick slots.
-pub(crate) fn data_texture_entries(
-    kind: SampleKind,
-    dim: TexDim,
-    visibility: wgpu::ShaderStages,
-) -> Vec<wgpu::BindGroupLayoutEntry> {
-    let slots = match dim {
-        TexDim::D2 => 1,
-        TexDim::D3 => BRICK_SLOTS,
-    };
-    (0..slots)
-        .map(|slot| wgpu::BindGroupLayoutEntry {
-            binding: brick_binding(slot),
-            visibility,
-            ty: wgpu::BindingType::Texture {
-                sample_type: kind.texture_sample_type(),
-                view_dimension: dim.view_dimension(),
-                multisampled: false,
-            },
-            count: None,
-        })
-        .collect()
-}
-
-/// `Bricks` in the shaders: brick size and count per axis, `[x, y, z]`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub(crate) struct BrickParams {
-    size: [i32; 3],
-    pad0: u32,
-    count: [i32; 3],
-    pad1: u32,
-}
-
-impl From<Bricking> for BrickParams {
-    fn from(b: Bricking) -> Self {
-        BrickParams {
-            size: b.size.map(|v| v as i32),
-            pad0: 0,
-            count: b.count.map(|v| v as i32),
-            pad1: 0,
-        }
-    }
-}
-
-/// Full WGSL source of a visual's shader for one texture kind and dimension.
-pub(crate) fn shader_source(body: &str, kind: SampleKind, dim: TexDim) -> String {
-    let texture = match dim {
-        TexDim::D2 => "texture_2d",
-        TexDim::D3 => "texture_3d",
-    };
-    let body = body
-        .replace("TEXTURE_DIM", texture)
-        .replace("SAMPLE_T", kind.wgsl());
-    format!("{COMMON}\n{}\n{body}", dim.fetch_wgsl(kind))
-}
-
-/// What differs between sluice's render pipelines; everything else (`vs_main`, no vertex
-/// buffers, no multisampling) is common.
-pub(crate) struct PipelineSpec<'a> {
-    pub label: &'a str,
-    pub layout: &'a wgpu::PipelineLayout,
-    pub module: &'a wgpu::ShaderModule,
-    pub topology: wgpu::PrimitiveTopology,
-    pub depth: Option<wgpu::DepthStencilState>,
-    pub fragment_entry: &'a str,
-    pub targets: &'a [Option<wgpu::ColorTargetState>],
-}
-
-/// Held while a pipeline is created: renderers on other threads share the device, and
-/// NVIDIA's Vulkan driver 580 was seen to crash (once, in its shader compiler library) while
-/// several threads created pipelines on one device at the same time. Pipelines are created
-/// once each, so the lock costs nothing in steady state.
-pub(crate) fn pipeline_creation_lock() -> parking_lot::MutexGuard<'static, ()> {
-    static LOCK: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
-    LOCK.lock()
-}
-
-/// Builds a render pipeline from `spec`.
-pub(crate) fn render_pipeline(
-    device: &wgpu::Device,
-    spec: PipelineSpec<'_>,
-) -> wgpu::RenderPipeline {
-    let _serial = pipeline_creation_lock();
-    device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-        label: Some(spec.label),
-        layout: Some(spec.layout),
-        vertex: wgpu::VertexState {
-            module: spec.module,
-            entry_point: Some("vs_main"),
-            compilation_options: Default::default(),
-            buffers: &[],
-        },
-        primitive: wgpu::PrimitiveState {
-            topology: spec.topology,
-            ..Default::default()
-        },
-        depth_stencil: spec.depth,
-        multisample: wgpu::MultisampleState::default(),
-        fragment: Some(wgpu::FragmentState {
-            module: spec.module,
-            entry_point: Some(spec.fragment_entry),
-            compilation_options: Default::default(),
-            targets: spec.targets,
-        }),
-        multiview_mask: None,
-        cache: None,
-    })
-}
-
-/// The attachments of a frame's opaque pass, chosen per frame from what it draws: every
-/// attachment costs a clear and its writes, which on GPUs with few graphics units (an H200
-/// clears 1024 x 1024 RGBA8 in about 0.08 ms) are a large part of a small frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum PassKind {
-    /// Images that all lie at one depth, and nothing else: the colour target alone. Without
-    /// a depth buffer later draws cover earlier ones, which is what the depth test
-    /// (`LessEqual`) gives when every fragment has the same depth.
-    Flat,
-    /// Colour and depth: meshes, or images at different depths.
-    Depth,
-    /// Colour, depth, and the depth again as a colour for the volume marcher.
-    DepthColor,
-}
-
-impl PassKind {
-    /// The colour targets: the image, blended; and, in a pass with volumes, the depth as a
-    /// colour, written only by visuals that write depth. The second slot is empty otherwise.
-    pub fn targets(self, depth_write: bool) -> [Option<wgpu::ColorTargetState>; 2] {
-        let color = wgpu::ColorTargetState {
-            format: TARGET_FORMAT,
-            blend: Some(wgpu::BlendState::ALPHA_BLENDING),
-            write_mask: wgpu::ColorWrites::ALL,
-        };
-        let depth_color = (self == PassKind::DepthColor).then_some(wgpu::ColorTargetState {
-            format: DEPTH_COLOR_FORMAT,
-            blend: None,
-            write_mask: if depth_write {
-                wgpu::ColorWrites::ALL
-            } else {
-                wgpu::ColorWrites::empty()
-            },
-        });
-        [Some(color), depth_color]
-    }
-
-    /// Depth state: test (later draws win ties) and write when `depth_write`; none in a flat
-    /// pass.
-    pub fn depth(self, depth_write: bool) -> Option<wgpu::DepthStencilState> {
-        (self != PassKind::Flat).then_some(wgpu::DepthStencilState {
-            format: DEPTH_FORMAT,
-            depth_write_enabled: Some(depth_write),
-            depth_compare: Some(wgpu::CompareFunction::LessEqual),
-            stencil: wgpu::StencilState::default(),
-            bias: wgpu::DepthBiasState::default(),
-        })
-    }
-}
-
 /// The image pipelines of one texture kind and dimension: the shader, and a pipeline per
 /// pass kind and translucency, each built the first time a frame needs it. Opaque images
 /// write depth; images with opacity below 1 only test it, so what is behind them stays
@@ -435,16 +177,10 @@ impl ImagePipelines {
 
     fn build(device: &wgpu::Device, kind: SampleKind, dim: TexDim) -> ImagePipeline {
         let mut entries = vec![
-            wgpu::BindGroupLayoutEntry {
-                binding: 0,
-                visibility: wgpu::ShaderStages::VERTEX_FRAGMENT,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Uniform,
-                    has_dynamic_offset: false,
-                    min_binding_size: wgpu::BufferSize::new(size_of::<ImageParams>() as u64),
-                },
-                count: None,
-            },
+            uniform_entry(
+                size_of::<ImageParams>(),
+                wgpu::ShaderStages::VERTEX_FRAGMENT,
+            ),
             lut_entry(),
         ];
         entries.extend(data_texture_entries(
@@ -452,23 +188,12 @@ impl ImagePipelines {
             dim,
             wgpu::ShaderStages::FRAGMENT,
         ));
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("sluice image"),
-            entries: &entries,
-        });
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("sluice image shader"),
-            source: wgpu::ShaderSource::Wgsl(shader_source(SHADER, kind, dim).into()),
-        });
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("sluice image"),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
+        let source = shader_source(SHADER, kind, dim);
+        let parts = ShaderParts::new(device, "sluice image", &entries, source, &[]);
         ImagePipeline {
-            layout,
-            pipeline_layout,
-            module,
+            layout: parts.layout,
+            pipeline_layout: parts.pipeline_layout,
+            module: parts.module,
             pipelines: HashMap::new(),
         }
     }

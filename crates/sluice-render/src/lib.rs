@@ -13,7 +13,7 @@
 //!
 //! let source = Arc::new(ArraySource::new(Array2::<f32>::zeros((256, 256)))?);
 //! let mut scene = Scene::new();
-//! scene.add(Image::new(source.clone()).with_clim(0.0, 1.0).with_colormap(Colormap::Viridis));
+//! scene.add(Image::new(source.clone()).with_clim(0.0, 1.0)?.with_colormap(Colormap::Viridis));
 //! let mut renderer = Renderer::new()?;
 //! let target = renderer.create_target(256, 256)?;
 //! let camera = PanZoomCamera::fit([0.0, 0.0].into(), [256.0, 256.0].into(), target.size());
@@ -27,22 +27,28 @@
 
 #![forbid(unsafe_code)]
 
+mod bricking;
 mod buffer_proxy;
 mod camera;
 mod colormap;
 mod colormap_data;
 mod counters;
+mod device;
 mod device_upload;
+mod draw;
 mod error;
 mod format;
 mod image_pipeline;
 mod mesh_pipeline;
 mod options;
+mod pipeline;
 mod proxy;
+mod redraw;
 mod renderer;
 mod scene;
 mod staging;
 mod target;
+mod target_format;
 mod unpack;
 mod upload_state;
 mod visual;
@@ -50,18 +56,20 @@ mod volume_pipeline;
 
 pub use camera::{Camera, FlyCamera, OrbitCamera, PanZoomCamera, Projection};
 pub use colormap::{Colormap, CustomColormap, MAX_COLORMAP_ENTRIES};
-pub use counters::{Counters, FrameStats};
+pub use counters::{Counters, DevicePoolCounters, FrameStats};
 pub use device_upload::{
     DeviceBufferCopy, DeviceCopy, DeviceCopyOutcome, DeviceTexture, DeviceTextureRequest,
-    DeviceUpload,
+    DeviceUpload, DeviceUploadError,
 };
 pub use error::RenderError;
 pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV};
 pub use renderer::{RedrawNotify, Renderer};
 pub use scene::{NodeId, Scene};
-pub use target::{RenderTarget, TARGET_FORMAT};
+pub use target::RenderTarget;
+pub use target_format::TARGET_FORMAT;
 pub use visual::{
-    Image, Interpolation, IntoSource, Mesh, Shading, Slice, Visual, Volume, VolumeMode,
+    DisplaySettings, Image, Interpolation, IntoSource, Mesh, Shading, Slice, Visual, Volume,
+    VolumeMode,
 };
 
 /// Re-exported so users name the same glam and wgpu versions sluice uses.

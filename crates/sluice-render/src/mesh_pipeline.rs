@@ -6,11 +6,11 @@ use std::collections::HashMap;
 use glam::{Mat4, Vec3};
 
 use crate::format::SampleKind;
-use crate::image_pipeline::{
-    alpha_scale, lut_entry, render_pipeline, shader_source, DisplayParams, PassKind, PipelineSpec,
-    TexDim,
+use crate::pipeline::{
+    alpha_scale, lut_entry, render_pipeline, shader_source, uniform_entry, DisplayParams, PassKind,
+    PipelineSpec, ShaderParts, TexDim,
 };
-use crate::visual::{Mesh, Shading};
+use crate::visual::{Interpolation, Mesh, Shading};
 
 const SHADER: &str = include_str!("shaders/mesh.wgsl");
 
@@ -21,6 +21,8 @@ pub(crate) const HAS_SCALARS: u32 = 4;
 pub(crate) const HAS_TEXTURE: u32 = 8;
 pub(crate) const FLAT: u32 = 16;
 pub(crate) const UNLIT: u32 = 32;
+/// The texture is sampled at the nearest sample rather than interpolated.
+pub(crate) const NEAREST: u32 = 64;
 
 /// The uniform block of `shaders/mesh.wgsl` (`Params`), 304 bytes.
 #[repr(C)]
@@ -76,11 +78,14 @@ impl MeshParams {
             ),
             None => ([1, 1, 1], 0, 1.0),
         };
-        let flags = match mesh.shading() {
+        let mut flags = match mesh.shading() {
             Shading::Flat => flags | FLAT,
             Shading::Smooth => flags,
             Shading::Unlit => flags | UNLIT,
         };
+        if mesh.interpolation() == Interpolation::Nearest {
+            flags |= NEAREST;
+        }
         MeshParams {
             mvp: mvp.to_cols_array_2d(),
             model: model.to_cols_array_2d(),
@@ -90,7 +95,7 @@ impl MeshParams {
             light_dir: [lx, ly, lz, 0.0],
             display: DisplayParams {
                 clim: [clim[0] as f32, clim[1] as f32],
-                gamma: 1.0,
+                gamma: mesh.gamma(),
                 lut_size: lut_size as u32,
             },
             flags,
@@ -145,52 +150,33 @@ impl MeshPipelines {
             },
             count: None,
         };
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("sluice mesh"),
-            entries: &[
-                wgpu::BindGroupLayoutEntry {
-                    binding: 0,
-                    visibility: wgpu::ShaderStages::VERTEX_FRAGMENT,
-                    ty: wgpu::BindingType::Buffer {
-                        ty: wgpu::BufferBindingType::Uniform,
-                        has_dynamic_offset: false,
-                        min_binding_size: wgpu::BufferSize::new(size_of::<MeshParams>() as u64),
-                    },
-                    count: None,
+        let entries = [
+            uniform_entry(size_of::<MeshParams>(), wgpu::ShaderStages::VERTEX_FRAGMENT),
+            wgpu::BindGroupLayoutEntry {
+                binding: 1,
+                visibility: wgpu::ShaderStages::FRAGMENT,
+                ty: wgpu::BindingType::Texture {
+                    sample_type: kind.texture_sample_type(),
+                    view_dimension: wgpu::TextureViewDimension::D2,
+                    multisampled: false,
                 },
-                wgpu::BindGroupLayoutEntry {
-                    binding: 1,
-                    visibility: wgpu::ShaderStages::FRAGMENT,
-                    ty: wgpu::BindingType::Texture {
-                        sample_type: kind.texture_sample_type(),
-                        view_dimension: wgpu::TextureViewDimension::D2,
-                        multisampled: false,
-                    },
-                    count: None,
-                },
-                lut_entry(),
-                storage(3),
-                storage(4),
-                storage(5),
-                storage(6),
-                storage(7),
-            ],
-        });
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("sluice mesh shader"),
-            source: wgpu::ShaderSource::Wgsl(shader_source(SHADER, kind, TexDim::D2).into()),
-        });
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("sluice mesh"),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
+                count: None,
+            },
+            lut_entry(),
+            storage(3),
+            storage(4),
+            storage(5),
+            storage(6),
+            storage(7),
+        ];
+        let source = shader_source(SHADER, kind, TexDim::D2);
+        let parts = ShaderParts::new(device, "sluice mesh", &entries, source, &[]);
         self.shaders.insert(
             kind,
             MeshShader {
-                layout,
-                pipeline_layout,
-                module,
+                layout: parts.layout,
+                pipeline_layout: parts.pipeline_layout,
+                module: parts.module,
             },
         );
     }

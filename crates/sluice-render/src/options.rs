@@ -45,7 +45,7 @@ impl RendererOptions {
     /// For callers that open the device themselves (for example with extra extensions) and
     /// then build the renderer with [`crate::Renderer::from_device`].
     pub fn choose_adapter(&self) -> Result<wgpu::Adapter, RenderError> {
-        crate::renderer::choose_adapter(
+        crate::device::choose_adapter(
             self.backends.unwrap_or(wgpu::Backends::all()),
             self.adapter_name.as_deref(),
         )

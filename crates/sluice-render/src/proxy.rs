@@ -14,6 +14,9 @@ use sluice_core::{
     SharedSource, UploadFormat,
 };
 
+use sluice_core::pieces::{cut_pieces, damage_of, plan_bricks, split_for_budget, BrickGrid, Piece};
+
+use crate::bricking::{Bricking, TextureLimits, BRICK_SLOTS};
 use crate::counters::Counters;
 use crate::device_upload::{
     DeviceCopy, DeviceCopyOutcome, DeviceTexture, DeviceTextureRequest, DeviceUpload,
@@ -23,18 +26,6 @@ use crate::format::{texture_format, SampleKind};
 use crate::staging::{Staged, StagingRing, STAGING_ALIGNMENT};
 use crate::unpack::{self, Unpacker};
 use crate::upload_state::UploadState;
-
-/// The texels `copies` changed: their parts inside the `changed` regions (or the copies
-/// whole, when the changes are many).
-fn damage_of(copies: &[Region], changed: &[Region]) -> Vec<Region> {
-    if changed.is_empty() || changed.len() > 64 {
-        return copies.to_vec();
-    }
-    copies
-        .iter()
-        .flat_map(|c| changed.iter().filter_map(|e| c.intersection(e)))
-        .collect()
-}
 
 /// Copied regions a proxy remembers for partial redraws.
 const DAMAGE_LOG: usize = 256;
@@ -79,7 +70,7 @@ pub(crate) struct TextureProxy {
     format: UploadFormat,
     sample_kind: SampleKind,
     /// One brick (texture) for most sources; volumes over the device's 3-D limit are split
-    /// into up to [`MAX_BRICKS`] bricks of equal size (the last on each axis may be
+    /// into up to [`BRICK_SLOTS`] bricks of equal size (the last on each axis may be
     /// smaller).
     bricks: Vec<Brick>,
     bricking: Bricking,
@@ -224,7 +215,10 @@ impl TextureProxy {
             return Ok(false);
         };
         if let Some(layout) = begun.new_layout {
-            if let Err(e) = self.recreate(ctx.device, layout, ctx.counters) {
+            // A device-resident source's layout is checked once, here and when the proxy is
+            // made; its copies then only check the memory of each version.
+            let checked = check_residency(&self.source, &layout, ctx.device_upload);
+            if let Err(e) = checked.and_then(|()| self.recreate(ctx.device, layout, ctx.counters)) {
                 // Keep failing clearly until the source changes again, rather than uploading
                 // the new data into the old texture.
                 self.state.reset();
@@ -248,9 +242,13 @@ impl TextureProxy {
             .into_iter();
         while let Some(region) = copies.next() {
             let (head, tail) = match budget {
-                Some(budget) => {
-                    self.split_for_budget(region, budget.saturating_sub(planned), planned == 0)
-                }
+                Some(budget) => split_for_budget(
+                    region,
+                    self.layout.chunks().chunk_size(),
+                    self.format.sample_bytes(),
+                    budget.saturating_sub(planned),
+                    planned == 0,
+                ),
                 None => (Some(region), None),
             };
             let Some(head) = head else {
@@ -285,44 +283,6 @@ impl TextureProxy {
             .finish(self.source.as_ref(), self.consumer, begun.version))
     }
 
-    /// Cuts `region` so that its first part fits in `allowed` bytes, along its slowest axis and
-    /// at chunk boundaries (so each chunk is still uploaded by one copy, showing one version).
-    /// With `must_progress`, at least one chunk row (or plane) goes even over the budget.
-    fn split_for_budget(
-        &self,
-        region: Region,
-        allowed: u64,
-        must_progress: bool,
-    ) -> (Option<Region>, Option<Region>) {
-        let bytes = (region.len() * self.format.sample_bytes()) as u64;
-        if bytes <= allowed {
-            return (Some(region), None);
-        }
-        let axis = if region.size[0] > 1 { 0 } else { 1 };
-        let chunk = self.layout.chunks().chunk_size()[axis];
-        let slice_bytes = bytes / region.size[axis] as u64;
-        // Chunk-aligned end of the head, counted from the region's origin.
-        let first_boundary = (region.origin[axis] / chunk + 1) * chunk - region.origin[axis];
-        let fits = (allowed / slice_bytes) as usize;
-        let head_len = if fits >= first_boundary {
-            first_boundary + (fits - first_boundary) / chunk * chunk
-        } else if must_progress {
-            first_boundary
-        } else {
-            return (None, Some(region));
-        };
-        let head_len = head_len.min(region.size[axis]);
-        if head_len == region.size[axis] {
-            return (Some(region), None);
-        }
-        let mut head = region;
-        head.size[axis] = head_len;
-        let mut tail = region;
-        tail.origin[axis] += head_len;
-        tail.size[axis] -= head_len;
-        (Some(head), Some(tail))
-    }
-
     fn recreate(
         &mut self,
         device: &wgpu::Device,
@@ -352,54 +312,16 @@ impl TextureProxy {
     }
 
     /// The regions of `regions` that lie in each brick, cut into pieces that fit one staging
-    /// buffer: whole planes when a plane fits, else row bands of one plane.
+    /// buffer (see [`cut_pieces`]).
     fn pieces(&self, regions: &[Region], max_stage: u64) -> Vec<Piece> {
-        let texel = self.format.sample_bytes();
-        let mut pieces = Vec::new();
-        for region in regions {
-            for (brick, b) in self.bricks.iter().enumerate() {
-                let Some(part) = region.intersection(&b.region) else {
-                    continue;
-                };
-                let padded_row =
-                    ((part.size[2] * texel) as u64).next_multiple_of(STAGING_ALIGNMENT);
-                let rows = part.size[1];
-                let plane_bytes = padded_row * rows as u64;
-                let mut push = |region| {
-                    pieces.push(Piece {
-                        brick,
-                        region,
-                        padded_row,
-                    })
-                };
-                if plane_bytes <= max_stage {
-                    let planes_per_piece = ((max_stage / plane_bytes) as usize).max(1);
-                    let mut p = 0;
-                    while p < part.size[0] {
-                        let n = planes_per_piece.min(part.size[0] - p);
-                        push(Region {
-                            origin: [part.origin[0] + p, part.origin[1], part.origin[2]],
-                            size: [n, rows, part.size[2]],
-                        });
-                        p += n;
-                    }
-                } else {
-                    let rows_per_piece = ((max_stage / padded_row) as usize).max(1);
-                    for p in 0..part.size[0] {
-                        let mut r = 0;
-                        while r < rows {
-                            let n = rows_per_piece.min(rows - r);
-                            push(Region {
-                                origin: [part.origin[0] + p, part.origin[1] + r, part.origin[2]],
-                                size: [1, n, part.size[2]],
-                            });
-                            r += n;
-                        }
-                    }
-                }
-            }
-        }
-        pieces
+        let bricks: Vec<Region> = self.bricks.iter().map(|b| b.region).collect();
+        cut_pieces(
+            regions,
+            &bricks,
+            self.format.sample_bytes(),
+            STAGING_ALIGNMENT,
+            max_stage,
+        )
     }
 
     /// Stages host data for `regions` and records the copies. The source lends every piece in
@@ -428,7 +350,14 @@ impl TextureProxy {
         let mut staged = Vec::with_capacity(pieces.len());
         let (staging, device) = (&mut *ctx.staging, ctx.device);
         let outcome = source.lend_many(&requests, &mut |i, host| {
-            staged.push(pieces[i].stage(staging, device, &host, &format, &mut scratch));
+            staged.push(stage_piece(
+                &pieces[i],
+                staging,
+                device,
+                &host,
+                &format,
+                &mut scratch,
+            ));
         });
         let outcome = match outcome {
             Ok(o) => o,
@@ -464,7 +393,14 @@ impl TextureProxy {
                     row_pitch,
                     plane_pitch: row_pitch * piece.region.size[1],
                 };
-                staged.push(piece.stage(ctx.staging, ctx.device, &host, &format, &mut scratch));
+                staged.push(stage_piece(
+                    piece,
+                    ctx.staging,
+                    ctx.device,
+                    &host,
+                    &format,
+                    &mut scratch,
+                ));
             }
         }
         *ctx.scratch = scratch;
@@ -615,28 +551,20 @@ impl TextureProxy {
 }
 
 /// One staged copy: a region inside one brick, rows `padded_row` bytes apart in staging.
-struct Piece {
-    brick: usize,
-    region: Region,
-    padded_row: u64,
-}
-
-impl Piece {
-    /// Stages the piece's samples from `host`, rows `padded_row` apart (converted to `format`
-    /// through `scratch`).
-    fn stage(
-        &self,
-        staging: &mut StagingRing,
-        device: &wgpu::Device,
-        host: &HostView<'_>,
-        format: &UploadFormat,
-        scratch: &mut Vec<u8>,
-    ) -> Staged {
-        let size = self.padded_row * (self.region.size[0] * self.region.size[1]) as u64;
-        staging.stage(device, size, |view| {
-            write_rows(view, host, format, self.padded_row as usize, scratch)
-        })
-    }
+/// Stages `piece`'s samples from `host`, rows `padded_row` apart (converted to `format`
+/// through `scratch`).
+fn stage_piece(
+    piece: &Piece,
+    staging: &mut StagingRing,
+    device: &wgpu::Device,
+    host: &HostView<'_>,
+    format: &UploadFormat,
+    scratch: &mut Vec<u8>,
+) -> Staged {
+    let size = piece.padded_row * (piece.region.size[0] * piece.region.size[1]) as u64;
+    staging.stage(device, size, |view| {
+        write_rows(view, host, format, piece.padded_row as usize, scratch)
+    })
 }
 
 /// Writes the rows of `host` into a staging view, `padded_row` bytes apart, converting the
@@ -706,23 +634,17 @@ fn check_residency(
             layout.channels()
         )));
     }
-    upload.check(&residency, layout).map_err(unsupported)
+    upload
+        .check(&residency, layout)
+        .map_err(|error| RenderError::DeviceUpload {
+            visual: "TextureProxy",
+            source_label: source.label(),
+            error,
+        })
 }
 
 fn texture_bytes(layout: &Layout, format: &UploadFormat) -> u64 {
     (layout.shape().len() * format.sample_bytes()) as u64
-}
-
-/// Most bricks of one source, in any arrangement (8 x 1 x 1 up to 2 x 2 x 2): the shaders
-/// bind that many textures.
-pub(crate) const MAX_BRICKS: usize = crate::image_pipeline::BRICK_SLOTS;
-
-/// The largest textures a proxy may create, per dimension (the device's limits, or lower
-/// ones chosen by the user).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct TextureLimits {
-    pub d2: u32,
-    pub d3: u32,
 }
 
 /// One texture of a proxy and the part of the source it holds.
@@ -733,29 +655,6 @@ struct Brick {
     /// A texture the device upload path filled with the whole source, bound instead of
     /// `texture` until a copy goes into `texture` again.
     provided: Option<DeviceTexture>,
-}
-
-/// How a source is cut into bricks: brick size and brick count per axis, `[x, y, z]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Bricking {
-    pub size: [u32; 3],
-    pub count: [u32; 3],
-}
-
-/// The bricking rule: an axis longer than `limit` is cut into the fewest equal bricks that
-/// fit (`ceil(len / ceil(len / limit))` samples each). `None` if that takes more than
-/// [`MAX_BRICKS`] bricks in all.
-pub(crate) fn plan_bricks(shape: [usize; 3], limit: usize) -> Option<([usize; 3], [usize; 3])> {
-    let mut size = [0; 3];
-    let mut count = [0; 3];
-    for a in 0..3 {
-        count[a] = shape[a].div_ceil(limit.max(1));
-        size[a] = shape[a].div_ceil(count[a]);
-    }
-    if count.iter().product::<usize>() > MAX_BRICKS {
-        return None;
-    }
-    Some((size, count))
 }
 
 type Bricks = (Vec<Brick>, Bricking, UploadFormat, SampleKind);
@@ -773,26 +672,31 @@ fn create_bricks(
         kind,
         limit,
     };
-    let (dimension, size, count) = if shape.ndim() == 3 {
-        let (size, count) = plan_bricks(shape.padded(), limits.d3 as usize).ok_or_else(|| {
-            let grid = shape
-                .padded()
-                .map(|d| d.div_ceil(limits.d3.max(1) as usize));
-            RenderError::TooManyBricks {
-                source_label: source.label(),
-                shape: shape.dims().to_vec(),
-                limit: limits.d3,
-                grid,
-                needed: grid.iter().product(),
-                max: MAX_BRICKS,
-            }
-        })?;
-        (wgpu::TextureDimension::D3, size, count)
+    let (dimension, grid) = if shape.ndim() == 3 {
+        let grid =
+            plan_bricks(shape.padded(), limits.d3 as usize, BRICK_SLOTS).ok_or_else(|| {
+                let grid = shape
+                    .padded()
+                    .map(|d| d.div_ceil(limits.d3.max(1) as usize));
+                RenderError::TooManyBricks {
+                    source_label: source.label(),
+                    shape: shape.dims().to_vec(),
+                    limit: limits.d3,
+                    grid,
+                    needed: grid.iter().product(),
+                    max: BRICK_SLOTS,
+                }
+            })?;
+        (wgpu::TextureDimension::D3, grid)
     } else {
         if shape.padded().iter().any(|&d| d > limits.d2 as usize) {
             return Err(too_large("2-D", limits.d2));
         }
-        (wgpu::TextureDimension::D2, shape.padded(), [1; 3])
+        let grid = BrickGrid {
+            size: shape.padded(),
+            count: [1; 3],
+        };
+        (wgpu::TextureDimension::D2, grid)
     };
     let format = UploadFormat::for_layout(layout);
     let (texture_format, sample_kind) = texture_format(&format);
@@ -801,76 +705,41 @@ fn create_bricks(
         // Device-resident data is copied in by a compute pass where it can (see `unpack`).
         usage |= wgpu::TextureUsages::STORAGE_BINDING;
     }
-    let whole = shape.full_region();
     let mut bricks = Vec::new();
-    for z in 0..count[0] {
-        for y in 0..count[1] {
-            for x in 0..count[2] {
-                let cell = Region {
-                    origin: [z * size[0], y * size[1], x * size[2]],
-                    size,
-                };
-                let region = cell.intersection(&whole).expect("bricks cover the shape");
-                let texture = device.create_texture(&wgpu::TextureDescriptor {
-                    label: Some("sluice source texture"),
-                    size: wgpu::Extent3d {
-                        width: region.size[2] as u32,
-                        height: region.size[1] as u32,
-                        depth_or_array_layers: region.size[0] as u32,
-                    },
-                    mip_level_count: 1,
-                    sample_count: 1,
-                    dimension,
-                    format: texture_format,
-                    usage,
-                    view_formats: &[],
-                });
-                let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
-                bricks.push(Brick {
-                    texture,
-                    view,
-                    region,
-                    provided: None,
-                });
-            }
-        }
+    for region in grid.regions(shape.padded()) {
+        let texture = device.create_texture(&wgpu::TextureDescriptor {
+            label: Some("sluice source texture"),
+            size: wgpu::Extent3d {
+                width: region.size[2] as u32,
+                height: region.size[1] as u32,
+                depth_or_array_layers: region.size[0] as u32,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension,
+            format: texture_format,
+            usage,
+            view_formats: &[],
+        });
+        let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
+        bricks.push(Brick {
+            texture,
+            view,
+            region,
+            provided: None,
+        });
     }
     let bricking = Bricking {
-        size: [size[2] as u32, size[1] as u32, size[0] as u32],
-        count: [count[2] as u32, count[1] as u32, count[0] as u32],
+        size: [
+            grid.size[2] as u32,
+            grid.size[1] as u32,
+            grid.size[0] as u32,
+        ],
+        count: [
+            grid.count[2] as u32,
+            grid.count[1] as u32,
+            grid.count[0] as u32,
+        ],
     };
     Ok((bricks, bricking, format, sample_kind))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bricks_split_long_axes_evenly() {
-        assert_eq!(
-            plan_bricks([100, 200, 300], 2048),
-            Some(([100, 200, 300], [1, 1, 1]))
-        );
-        assert_eq!(
-            plan_bricks([40, 40, 10], 24),
-            Some(([20, 20, 10], [2, 2, 1]))
-        );
-        // Any grid of up to 8 bricks: 2 x 1 x 3, 8 x 1 x 1.
-        assert_eq!(
-            plan_bricks([3000, 10, 4097], 2048),
-            Some(([1500, 10, 1366], [2, 1, 3]))
-        );
-        assert_eq!(
-            plan_bricks([8 * 2048, 64, 64], 2048),
-            Some(([2048, 64, 64], [8, 1, 1]))
-        );
-        // Nine or more bricks are refused.
-        assert_eq!(plan_bricks([8 * 2048 + 1, 64, 64], 2048), None);
-        assert_eq!(plan_bricks([4097, 4097, 2049], 2048), None);
-        assert_eq!(
-            plan_bricks([4096, 1, 2049], 2048),
-            Some(([2048, 1, 1025], [2, 1, 2]))
-        );
-    }
 }

@@ -2,33 +2,32 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::task::{Wake, Waker};
 
-use sluice_core::{BufferFormat, SharedSource, Version};
+use sluice_core::pieces::{pixel_rect, plan_damage, Damage};
 
-use crate::buffer_proxy::{BufferKey, BufferProxy};
+use crate::bricking::TextureLimits;
+use crate::buffer_proxy::BufferKey;
 use crate::camera::Camera;
-use crate::colormap::{Colormap, ColormapKey};
+use crate::colormap::Colormap;
 use crate::counters::{Counters, FrameStats};
+use crate::device::shared_device;
 use crate::device_upload::DeviceUpload;
+use crate::draw::{kind, Draw, PassNeed, Resources};
 use crate::error::RenderError;
-use crate::format::SampleKind;
-use crate::image_pipeline::{
-    brick_binding, slice_geometry, ImageParams, ImagePipelines, PassKind, TexDim, BRICK_SLOTS,
-};
-use crate::mesh_pipeline::{
-    vertex_normals, wireframe_edges, MeshParams, MeshPipelines, MeshTexture, HAS_COLORS,
-    HAS_NORMALS, HAS_SCALARS, HAS_TEXTURE,
-};
+use crate::image_pipeline::ImagePipelines;
+use crate::mesh_pipeline::MeshPipelines;
 use crate::options::RendererOptions;
-use crate::proxy::{SourceKey, TextureLimits, TextureProxy, UploadContext};
+use crate::pipeline::PassKind;
+use crate::proxy::{SourceKey, TextureProxy, UploadContext};
+use crate::redraw::{screen_rect, ClearRect, DrawSignature, DrawnFrame, FrameSignature};
 use crate::scene::Scene;
 use crate::staging::StagingRing;
 use crate::target::RenderTarget;
 use crate::unpack::Unpacker;
-use crate::visual::{Image, Mesh, Shading, Visual, VisualToken, Volume, VolumeMode};
-use crate::volume_pipeline::{VolumeParams, VolumePipelines, MARCH_WORKGROUP};
+use crate::visual::Visual;
+use crate::volume_pipeline::VolumePipelines;
 
 // A renderer may move to another thread (sources are written from any thread anyway).
 const _: () = {
@@ -55,71 +54,6 @@ impl Wake for RedrawFlag {
     }
 }
 
-struct ColormapGpu {
-    view: wgpu::TextureView,
-    entries: usize,
-    /// Keeps a custom table's identity alive while cached.
-    custom: Option<Arc<[[u8; 4]]>>,
-}
-
-/// Slots of a mesh's buffers in `VisualGpu::buffers`.
-const MESH_POSITIONS: usize = 0;
-const MESH_INDICES: usize = 1;
-const MESH_NORMALS: usize = 2;
-const MESH_COLORS: usize = 3;
-const MESH_SCALARS: usize = 4;
-const MESH_TEXCOORDS: usize = 5;
-
-/// GPU data a mesh visual derives from its sources, with the versions it was derived from.
-#[derive(Default)]
-struct MeshDerived {
-    normals: Option<(wgpu::Buffer, Version, Version)>,
-    edges: Option<(wgpu::Buffer, u32, Version, usize)>,
-}
-
-/// One visual to draw this frame.
-struct Draw<'a> {
-    visual: &'a Visual,
-    /// Local to world.
-    world: glam::Mat4,
-    /// Local to clip space.
-    mvp: glam::Mat4,
-}
-
-/// Which pipeline draws a visual.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum PipelineKey {
-    Image(SampleKind, TexDim),
-    Volume(SampleKind),
-    Mesh(SampleKind),
-}
-
-struct BindState {
-    group: wgpu::BindGroup,
-    key: PipelineKey,
-    generation: u64,
-    colormap: ColormapKey,
-}
-
-/// GPU state of one visual: its uniforms and bind group, and which proxy it uses.
-struct VisualGpu {
-    token: Weak<VisualToken>,
-    /// The texture proxy the visual reads (images, volumes, textured meshes).
-    texture: Option<SourceKey>,
-    /// The buffer proxies it reads (meshes), indexed by the `MESH_*` slots.
-    buffers: Vec<Option<BufferKey>>,
-    /// Data derived from a mesh's sources (normals, wireframe edges).
-    derived: MeshDerived,
-    uniform: wgpu::Buffer,
-    /// The uniform bytes last written.
-    params: Vec<u8>,
-    bind: Option<BindState>,
-    /// Images: the depth of the whole rectangle this frame when it is the same everywhere on
-    /// it (a plane facing the camera), which lets a frame of such images skip the depth
-    /// buffer.
-    flat_depth: Option<f32>,
-}
-
 static NEXT_RENDERER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Draws scenes on one GPU and owns the GPU copies of every source they show.
@@ -132,39 +66,27 @@ static NEXT_RENDERER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::Atomi
 /// [`Renderer::read_image`].
 pub struct Renderer {
     adapter: wgpu::Adapter,
-    device: wgpu::Device,
-    queue: wgpu::Queue,
     info: wgpu::AdapterInfo,
-    images: ImagePipelines,
-    volumes: VolumePipelines,
-    colormaps: HashMap<ColormapKey, ColormapGpu>,
-    proxies: HashMap<SourceKey, TextureProxy>,
-    buffers: HashMap<BufferKey, BufferProxy>,
-    meshes: MeshPipelines,
-    /// Bound in place of absent mesh attributes and textures.
-    dummy_storage: wgpu::Buffer,
-    dummy_textures: HashMap<SampleKind, wgpu::TextureView>,
-    visuals: HashMap<u64, VisualGpu>,
+    /// What the visuals draw with: device, proxies, pipelines, colormaps, visuals' GPU state.
+    res: Resources,
     staging: StagingRing,
-    counters: Counters,
     upload_budget: Option<u64>,
     scratch: Vec<u8>,
     redraw: Arc<RedrawFlag>,
-    waker: Waker,
-    device_upload: Option<Arc<dyn DeviceUpload>>,
     /// Compute pipelines for device-resident copies into textures.
     unpack: Unpacker,
     /// Unique among renderers (what a target remembers drawing is per renderer).
     id: u64,
     /// Built on the first partial redraw.
     clear_rect: Option<ClearRect>,
-    texture_limits: TextureLimits,
 }
 
 impl Renderer {
-    /// A renderer on the best adapter, honouring `SLUICE_BACKEND` and `SLUICE_ADAPTER`.
+    /// A renderer on the best adapter with default options. Reads no environment variable:
+    /// `Renderer::with_options(RendererOptions::from_env()?)` honours `SLUICE_BACKEND` and
+    /// `SLUICE_ADAPTER`.
     pub fn new() -> Result<Self, RenderError> {
-        Renderer::with_options(RendererOptions::from_env()?)
+        Renderer::with_options(RendererOptions::default())
     }
 
     /// A renderer set up by `options`.
@@ -211,32 +133,34 @@ impl Renderer {
         });
         let mut renderer = Renderer {
             adapter,
-            device,
-            queue,
             info,
-            images,
-            volumes,
-            colormaps: HashMap::new(),
-            proxies: HashMap::new(),
-            buffers: HashMap::new(),
-            meshes: MeshPipelines::new(),
-            dummy_storage,
-            dummy_textures: HashMap::new(),
-            visuals: HashMap::new(),
+            res: Resources {
+                device,
+                queue,
+                images,
+                volumes,
+                meshes: MeshPipelines::new(),
+                colormaps: HashMap::new(),
+                proxies: HashMap::new(),
+                buffers: HashMap::new(),
+                dummy_storage,
+                dummy_textures: HashMap::new(),
+                visuals: HashMap::new(),
+                counters: Counters::default(),
+                waker,
+                device_upload: None,
+                texture_limits,
+            },
             staging: StagingRing::new(max_buffer),
-            counters: Counters::default(),
             upload_budget,
             scratch: Vec::new(),
             redraw,
-            waker,
-            device_upload: None,
             unpack: Unpacker::new(),
             id: NEXT_RENDERER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             clear_rect: None,
-            texture_limits,
         };
         for colormap in Colormap::builtins() {
-            renderer.colormap_gpu(&colormap);
+            renderer.res.colormap_gpu(&colormap);
         }
         renderer
     }
@@ -253,23 +177,23 @@ impl Renderer {
 
     /// The wgpu device, for callers that add their own GPU work.
     pub fn device(&self) -> &wgpu::Device {
-        &self.device
+        &self.res.device
     }
 
     /// The wgpu queue, for callers that add their own GPU work.
     pub fn queue(&self) -> &wgpu::Queue {
-        &self.queue
+        &self.res.queue
     }
 
     /// The largest width or height of a 2-D source or target on this device.
     pub fn max_texture_dimension_2d(&self) -> u32 {
-        self.device.limits().max_texture_dimension_2d
+        self.res.device.limits().max_texture_dimension_2d
     }
 
     /// Gives the renderer a GPU-side upload path for device-resident sources (CUDA memory,
     /// Vulkan external memory); `sluice-interop` provides one.
     pub fn set_device_upload(&mut self, upload: Arc<dyn DeviceUpload>) {
-        self.device_upload = Some(upload);
+        self.res.device_upload = Some(upload);
     }
 
     /// Sets the most bytes of source data uploaded per frame (`None`: no limit).
@@ -293,22 +217,23 @@ impl Renderer {
     /// Creates an offscreen target of `width` x `height` pixels.
     pub fn create_target(&self, width: u32, height: u32) -> Result<RenderTarget, RenderError> {
         RenderTarget::new(
-            &self.device,
+            &self.res.device,
             width,
             height,
-            self.volumes.target_layout(),
-            self.volumes.composite_layout(),
+            self.res.volumes.target_layout(),
+            self.res.volumes.composite_layout(),
         )
     }
 
     /// Reads a target back into host memory, waiting for the GPU to finish drawing it.
     pub fn read_image(&self, target: &RenderTarget) -> Result<image::RgbaImage, RenderError> {
-        target.read(&self.device, &self.queue)
+        target.read(&self.res.device, &self.res.queue)
     }
 
     /// Waits until the GPU has finished all submitted work.
     pub fn wait_idle(&self) -> Result<(), RenderError> {
-        self.device
+        self.res
+            .device
             .poll(wgpu::PollType::wait_indefinitely())
             .map(|_| ())
             .map_err(|e| RenderError::Gpu(e.to_string()))
@@ -321,67 +246,19 @@ impl Renderer {
             staging_buffers_created: self.staging.created,
             staging_bytes: self.staging.held_bytes,
             compute_copies: self.unpack.recorded(),
-            ..self.counters
+            device_pools: self
+                .res
+                .device_upload
+                .as_ref()
+                .map_or_else(Default::default, |u| u.pool_counters()),
+            ..self.res.counters
         }
     }
 
     /// Frees the GPU state of dropped visuals, and the textures of sources no visual shows
     /// any more. Runs at the start of every frame and when counters are read.
     pub fn collect_garbage(&mut self) {
-        let dead: Vec<u64> = self
-            .visuals
-            .iter()
-            .filter(|(_, v)| v.token.strong_count() == 0)
-            .map(|(&id, _)| id)
-            .collect();
-        for id in dead {
-            if let Some(v) = self.visuals.remove(&id) {
-                self.release_users(v.texture, &v.buffers);
-            }
-        }
-        self.colormaps.retain(|_, c| {
-            c.custom
-                .as_ref()
-                .is_none_or(|entries| Arc::strong_count(entries) > 1)
-        });
-    }
-
-    fn release_users(&mut self, texture: Option<SourceKey>, buffers: &[Option<BufferKey>]) {
-        if let Some(key) = texture {
-            self.release_proxy_user(key);
-        }
-        for key in buffers.iter().flatten() {
-            let Some(proxy) = self.buffers.get_mut(key) else {
-                continue;
-            };
-            proxy.users -= 1;
-            if proxy.users == 0 {
-                if let Some(proxy) = self.buffers.remove(key) {
-                    proxy.retire(&mut self.counters);
-                }
-            }
-        }
-    }
-
-    fn add_users(&mut self, texture: Option<SourceKey>, buffers: &[Option<BufferKey>]) {
-        if let Some(key) = texture {
-            self.proxy_mut(key).users += 1;
-        }
-        for key in buffers.iter().flatten() {
-            self.buffers.get_mut(key).expect("created before use").users += 1;
-        }
-    }
-
-    fn release_proxy_user(&mut self, key: SourceKey) {
-        let Some(proxy) = self.proxies.get_mut(&key) else {
-            return;
-        };
-        proxy.users -= 1;
-        if proxy.users == 0 {
-            if let Some(proxy) = self.proxies.remove(&key) {
-                proxy.retire(&mut self.counters);
-            }
-        }
+        self.res.collect_garbage();
     }
 
     /// Draws `scene` as seen by `camera` into `target`.
@@ -416,6 +293,7 @@ impl Renderer {
     ) -> Result<FrameStats, RenderError> {
         // The staging ring polls the device when it needs a chunk back (see `StagingRing`).
         self.collect_garbage();
+        let viewport = target.map_or([0, 0], RenderTarget::size);
         let draws: Vec<Draw<'_>> = scene
             .draw_list()
             .into_iter()
@@ -423,20 +301,26 @@ impl Renderer {
                 visual,
                 world,
                 mvp: view_projection * world,
+                viewport,
             })
             .collect();
 
-        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let scope = self
+            .res
+            .device
+            .push_error_scope(wgpu::ErrorFilter::Validation);
         for draw in &draws {
-            self.prepare_visual(draw.visual)?;
+            kind(draw.visual).prepare(&mut self.res)?;
         }
         let mut encoder = self
+            .res
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("sluice frame"),
             });
-        let before = self.counters;
-        let upload = self.upload_sources(&draws, &mut encoder);
+        let before = self.res.counters;
+        let list = self.upload_list(&draws);
+        let upload = self.upload_sources(&list, &mut encoder);
         let drawn = match (&upload, target) {
             (Ok(_), Some(target)) => self.record_draws(scene, &draws, target, &mut encoder),
             _ => Ok((0, 0)),
@@ -444,11 +328,11 @@ impl Renderer {
         // Copies already recorded are real: submit them even if the frame failed, so proxies
         // and the GPU agree on what was uploaded.
         self.staging.finish();
-        self.queue.submit([encoder.finish()]);
+        self.res.queue.submit([encoder.finish()]);
         self.staging.recall();
         self.unpack.frame_submitted();
-        if let Some(upload) = &self.device_upload {
-            upload.frame_submitted(&self.queue);
+        if let Some(upload) = &self.res.device_upload {
+            upload.frame_submitted(&self.res.queue);
         }
         let error = pollster::block_on(scope.pop());
         if let (Some(target), true) = (target, error.is_some() || drawn.is_err()) {
@@ -461,181 +345,25 @@ impl Renderer {
         let uploads_pending = upload?;
         let (visuals_drawn, pixels_drawn) = drawn?;
         Ok(FrameStats {
-            bytes_uploaded: self.counters.bytes_uploaded - before.bytes_uploaded,
-            copies_issued: self.counters.copies_issued - before.copies_issued,
+            bytes_uploaded: self.res.counters.bytes_uploaded - before.bytes_uploaded,
+            copies_issued: self.res.counters.copies_issued - before.copies_issued,
             visuals_drawn,
             pixels_drawn,
             uploads_pending,
         })
     }
 
-    /// Checks a visual and makes sure its proxies and GPU state exist.
-    fn prepare_visual(&mut self, visual: &Visual) -> Result<(), RenderError> {
-        match visual {
-            Visual::Image(image) => {
-                check_display(
-                    "Image",
-                    image.effective_clim(),
-                    image.gamma(),
-                    image.opacity(),
-                )?;
-                check_nan_color(image.nan_color())?;
-                let source = image.source();
-                slice_geometry(image.slice(), &source.layout().shape()).map_err(|reason| {
-                    RenderError::InvalidSlice {
-                        source_label: source.label(),
-                        reason,
-                    }
-                })?;
-                self.bind_visual(&image.token, Some(source), &[], size_of::<ImageParams>())?;
-                self.colormap_gpu(image.colormap());
-            }
-            Visual::Volume(volume) => {
-                check_display(
-                    "Volume",
-                    volume.effective_clim(),
-                    volume.gamma(),
-                    volume.opacity(),
-                )?;
-                check_volume(volume)?;
-                self.bind_visual(
-                    &volume.token,
-                    Some(volume.source()),
-                    &[],
-                    size_of::<VolumeParams>(),
-                )?;
-                self.colormap_gpu(volume.colormap());
-            }
-            Visual::Mesh(mesh) => {
-                check_display("Mesh", mesh.effective_clim(), 1.0, mesh.opacity())?;
-                let (buffers, vertices) = mesh_buffers(mesh)?;
-                let texture = mesh.texture().map(|(_, image)| image);
-                if let Some(image) = texture {
-                    if image.layout().shape().ndim() > 2 {
-                        return Err(RenderError::InvalidMeshData {
-                            source_label: image.label(),
-                            reason: format!(
-                                "a mesh texture is a 1-D or 2-D image; this source has shape {}",
-                                image.layout().shape()
-                            ),
-                        });
-                    }
-                }
-                self.bind_visual(&mesh.token, texture, &buffers, size_of::<MeshParams>())?;
-                let indices = self.visuals[&mesh.token.id].buffers[MESH_INDICES];
-                if let Some(key) = indices {
-                    let limit = u32::try_from(vertices).unwrap_or(u32::MAX);
-                    self.buffers
-                        .get_mut(&key)
-                        .expect("bound")
-                        .set_index_limit(limit);
-                }
-                self.colormap_gpu(mesh.colormap());
-            }
-        }
-        Ok(())
-    }
-
-    /// Makes sure the visual's GPU state exists and uses the proxies of `texture` and
-    /// `buffers` (creating proxies on first use, moving the visual off the old ones after a
-    /// source changed).
-    fn bind_visual(
-        &mut self,
-        token: &Arc<VisualToken>,
-        texture: Option<&SharedSource>,
-        buffers: &[Option<(&SharedSource, BufferFormat)>],
-        uniform_size: usize,
-    ) -> Result<(), RenderError> {
-        let texture = texture.map(|s| self.ensure_proxy(s)).transpose()?;
-        let buffers = buffers
-            .iter()
-            .map(|b| b.map(|(s, f)| self.ensure_buffer(s, f)).transpose())
-            .collect::<Result<Vec<_>, _>>()?;
-        match self.visuals.get_mut(&token.id) {
-            Some(v) if v.texture == texture && v.buffers == buffers => {}
-            Some(v) => {
-                let old_texture = std::mem::replace(&mut v.texture, texture);
-                let old_buffers = std::mem::replace(&mut v.buffers, buffers.clone());
-                v.bind = None;
-                v.derived = MeshDerived::default();
-                self.add_users(texture, &buffers);
-                self.release_users(old_texture, &old_buffers);
-            }
-            None => {
-                let uniform = self.device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("sluice visual params"),
-                    size: uniform_size as u64,
-                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                self.visuals.insert(
-                    token.id,
-                    VisualGpu {
-                        token: Arc::downgrade(token),
-                        texture,
-                        buffers: buffers.clone(),
-                        derived: MeshDerived::default(),
-                        uniform,
-                        params: Vec::new(),
-                        bind: None,
-                        flat_depth: None,
-                    },
-                );
-                self.add_users(texture, &buffers);
-            }
-        }
-        Ok(())
-    }
-
-    fn ensure_buffer(
-        &mut self,
-        source: &SharedSource,
-        format: BufferFormat,
-    ) -> Result<BufferKey, RenderError> {
-        let key = BufferKey {
-            source: SourceKey::of(source),
-            format,
-        };
-        if !self.buffers.contains_key(&key) {
-            let proxy = BufferProxy::new(&self.device, source.clone(), format, &mut self.counters)?;
-            self.buffers.insert(key, proxy);
-        }
-        Ok(key)
-    }
-
-    fn proxy_mut(&mut self, key: SourceKey) -> &mut TextureProxy {
-        self.proxies
-            .get_mut(&key)
-            .expect("proxy exists for a prepared visual")
-    }
-
-    fn ensure_proxy(&mut self, source: &SharedSource) -> Result<SourceKey, RenderError> {
-        let key = SourceKey::of(source);
-        if !self.proxies.contains_key(&key) {
-            let proxy = TextureProxy::new(
-                &self.device,
-                source.clone(),
-                &mut self.counters,
-                self.device_upload.as_deref(),
-                self.texture_limits,
-            )?;
-            self.proxies.insert(key, proxy);
-        }
-        Ok(key)
-    }
-
-    /// Uploads what changed in every source drawn this frame, each once. Returns whether
-    /// uploads remain for later frames.
-    fn upload_sources(
-        &mut self,
-        draws: &[Draw<'_>],
-        encoder: &mut wgpu::CommandEncoder,
-    ) -> Result<bool, RenderError> {
-        // Each source once, buffers before textures, in draw order.
+    /// The frame's upload list: every source the draw list shows, once each, buffers before
+    /// textures, in draw order.
+    ///
+    /// The visibility pass of chunked sources goes here, between the draw list and the
+    /// uploads: it will choose, per source, the chunks (and levels) the view needs, and the
+    /// proxies then upload those alone.
+    fn upload_list(&self, draws: &[Draw<'_>]) -> (Vec<BufferKey>, Vec<SourceKey>) {
         let mut buffer_keys: Vec<BufferKey> = Vec::new();
         let mut texture_keys: Vec<SourceKey> = Vec::new();
         for draw in draws {
-            let v = &self.visuals[&visual_id(draw.visual)];
+            let v = &self.res.visuals[&kind(draw.visual).id()];
             for key in v.buffers.iter().flatten() {
                 if !buffer_keys.contains(key) {
                     buffer_keys.push(*key);
@@ -645,27 +373,37 @@ impl Renderer {
                 texture_keys.push(key);
             }
         }
-        let frame_start_bytes = self.counters.bytes_uploaded;
+        (buffer_keys, texture_keys)
+    }
+
+    /// Uploads what changed in the sources of `list` ([`Renderer::upload_list`]). Returns
+    /// whether uploads remain for later frames.
+    fn upload_sources(
+        &mut self,
+        (buffer_keys, texture_keys): &(Vec<BufferKey>, Vec<SourceKey>),
+        encoder: &mut wgpu::CommandEncoder,
+    ) -> Result<bool, RenderError> {
+        let frame_start_bytes = self.res.counters.bytes_uploaded;
         let mut ctx = UploadContext {
-            device: &self.device,
-            queue: &self.queue,
-            device_upload: self.device_upload.as_deref(),
+            device: &self.res.device,
+            queue: &self.res.queue,
+            device_upload: self.res.device_upload.as_deref(),
             encoder,
             staging: &mut self.staging,
-            counters: &mut self.counters,
+            counters: &mut self.res.counters,
             budget: self.upload_budget,
             frame_start_bytes,
-            waker: &self.waker,
+            waker: &self.res.waker,
             scratch: &mut self.scratch,
             unpack: &self.unpack,
         };
         let mut pending = false;
-        for key in &buffer_keys {
-            let proxy = self.buffers.get_mut(key).expect("prepared");
+        for key in buffer_keys {
+            let proxy = self.res.buffers.get_mut(key).expect("prepared");
             pending |= proxy.upload(&mut ctx)?;
         }
-        for key in &texture_keys {
-            let proxy = self.proxies.get_mut(key).expect("prepared");
+        for key in texture_keys {
+            let proxy = self.res.proxies.get_mut(key).expect("prepared");
             pending |= proxy.upload(&mut ctx)?;
         }
         Ok(pending)
@@ -681,36 +419,30 @@ impl Renderer {
         encoder: &mut wgpu::CommandEncoder,
     ) -> Result<(u32, u64), RenderError> {
         for draw in draws {
-            let key = match draw.visual {
-                Visual::Image(image) => self.update_image_gpu(image, draw.mvp),
-                Visual::Volume(volume) => self.update_volume_gpu(volume, draw.mvp, target.size()),
-                Visual::Mesh(mesh) => {
-                    self.update_mesh_gpu(mesh, draw.world, draw.mvp)?;
-                    continue;
-                }
-            };
-            self.update_bind_group(visual_id(draw.visual), key);
+            kind(draw.visual).update(&mut self.res, draw)?;
         }
         let pass_kind = self.pass_kind(draws);
-        self.ensure_pass_pipelines(draws, pass_kind);
+        for draw in draws {
+            kind(draw.visual).ensure_pipelines(&mut self.res, pass_kind);
+        }
         let (redraw, memory) = if pass_kind == PassKind::Flat {
             let (redraw, memory) = self.plan_redraw(scene, draws, target);
             (redraw, Some(memory))
         } else {
-            (Redraw::Full, None)
+            (Damage::Full, None)
         };
         // Stored before recording: a frame that fails afterwards invalidates the target.
         *target.drawn.lock() = memory;
         let [w, h] = target.size();
         let pixels = match &redraw {
-            Redraw::Nothing => return Ok((0, 0)),
-            Redraw::Full => u64::from(w) * u64::from(h),
-            Redraw::Rects(rects) => rects
+            Damage::Nothing => return Ok((0, 0)),
+            Damage::Full => u64::from(w) * u64::from(h),
+            Damage::Rects(rects) => rects
                 .iter()
                 .map(|[_, _, rw, rh]| u64::from(*rw) * u64::from(*rh))
                 .sum(),
         };
-        if let Redraw::Rects(_) = redraw {
+        if let Damage::Rects(_) = redraw {
             self.ensure_clear_rect(scene.background());
         }
         let [r, g, b, a] = scene.background().map(f64::from);
@@ -718,7 +450,7 @@ impl Renderer {
         {
             let with_depth = pass_kind != PassKind::Flat;
             let load = match redraw {
-                Redraw::Rects(_) => wgpu::LoadOp::Load,
+                Damage::Rects(_) => wgpu::LoadOp::Load,
                 _ => wgpu::LoadOp::Clear(wgpu::Color { r, g, b, a }),
             };
             let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
@@ -763,16 +495,12 @@ impl Renderer {
             // background there, then draw everything over it as a whole frame would. The rest
             // of the target keeps the last frame.
             let scissors: Vec<Option<[u32; 4]>> = match &redraw {
-                Redraw::Rects(rects) => rects.iter().copied().map(Some).collect(),
+                Damage::Rects(rects) => rects.iter().copied().map(Some).collect(),
                 _ => vec![None],
             };
             // Opaque visuals first, then those with opacity below 1, each group in scene order
             // (translucent images test depth without writing it; translucent meshes write it).
-            let translucent = |v: &Visual| match v {
-                Visual::Image(image) => image.opacity() < 1.0,
-                Visual::Mesh(mesh) => mesh.opacity() < 1.0,
-                Visual::Volume(_) => false,
-            };
+            let translucent = |v: &Visual| kind(v).translucent();
             for (i, scissor) in scissors.into_iter().enumerate() {
                 if let Some([x, y, rw, rh]) = scissor {
                     pass.set_scissor_rect(x, y, rw, rh);
@@ -786,74 +514,20 @@ impl Renderer {
                     .filter(|d| !translucent(d.visual))
                     .chain(draws.iter().filter(|d| translucent(d.visual)));
                 for draw in ordered {
-                    match draw.visual {
-                        Visual::Image(image) => {
-                            let bind = self.visuals[&image.token.id].bind.as_ref().expect("bound");
-                            let PipelineKey::Image(kind, dim) = bind.key else {
-                                continue;
-                            };
-                            pass.set_pipeline(self.images.pipeline(
-                                (kind, dim),
-                                pass_kind,
-                                image.opacity(),
-                            ));
-                            pass.set_bind_group(0, &bind.group, &[]);
-                            pass.draw(0..6, 0..1);
-                        }
-                        Visual::Mesh(mesh) => self.draw_mesh(&mut pass, mesh, pass_kind),
-                        Visual::Volume(_) => continue,
-                    }
-                    if i == 0 {
+                    let drew = kind(draw.visual).record_opaque(&self.res, &mut pass, pass_kind);
+                    if drew && i == 0 {
                         drawn += 1;
                     }
                 }
             }
         }
-        // Volumes, one at a time: march every pixel's ray in a compute pass (rays stop at the
-        // depth the opaque pass left), then blend the result over the target.
-        let [w, h] = target.size();
+        // Then the passes visuals record after the opaque one (volumes, one at a time: march
+        // every pixel's ray in a compute pass, stopping at the depth the opaque pass left, then
+        // blend the result over the target).
         for draw in draws {
-            let Visual::Volume(volume) = draw.visual else {
-                continue;
-            };
-            let bind = self.visuals[&volume.token.id].bind.as_ref().expect("bound");
-            let PipelineKey::Volume(kind) = bind.key else {
-                continue;
-            };
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("sluice volume march"),
-                    timestamp_writes: None,
-                });
-                pass.set_pipeline(self.volumes.pipeline(kind));
-                pass.set_bind_group(0, &bind.group, &[]);
-                pass.set_bind_group(1, &target.volume_group, &[]);
-                pass.dispatch_workgroups(
-                    w.div_ceil(MARCH_WORKGROUP),
-                    h.div_ceil(MARCH_WORKGROUP),
-                    1,
-                );
+            if kind(draw.visual).record_after(&self.res, encoder, target) {
+                drawn += 1;
             }
-            let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
-                label: Some("sluice volume composite"),
-                color_attachments: &[Some(wgpu::RenderPassColorAttachment {
-                    view: &target.view,
-                    depth_slice: None,
-                    resolve_target: None,
-                    ops: wgpu::Operations {
-                        load: wgpu::LoadOp::Load,
-                        store: wgpu::StoreOp::Store,
-                    },
-                })],
-                depth_stencil_attachment: None,
-                timestamp_writes: None,
-                occlusion_query_set: None,
-                multiview_mask: None,
-            });
-            pass.set_pipeline(self.volumes.composite());
-            pass.set_bind_group(0, &target.composite_group, &[]);
-            pass.draw(0..3, 0..1);
-            drawn += 1;
         }
         Ok((drawn, pixels))
     }
@@ -866,7 +540,7 @@ impl Renderer {
         scene: &Scene,
         draws: &[Draw<'_>],
         target: &RenderTarget,
-    ) -> (Redraw, DrawnFrame) {
+    ) -> (Damage, DrawnFrame) {
         let mut signature = FrameSignature {
             renderer: self.id,
             background: scene.background().map(f32::to_bits),
@@ -874,10 +548,10 @@ impl Renderer {
         };
         let mut contents = Vec::new();
         for draw in draws {
-            let id = visual_id(draw.visual);
-            let v = &self.visuals[&id];
+            let id = kind(draw.visual).id();
+            let v = &self.res.visuals[&id];
             let bind = v.bind.as_ref().expect("bound");
-            let proxy = v.texture.map(|key| &self.proxies[&key]);
+            let proxy = v.texture.map(|key| &self.res.proxies[&key]);
             signature.draws.push(DrawSignature {
                 visual: id,
                 params: v.params.clone(),
@@ -896,70 +570,50 @@ impl Renderer {
         };
         let last = target.drawn.lock();
         let Some(last) = last.as_ref().filter(|l| l.signature == memory.signature) else {
-            return (Redraw::Full, memory);
+            return (Damage::Full, memory);
         };
         let [w, h] = target.size();
         let mut rects: Vec<[u32; 4]> = Vec::new();
         for draw in draws {
-            let Visual::Image(image) = draw.visual else {
-                return (Redraw::Full, memory);
-            };
-            let Some(key) = self.visuals[&image.token.id].texture else {
+            let visual = kind(draw.visual);
+            if !visual.redraws_partially() {
+                return (Damage::Full, memory);
+            }
+            let Some(key) = self.res.visuals[&visual.id()].texture else {
                 continue;
             };
-            let proxy = &self.proxies[&key];
+            let proxy = &self.res.proxies[&key];
             let Some(&(_, since)) = last.contents.iter().find(|(s, _)| *s == proxy.serial()) else {
-                return (Redraw::Full, memory);
+                return (Damage::Full, memory);
             };
             if since == proxy.content() {
                 continue;
             }
             let Some(regions) = proxy.damage_since(since) else {
-                return (Redraw::Full, memory);
+                return (Damage::Full, memory);
             };
             if proxy.layout().shape().ndim() == 3 {
-                return (Redraw::Full, memory);
+                return (Damage::Full, memory);
             }
             for region in regions {
-                let Some([x0, y0, x1, y1]) = screen_rect(draw.mvp, &region, [w, h]) else {
-                    return (Redraw::Full, memory);
+                let Some(rect) = screen_rect(draw.mvp, &region, [w, h]) else {
+                    return (Damage::Full, memory);
                 };
-                // Whole pixels, a pixel of margin, inside the target.
-                let x0 = (x0.floor() - 1.0).clamp(0.0, w as f32) as u32;
-                let y0 = (y0.floor() - 1.0).clamp(0.0, h as f32) as u32;
-                let x1 = (x1.ceil() + 1.0).clamp(0.0, w as f32) as u32;
-                let y1 = (y1.ceil() + 1.0).clamp(0.0, h as f32) as u32;
-                if x1 > x0 && y1 > y0 {
-                    rects.push([x0, y0, x1, y1]);
-                }
+                rects.extend(pixel_rect(rect, [w, h]));
             }
         }
-        let rects = merge_rects(rects);
-        if rects.is_empty() {
-            return (Redraw::Nothing, memory);
-        }
-        let area: u64 = rects
-            .iter()
-            .map(|[x0, y0, x1, y1]| u64::from(x1 - x0) * u64::from(y1 - y0))
-            .sum();
-        if area >= u64::from(w) * u64::from(h) {
-            return (Redraw::Full, memory);
-        }
-        let rects = rects
-            .into_iter()
-            .map(|[x0, y0, x1, y1]| [x0, y0, x1 - x0, y1 - y0])
-            .collect();
-        (Redraw::Rects(rects), memory)
+        (plan_damage(rects, [w, h]), memory)
     }
 
     /// The pipeline and colour that restore the background inside a partial redraw.
     fn ensure_clear_rect(&mut self, background: [f32; 4]) {
         if self.clear_rect.is_none() {
-            self.clear_rect = Some(ClearRect::new(&self.device));
+            self.clear_rect = Some(ClearRect::new(&self.res.device));
         }
         let clear = self.clear_rect.as_mut().expect("just made");
         if clear.color != background {
-            self.queue
+            self.res
+                .queue
                 .write_buffer(&clear.uniform, 0, bytemuck::cast_slice(&background));
             clear.color = background;
         }
@@ -971,10 +625,10 @@ impl Renderer {
         let mut depth = None;
         let mut flat = true;
         for draw in draws {
-            match draw.visual {
-                Visual::Volume(_) => return PassKind::DepthColor,
-                Visual::Mesh(_) => flat = false,
-                Visual::Image(image) => match (self.visuals[&image.token.id].flat_depth, depth) {
+            match kind(draw.visual).pass_need(&self.res) {
+                PassNeed::DepthColor => return PassKind::DepthColor,
+                PassNeed::Depth => flat = false,
+                PassNeed::Flat(z) => match (z, depth) {
                     (Some(z), None) => depth = Some(z),
                     (Some(z), Some(d)) if z == d => {}
                     _ => flat = false,
@@ -987,1042 +641,18 @@ impl Renderer {
             PassKind::Depth
         }
     }
-
-    /// Builds the pipelines the visuals of a `pass` draw with, where missing.
-    fn ensure_pass_pipelines(&mut self, draws: &[Draw<'_>], pass: PassKind) {
-        for draw in draws {
-            let Some(bind) = self.visuals[&visual_id(draw.visual)].bind.as_ref() else {
-                continue;
-            };
-            match (draw.visual, bind.key) {
-                (Visual::Image(image), PipelineKey::Image(kind, dim)) => {
-                    self.images
-                        .ensure_pass(&self.device, (kind, dim), pass, image.opacity());
-                }
-                (Visual::Mesh(mesh), PipelineKey::Mesh(kind)) => {
-                    self.meshes.ensure_pass(&self.device, kind, false, pass);
-                    if mesh.wireframe().is_some() {
-                        self.meshes.ensure_pass(&self.device, kind, true, pass);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-
-    fn draw_mesh(&self, pass: &mut wgpu::RenderPass<'_>, mesh: &Mesh, pass_kind: PassKind) {
-        let v = &self.visuals[&mesh.token.id];
-        let bind = v.bind.as_ref().expect("bound");
-        let PipelineKey::Mesh(kind) = bind.key else {
-            return;
-        };
-        pass.set_pipeline(self.meshes.pipeline(kind, false, pass_kind));
-        pass.set_bind_group(0, &bind.group, &[]);
-        match v.buffers[MESH_INDICES] {
-            Some(key) => {
-                let indices = &self.buffers[&key];
-                pass.set_index_buffer(indices.buffer().slice(..), wgpu::IndexFormat::Uint32);
-                pass.draw_indexed(0..indices.len() as u32, 0, 0..1);
-            }
-            None => {
-                let vertices = self.buffers[&v.buffers[MESH_POSITIONS].expect("positions")].len();
-                pass.draw(0..vertices as u32, 0..1);
-            }
-        }
-        if let (Some(_), Some((edges, count, _, _))) = (mesh.wireframe(), &v.derived.edges) {
-            pass.set_pipeline(self.meshes.pipeline(kind, true, pass_kind));
-            pass.set_index_buffer(edges.slice(..), wgpu::IndexFormat::Uint32);
-            pass.draw_indexed(0..*count, 0, 0..1);
-        }
-    }
-
-    fn bind_group_layout(&self, key: PipelineKey) -> &wgpu::BindGroupLayout {
-        match key {
-            PipelineKey::Image(kind, dim) => self.images.layout(kind, dim),
-            PipelineKey::Volume(kind) => self.volumes.layout(kind),
-            PipelineKey::Mesh(kind) => self.meshes.layout(kind),
-        }
-    }
-
-    /// Writes a visual's uniforms if they changed.
-    fn write_params(&mut self, id: u64, params: &[u8]) {
-        let v = self.visuals.get_mut(&id).expect("prepared");
-        if v.params != params {
-            self.queue.write_buffer(&v.uniform, 0, params);
-            v.params = params.to_vec();
-        }
-    }
-
-    /// Image uniforms for this frame; returns the pipeline and colormap the image needs.
-    fn update_image_gpu(&mut self, image: &Image, mvp: glam::Mat4) -> (PipelineKey, ColormapKey) {
-        let colormap_key = image.colormap().key();
-        let entries = self.colormaps[&colormap_key].entries;
-        let proxy = &self.proxies[&self.texture_of(image.token.id)];
-        let shape = proxy.layout().shape();
-        // Checked in prepare_visual against the source's layout; a layout change since (a
-        // replaced source) may make the slice invalid: fall back to the default plane.
-        let geometry = slice_geometry(image.slice(), &shape)
-            .or_else(|_| slice_geometry(None, &shape))
-            .expect("the default slice fits every shape");
-        let params = ImageParams::new(
-            image,
-            proxy.layout(),
-            &geometry,
-            mvp,
-            entries,
-            proxy.bricking(),
-        );
-        let dim = if shape.ndim() == 3 {
-            TexDim::D3
-        } else {
-            TexDim::D2
-        };
-        let key = PipelineKey::Image(proxy.sample_kind(), dim);
-        self.images.ensure(&self.device, proxy.sample_kind(), dim);
-        self.write_params(image.token.id, bytemuck::bytes_of(&params));
-        let v = self.visuals.get_mut(&image.token.id).expect("prepared");
-        v.flat_depth = flat_depth(mvp, geometry.size);
-        (key, colormap_key)
-    }
-
-    /// Volume uniforms for this frame; returns the pipeline and colormap the volume needs.
-    fn update_volume_gpu(
-        &mut self,
-        volume: &Volume,
-        mvp: glam::Mat4,
-        viewport: [u32; 2],
-    ) -> (PipelineKey, ColormapKey) {
-        let colormap_key = volume.colormap().key();
-        let entries = self.colormaps[&colormap_key].entries;
-        let proxy = &self.proxies[&self.texture_of(volume.token.id)];
-        let params = VolumeParams::new(
-            volume,
-            proxy.layout(),
-            mvp,
-            viewport,
-            entries,
-            proxy.bricking(),
-        );
-        let key = PipelineKey::Volume(proxy.sample_kind());
-        self.volumes.ensure(&self.device, proxy.sample_kind());
-        self.write_params(volume.token.id, bytemuck::bytes_of(&params));
-        (key, colormap_key)
-    }
-
-    fn texture_of(&self, id: u64) -> SourceKey {
-        self.visuals[&id]
-            .texture
-            .expect("images and volumes have a texture")
-    }
-
-    /// (Re)builds an image's or volume's bind group when its texture, colormap or pipeline
-    /// changed.
-    fn update_bind_group(&mut self, id: u64, (key, colormap_key): (PipelineKey, ColormapKey)) {
-        let v = &self.visuals[&id];
-        let proxy = &self.proxies[&self.texture_of(id)];
-        let fresh = v.bind.as_ref().is_some_and(|b| {
-            b.generation == proxy.generation() && b.colormap == colormap_key && b.key == key
-        });
-        if fresh {
-            return;
-        }
-        let slots = match key {
-            PipelineKey::Image(_, TexDim::D2) => 1,
-            _ => BRICK_SLOTS,
-        };
-        let mut entries = vec![
-            wgpu::BindGroupEntry {
-                binding: 0,
-                resource: v.uniform.as_entire_binding(),
-            },
-            wgpu::BindGroupEntry {
-                binding: 2,
-                resource: wgpu::BindingResource::TextureView(&self.colormaps[&colormap_key].view),
-            },
-        ];
-        entries.extend((0..slots).map(|slot| wgpu::BindGroupEntry {
-            binding: brick_binding(slot),
-            resource: wgpu::BindingResource::TextureView(proxy.brick_view(slot)),
-        }));
-        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("sluice visual"),
-            layout: self.bind_group_layout(key),
-            entries: &entries,
-        });
-        let generation = proxy.generation();
-        self.visuals.get_mut(&id).expect("prepared").bind = Some(BindState {
-            group,
-            key,
-            generation,
-            colormap: colormap_key,
-        });
-    }
-
-    /// A 1 x 1 texture of `kind`, bound where a mesh has no texture.
-    fn dummy_texture(&mut self, kind: SampleKind) -> &wgpu::TextureView {
-        self.dummy_textures.entry(kind).or_insert_with(|| {
-            let format = match kind {
-                SampleKind::Float => wgpu::TextureFormat::R32Float,
-                SampleKind::Uint => wgpu::TextureFormat::R32Uint,
-                SampleKind::Sint => wgpu::TextureFormat::R32Sint,
-            };
-            self.device
-                .create_texture(&wgpu::TextureDescriptor {
-                    label: Some("sluice absent texture"),
-                    size: wgpu::Extent3d {
-                        width: 1,
-                        height: 1,
-                        depth_or_array_layers: 1,
-                    },
-                    mip_level_count: 1,
-                    sample_count: 1,
-                    dimension: wgpu::TextureDimension::D2,
-                    format,
-                    usage: wgpu::TextureUsages::TEXTURE_BINDING,
-                    view_formats: &[],
-                })
-                .create_view(&wgpu::TextureViewDescriptor::default())
-        })
-    }
-
-    /// Host data of a whole source in `format` (for data derived on the CPU); `None` if the
-    /// source is not ready or not in host memory.
-    fn read_converted(
-        &self,
-        source: &SharedSource,
-        format: BufferFormat,
-    ) -> Result<Option<Vec<u8>>, RenderError> {
-        if !matches!(source.residency(), sluice_core::Residency::Host) {
-            return Ok(None);
-        }
-        let layout = source.layout();
-        let region = layout.shape().full_region();
-        let mut packed = vec![0u8; layout.region_bytes(&region)];
-        let err = |error| RenderError::Source {
-            source_label: source.label(),
-            error,
-        };
-        let request = sluice_core::ReadRequest::new(region, &self.waker);
-        if source.read(&request, &mut packed).map_err(err)? == sluice_core::ReadStatus::Pending {
-            return Ok(None);
-        }
-        let elements = match format {
-            BufferFormat::U32 => layout.shape().len() * layout.channels(),
-            _ => layout.shape().len(),
-        };
-        let mut out = vec![0u8; elements * format.element_bytes()];
-        format
-            .convert_row(&layout, &packed, &mut out, layout.shape().len())
-            .map_err(|reason| RenderError::InvalidMeshData {
-                source_label: source.label(),
-                reason,
-            })?;
-        Ok(Some(out))
-    }
-
-    /// Mesh uniforms, derived data (normals when smooth shading has none, wireframe edges)
-    /// and bind group for this frame.
-    fn update_mesh_gpu(
-        &mut self,
-        mesh: &Mesh,
-        world: glam::Mat4,
-        mvp: glam::Mat4,
-    ) -> Result<(), RenderError> {
-        let id = mesh.token.id;
-        let colormap_key = mesh.colormap().key();
-        let entries = self.colormaps[&colormap_key].entries;
-        let keys = self.visuals[&id].buffers.clone();
-        let positions = &self.buffers[&keys[MESH_POSITIONS].expect("positions")];
-        let vertex_count = positions.len();
-        let positions_source = positions.source().clone();
-        let indices_source = keys[MESH_INDICES].map(|k| self.buffers[&k].source().clone());
-
-        // Smooth shading without normals: derive them on the CPU from host positions.
-        let mut flags = 0;
-        if keys[MESH_NORMALS].is_some() {
-            flags |= HAS_NORMALS;
-        } else if mesh.shading() == Shading::Smooth {
-            let versions = (
-                positions_source.version(),
-                indices_source
-                    .as_ref()
-                    .map_or(Version::NEVER, |s| s.version()),
-            );
-            let stale = self.visuals[&id]
-                .derived
-                .normals
-                .as_ref()
-                .is_none_or(|(_, p, i)| (*p, *i) != versions);
-            if stale {
-                let pos =
-                    self.read_converted(&positions_source, BufferFormat::F32 { channels: 3 })?;
-                let idx = match &indices_source {
-                    Some(s) => self.read_converted(s, BufferFormat::U32)?,
-                    None => Some(Vec::new()),
-                };
-                if let (Some(pos), Some(idx)) = (pos, idx) {
-                    let idx: Vec<u32> = bytemuck::pod_collect_to_vec(&idx);
-                    let pos: Vec<f32> = bytemuck::pod_collect_to_vec(&pos);
-                    let normals =
-                        vertex_normals(&pos, indices_source.as_ref().map(|_| idx.as_slice()));
-                    let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-                        label: Some("sluice derived normals"),
-                        size: (normals.len() * 4).max(16) as u64,
-                        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-                        mapped_at_creation: false,
-                    });
-                    self.queue
-                        .write_buffer(&buffer, 0, bytemuck::cast_slice(&normals));
-                    self.counters.derived_bytes_uploaded += normals.len() as u64 * 4;
-                    let v = self.visuals.get_mut(&id).expect("prepared");
-                    v.derived.normals = Some((buffer, versions.0, versions.1));
-                    v.bind = None;
-                }
-            }
-            if self.visuals[&id].derived.normals.is_some() {
-                flags |= HAS_NORMALS;
-            }
-        }
-        if keys[MESH_COLORS].is_some() {
-            flags |= HAS_COLORS;
-        }
-        if keys[MESH_SCALARS].is_some() {
-            flags |= HAS_SCALARS;
-        }
-        let texture = match self.visuals[&id].texture {
-            Some(key) => {
-                flags |= HAS_TEXTURE;
-                let layout = self.proxies[&key].layout();
-                let [_, h, w] = layout.shape().padded();
-                Some(MeshTexture {
-                    size: [h, w],
-                    channels: layout.channels(),
-                    element: layout.element(),
-                })
-            }
-            None => None,
-        };
-
-        // Wireframe edges, derived from the indices when they change.
-        if mesh.wireframe().is_some() {
-            let version = indices_source
-                .as_ref()
-                .map_or(Version::NEVER, |s| s.version());
-            let stale = self.visuals[&id]
-                .derived
-                .edges
-                .as_ref()
-                .is_none_or(|(_, _, v, n)| *v != version || *n != vertex_count);
-            if stale {
-                let idx = match &indices_source {
-                    Some(s) => self.read_converted(s, BufferFormat::U32)?,
-                    None => Some(Vec::new()),
-                };
-                if let Some(idx) = idx {
-                    let idx: Vec<u32> = bytemuck::pod_collect_to_vec(&idx);
-                    let edges = wireframe_edges(
-                        indices_source.as_ref().map(|_| idx.as_slice()),
-                        vertex_count,
-                    );
-                    let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-                        label: Some("sluice wireframe edges"),
-                        size: (edges.len() * 4).max(16) as u64,
-                        usage: wgpu::BufferUsages::INDEX | wgpu::BufferUsages::COPY_DST,
-                        mapped_at_creation: false,
-                    });
-                    self.queue
-                        .write_buffer(&buffer, 0, bytemuck::cast_slice(&edges));
-                    self.counters.derived_bytes_uploaded += edges.len() as u64 * 4;
-                    self.visuals.get_mut(&id).expect("prepared").derived.edges =
-                        Some((buffer, edges.len() as u32, version, vertex_count));
-                }
-            }
-        }
-
-        let params = MeshParams::new(
-            mesh,
-            world,
-            mvp,
-            flags,
-            vertex_count,
-            entries,
-            texture.as_ref(),
-        );
-        self.write_params(id, bytemuck::bytes_of(&params));
-        let kind = self.visuals[&id]
-            .texture
-            .map_or(SampleKind::Float, |k| self.proxies[&k].sample_kind());
-        self.meshes.ensure(&self.device, kind);
-        let key = PipelineKey::Mesh(kind);
-
-        // The bind group follows every buffer's and the texture's generation.
-        let generation = keys
-            .iter()
-            .flatten()
-            .map(|k| self.buffers[k].generation())
-            .chain(
-                self.visuals[&id]
-                    .texture
-                    .map(|k| self.proxies[&k].generation()),
-            )
-            .fold(0u64, |acc, g| acc.wrapping_mul(31).wrapping_add(g + 1));
-        let fresh = self.visuals[&id].bind.as_ref().is_some_and(|b| {
-            b.generation == generation && b.colormap == colormap_key && b.key == key
-        });
-        if fresh {
-            return Ok(());
-        }
-        if self.visuals[&id].texture.is_none() {
-            self.dummy_texture(kind);
-        }
-        let v = &self.visuals[&id];
-        let texture_view = match v.texture {
-            Some(k) => self.proxies[&k].brick_view(0),
-            None => &self.dummy_textures[&kind],
-        };
-        let buffer_at = |slot: usize| -> &wgpu::Buffer {
-            match keys[slot] {
-                Some(k) => self.buffers[&k].buffer(),
-                None if slot == MESH_NORMALS => v
-                    .derived
-                    .normals
-                    .as_ref()
-                    .map_or(&self.dummy_storage, |(b, _, _)| b),
-                None => &self.dummy_storage,
-            }
-        };
-        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("sluice mesh"),
-            layout: self.meshes.layout(kind),
-            entries: &[
-                wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: v.uniform.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 1,
-                    resource: wgpu::BindingResource::TextureView(texture_view),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 2,
-                    resource: wgpu::BindingResource::TextureView(
-                        &self.colormaps[&colormap_key].view,
-                    ),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 3,
-                    resource: buffer_at(MESH_POSITIONS).as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 4,
-                    resource: buffer_at(MESH_NORMALS).as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 5,
-                    resource: buffer_at(MESH_COLORS).as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 6,
-                    resource: buffer_at(MESH_SCALARS).as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 7,
-                    resource: buffer_at(MESH_TEXCOORDS).as_entire_binding(),
-                },
-            ],
-        });
-        self.visuals.get_mut(&id).expect("prepared").bind = Some(BindState {
-            group,
-            key,
-            generation,
-            colormap: colormap_key,
-        });
-        Ok(())
-    }
-
-    /// The GPU table of a colormap, uploaded on first use.
-    fn colormap_gpu(&mut self, colormap: &Colormap) -> &ColormapGpu {
-        let key = colormap.key();
-        self.colormaps.entry(key).or_insert_with(|| {
-            let entries = colormap.entries();
-            let size = wgpu::Extent3d {
-                width: entries.len() as u32,
-                height: 1,
-                depth_or_array_layers: 1,
-            };
-            let texture = self.device.create_texture(&wgpu::TextureDescriptor {
-                label: Some("sluice colormap"),
-                size,
-                mip_level_count: 1,
-                sample_count: 1,
-                dimension: wgpu::TextureDimension::D2,
-                format: wgpu::TextureFormat::Rgba8Unorm,
-                usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
-                view_formats: &[],
-            });
-            self.queue.write_texture(
-                texture.as_image_copy(),
-                bytemuck::cast_slice(entries),
-                wgpu::TexelCopyBufferLayout {
-                    offset: 0,
-                    bytes_per_row: Some(entries.len() as u32 * 4),
-                    rows_per_image: None,
-                },
-                size,
-            );
-            ColormapGpu {
-                view: texture.create_view(&wgpu::TextureViewDescriptor::default()),
-                entries: entries.len(),
-                custom: colormap.custom_handle(),
-            }
-        })
-    }
 }
 
 /// A renderer going away lets go of its sources: each learns that this consumer is gone (so a
 /// release-after-upload policy no longer waits for it).
 impl Drop for Renderer {
     fn drop(&mut self) {
-        let mut counters = self.counters;
-        for (_, proxy) in self.proxies.drain() {
+        let mut counters = self.res.counters;
+        for (_, proxy) in self.res.proxies.drain() {
             proxy.retire(&mut counters);
         }
-        for (_, proxy) in self.buffers.drain() {
+        for (_, proxy) in self.res.buffers.drain() {
             proxy.retire(&mut counters);
         }
-    }
-}
-
-/// The screen rectangle `[x0, y0, x1, y1]` (pixels, y down) of the part of a 2-D image that
-/// `region`'s texels can affect under `mvp`: the region widened by one texel on each side
-/// (linear interpolation reads neighbours). `None` if a corner is behind the camera.
-fn screen_rect(
-    mvp: glam::Mat4,
-    region: &sluice_core::Region,
-    [w, h]: [u32; 2],
-) -> Option<[f32; 4]> {
-    let [_, y, x] = region.origin.map(|v| v as f32);
-    let [_, rh, rw] = region.size.map(|v| v as f32);
-    let (lx0, ly0, lx1, ly1) = (x - 1.0, y - 1.0, x + rw + 1.0, y + rh + 1.0);
-    let mut out = [
-        f32::INFINITY,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-        f32::NEG_INFINITY,
-    ];
-    for (lx, ly) in [(lx0, ly0), (lx1, ly0), (lx0, ly1), (lx1, ly1)] {
-        let clip = mvp * glam::Vec4::new(lx, ly, 0.0, 1.0);
-        if clip.w <= 0.0 || !clip.w.is_finite() {
-            return None;
-        }
-        let sx = (clip.x / clip.w + 1.0) * 0.5 * w as f32;
-        let sy = (1.0 - clip.y / clip.w) * 0.5 * h as f32;
-        if !sx.is_finite() || !sy.is_finite() {
-            return None;
-        }
-        out = [
-            out[0].min(sx),
-            out[1].min(sy),
-            out[2].max(sx),
-            out[3].max(sy),
-        ];
-    }
-    Some(out)
-}
-
-/// Most rectangles a partial redraw draws separately (each draws every visual again).
-const MAX_DAMAGE_RECTS: usize = 4;
-
-/// Merges screen rectangles `[x0, y0, x1, y1]` that overlap or touch until none do; more than
-/// [`MAX_DAMAGE_RECTS`] left become their bounding box.
-fn merge_rects(mut rects: Vec<[u32; 4]>) -> Vec<[u32; 4]> {
-    let union = |a: [u32; 4], b: [u32; 4]| {
-        [
-            a[0].min(b[0]),
-            a[1].min(b[1]),
-            a[2].max(b[2]),
-            a[3].max(b[3]),
-        ]
-    };
-    if rects.len() > 16 * MAX_DAMAGE_RECTS {
-        // Many small edits: one box, without the quadratic merging below.
-        return rects.into_iter().reduce(union).into_iter().collect();
-    }
-    let touch =
-        |a: &[u32; 4], b: &[u32; 4]| a[0] <= b[2] && b[0] <= a[2] && a[1] <= b[3] && b[1] <= a[3];
-    'again: loop {
-        for i in 0..rects.len() {
-            for j in i + 1..rects.len() {
-                if touch(&rects[i], &rects[j]) {
-                    let b = rects.swap_remove(j);
-                    rects[i] = union(rects[i], b);
-                    continue 'again;
-                }
-            }
-        }
-        break;
-    }
-    if rects.len() > MAX_DAMAGE_RECTS {
-        let all = rects.iter().copied().reduce(union).expect("not empty");
-        return vec![all];
-    }
-    rects
-}
-
-/// What a flat frame redraws.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Redraw {
-    /// The target already shows this frame.
-    Nothing,
-    /// These rectangles, `[x, y, width, height]` in pixels, disjoint.
-    Rects(Vec<[u32; 4]>),
-    Full,
-}
-
-/// Everything that decides a flat frame's pixels besides texture contents.
-#[derive(Debug, PartialEq)]
-pub(crate) struct FrameSignature {
-    renderer: u64,
-    background: [u32; 4],
-    draws: Vec<DrawSignature>,
-}
-
-#[derive(Debug, PartialEq)]
-struct DrawSignature {
-    visual: u64,
-    /// The uniform block (transform, display settings, slice).
-    params: Vec<u8>,
-    proxy: u64,
-    generation: u64,
-    colormap: ColormapKey,
-    pipeline: PipelineKey,
-}
-
-/// What a target last showed: the frame's signature and the content value of each texture.
-#[derive(Debug)]
-pub(crate) struct DrawnFrame {
-    signature: FrameSignature,
-    contents: Vec<(u64, u64)>,
-}
-
-/// A scissored draw of the background colour, for partial redraws.
-struct ClearRect {
-    pipeline: wgpu::RenderPipeline,
-    uniform: wgpu::Buffer,
-    group: wgpu::BindGroup,
-    color: [f32; 4],
-}
-
-impl ClearRect {
-    fn new(device: &wgpu::Device) -> Self {
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("sluice clear rect"),
-            source: wgpu::ShaderSource::Wgsl(
-                "@group(0) @binding(0) var<uniform> color: vec4<f32>;
-@vertex fn vs(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> {
-    let p = vec2<f32>(f32((i << 1u) & 2u), f32(i & 2u));
-    return vec4<f32>(p * 2.0 - 1.0, 0.0, 1.0);
-}
-@fragment fn fs() -> @location(0) vec4<f32> { return color; }
-"
-                .into(),
-            ),
-        });
-        let serial = crate::image_pipeline::pipeline_creation_lock();
-        let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-            label: Some("sluice clear rect"),
-            layout: None,
-            vertex: wgpu::VertexState {
-                module: &module,
-                entry_point: Some("vs"),
-                compilation_options: Default::default(),
-                buffers: &[],
-            },
-            primitive: wgpu::PrimitiveState::default(),
-            depth_stencil: None,
-            multisample: wgpu::MultisampleState::default(),
-            fragment: Some(wgpu::FragmentState {
-                module: &module,
-                entry_point: Some("fs"),
-                compilation_options: Default::default(),
-                // The flat pass's attachments: the colour target, no depth as colour.
-                targets: &[Some(crate::target::TARGET_FORMAT.into()), None],
-            }),
-            multiview_mask: None,
-            cache: None,
-        });
-        drop(serial);
-        let uniform = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("sluice clear rect colour"),
-            size: 16,
-            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("sluice clear rect"),
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &[wgpu::BindGroupEntry {
-                binding: 0,
-                resource: uniform.as_entire_binding(),
-            }],
-        });
-        ClearRect {
-            pipeline,
-            uniform,
-            group,
-            // Never a background (NaN): the first use writes the colour.
-            color: [f32::NAN; 4],
-        }
-    }
-}
-
-/// The depth (z / w in clip space) of the rectangle `[0, size]` in the plane z = 0 under
-/// `mvp` when it is the same at all four corners and in front of the camera: then it is the
-/// same everywhere on the rectangle.
-fn flat_depth(mvp: glam::Mat4, size: [f32; 2]) -> Option<f32> {
-    let [w, h] = size;
-    let mut depth = None;
-    for (x, y) in [(0.0, 0.0), (w, 0.0), (0.0, h), (w, h)] {
-        let clip = mvp * glam::Vec4::new(x, y, 0.0, 1.0);
-        if clip.w <= 0.0 || !clip.w.is_finite() {
-            return None;
-        }
-        let z = clip.z / clip.w;
-        match depth {
-            None => depth = Some(z),
-            Some(d) if d == z => {}
-            Some(_) => return None,
-        }
-    }
-    depth
-}
-
-fn visual_id(visual: &Visual) -> u64 {
-    match visual {
-        Visual::Image(image) => image.token.id,
-        Visual::Volume(volume) => volume.token.id,
-        Visual::Mesh(mesh) => mesh.token.id,
-    }
-}
-
-/// A mesh's buffer sources in `MESH_*` slot order with their GPU formats, and its vertex
-/// count; refuses meshes that cannot be drawn, naming the numbers.
-#[allow(clippy::type_complexity)]
-fn mesh_buffers(
-    mesh: &Mesh,
-) -> Result<(Vec<Option<(&SharedSource, BufferFormat)>>, usize), RenderError> {
-    let invalid = |source: &SharedSource, reason: String| RenderError::InvalidMeshData {
-        source_label: source.label(),
-        reason,
-    };
-    let positions = mesh.positions();
-    let layout = positions.layout();
-    let vertices = layout.shape().len();
-    if layout.shape().ndim() != 1 || !(2..=3).contains(&layout.channels()) {
-        return Err(invalid(
-            positions,
-            format!(
-                "positions are 1-D with 2 or 3 channels (x, y[, z]); this source has shape {} with {} channel(s)",
-                layout.shape(),
-                layout.channels()
-            ),
-        ));
-    }
-    let attribute = |source: Option<&SharedSource>,
-                     name: &str,
-                     channels: &[usize]|
-     -> Result<(), RenderError> {
-        let Some(source) = source else {
-            return Ok(());
-        };
-        let l = source.layout();
-        if l.shape().ndim() != 1 || l.shape().len() != vertices {
-            return Err(invalid(
-                source,
-                format!("{name} have shape {} but positions have {vertices} vertices: attribute lengths must agree", l.shape()),
-            ));
-        }
-        if !channels.contains(&l.channels()) {
-            return Err(invalid(
-                source,
-                format!(
-                    "{name} have {} channel(s); {channels:?} allowed",
-                    l.channels()
-                ),
-            ));
-        }
-        Ok(())
-    };
-    attribute(mesh.normals(), "normals", &[3])?;
-    attribute(mesh.vertex_colors(), "colours", &[3, 4])?;
-    attribute(mesh.scalars(), "scalars", &[1])?;
-    attribute(
-        mesh.texture().map(|(uv, _)| uv),
-        "texture coordinates",
-        &[2],
-    )?;
-    match mesh.indices() {
-        Some(indices) => {
-            let l = indices.layout();
-            let count = l.shape().len() * l.channels();
-            if count % 3 != 0 {
-                return Err(invalid(
-                    indices,
-                    format!("{count} indices is not a whole number of triangles (a multiple of 3)"),
-                ));
-            }
-        }
-        None if vertices < 3 || !vertices.is_multiple_of(3) => {
-            return Err(invalid(
-                positions,
-                format!("{vertices} vertices without indices: consecutive vertices make triangles, so the count must be a non-zero multiple of 3"),
-            ));
-        }
-        None => {}
-    }
-    let f32s = |channels| BufferFormat::F32 { channels };
-    Ok((
-        vec![
-            Some((positions, f32s(3))),
-            mesh.indices().map(|s| (s, BufferFormat::U32)),
-            mesh.normals().map(|s| (s, f32s(3))),
-            mesh.vertex_colors().map(|s| (s, BufferFormat::Rgba8)),
-            mesh.scalars().map(|s| (s, f32s(1))),
-            mesh.texture().map(|(uv, _)| (uv, f32s(2))),
-        ],
-        vertices,
-    ))
-}
-
-fn check_display(
-    visual: &'static str,
-    clim: [f64; 2],
-    gamma: f32,
-    opacity: f32,
-) -> Result<(), RenderError> {
-    let invalid = |parameter, value: String, expected| RenderError::InvalidParameter {
-        visual,
-        parameter,
-        value,
-        expected,
-    };
-    let [lo, hi] = clim;
-    if !lo.is_finite() || !hi.is_finite() {
-        return Err(invalid(
-            "clim",
-            format!("[{lo}, {hi}]"),
-            "both limits must be finite",
-        ));
-    }
-    if !(gamma.is_finite() && gamma > 0.0) {
-        return Err(invalid("gamma", gamma.to_string(), "a finite number > 0"));
-    }
-    if !(0.0..=1.0).contains(&opacity) {
-        return Err(invalid(
-            "opacity",
-            opacity.to_string(),
-            "a number in [0, 1]",
-        ));
-    }
-    Ok(())
-}
-
-fn check_nan_color(rgba: [f32; 4]) -> Result<(), RenderError> {
-    if rgba.iter().all(|c| (0.0..=1.0).contains(c)) {
-        return Ok(());
-    }
-    Err(RenderError::InvalidParameter {
-        visual: "Image",
-        parameter: "nan_color",
-        value: format!("{rgba:?}"),
-        expected: "RGBA components in [0, 1]",
-    })
-}
-
-fn check_volume(volume: &Volume) -> Result<(), RenderError> {
-    let invalid = |parameter, value: String, expected| RenderError::InvalidParameter {
-        visual: "Volume",
-        parameter,
-        value,
-        expected,
-    };
-    let shape = volume.source().layout().shape();
-    if shape.ndim() != 3 {
-        return Err(RenderError::UnsupportedSource {
-            visual: "Volume",
-            source_label: volume.source().label(),
-            reason: format!(
-                "it has shape {shape} ({}-D); a volume needs 3-D data",
-                shape.ndim()
-            ),
-        });
-    }
-    let channels = volume.source().layout().channels();
-    if channels != 1 {
-        return Err(RenderError::UnsupportedSource {
-            visual: "Volume",
-            source_label: volume.source().label(),
-            reason: format!("it has {channels} channels per voxel; a volume shows scalar data"),
-        });
-    }
-    let step = volume.step();
-    if !(step.is_finite() && step >= 0.01) {
-        return Err(invalid(
-            "step",
-            step.to_string(),
-            "a finite number of voxels >= 0.01",
-        ));
-    }
-    match volume.mode() {
-        VolumeMode::Translucent { attenuation }
-            if !(attenuation.is_finite() && attenuation >= 0.0) =>
-        {
-            Err(invalid(
-                "attenuation",
-                attenuation.to_string(),
-                "a finite number >= 0",
-            ))
-        }
-        VolumeMode::Iso { threshold } if !threshold.is_finite() => Err(invalid(
-            "threshold",
-            threshold.to_string(),
-            "a finite number",
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// One wgpu instance per set of native backends for the whole process, never destroyed:
-/// instances are cheap to share (adapters and devices keep theirs alive) and costly to create.
-fn shared_instance(backends: wgpu::Backends) -> wgpu::Instance {
-    static INSTANCES: parking_lot::Mutex<Vec<(wgpu::Backends, wgpu::Instance)>> =
-        parking_lot::Mutex::new(Vec::new());
-    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-    desc.backends = backends;
-    if backends.contains(wgpu::Backends::GL) {
-        // A GL adapter is one GL context, current on one thread at a time: every GL renderer
-        // gets an instance (and so an adapter and context) of its own.
-        return wgpu::Instance::new(desc);
-    }
-    let mut instances = INSTANCES.lock();
-    if let Some((_, instance)) = instances.iter().find(|(b, _)| *b == backends) {
-        return instance.clone();
-    }
-    let instance = wgpu::Instance::new(desc);
-    instances.push((backends, instance.clone()));
-    instance
-}
-
-/// The device and queue that renderers made by [`Renderer::new`] and
-/// [`Renderer::with_options`] share on `adapter`, opened on first use and kept for the life of
-/// the process.
-///
-/// GL adapters are the exception: a GL context is current on one thread at a time, so each GL
-/// renderer opens its own device.
-///
-/// Sharing is cheaper (one device's worth of driver state and shader caches), and it avoids
-/// destroying devices while other threads submit work: NVIDIA's Vulkan driver 580 was seen to
-/// deadlock on an H200 when one thread destroyed a device while another submitted to a second
-/// one (renderers made and dropped on many threads at once, as parallel tests do). Renderers
-/// keep their own proxies, targets and staging; only the device is common.
-fn shared_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue), RenderError> {
-    type Opened = (wgpu::AdapterInfo, wgpu::Device, wgpu::Queue);
-    static DEVICES: parking_lot::Mutex<Vec<Opened>> = parking_lot::Mutex::new(Vec::new());
-    let info = adapter.get_info();
-    // A GL context is current on one thread at a time: GL renderers keep devices of their own.
-    let share = info.backend != wgpu::Backend::Gl;
-    let mut devices = DEVICES.lock();
-    if let Some((_, device, queue)) = devices.iter().find(|(i, _, _)| share && *i == info) {
-        return Ok((device.clone(), queue.clone()));
-    }
-    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-        label: Some("sluice"),
-        required_features: wgpu::Features::empty(),
-        required_limits: adapter.limits(),
-        experimental_features: wgpu::ExperimentalFeatures::disabled(),
-        memory_hints: wgpu::MemoryHints::Performance,
-        trace: wgpu::Trace::Off,
-    }))
-    .map_err(|e| RenderError::RequestDevice {
-        adapter: info.name.clone(),
-        reason: e.to_string(),
-    })?;
-    if share {
-        devices.push((info, device.clone(), queue.clone()));
-    }
-    Ok((device, queue))
-}
-
-pub(crate) fn choose_adapter(
-    backends: wgpu::Backends,
-    filter: Option<&str>,
-) -> Result<wgpu::Adapter, RenderError> {
-    let describe = |a: &wgpu::Adapter| {
-        let i = a.get_info();
-        format!("{} ({:?}, {:?})", i.name, i.backend, i.device_type)
-    };
-    let matches = |a: &wgpu::Adapter| {
-        filter.is_none_or(|w| a.get_info().name.to_lowercase().contains(&w.to_lowercase()))
-    };
-    let score = |a: &wgpu::Adapter| {
-        let i = a.get_info();
-        let device = match i.device_type {
-            wgpu::DeviceType::DiscreteGpu => 4,
-            wgpu::DeviceType::IntegratedGpu => 3,
-            wgpu::DeviceType::VirtualGpu => 2,
-            wgpu::DeviceType::Cpu => 1,
-            wgpu::DeviceType::Other => 0,
-        };
-        let backend = match i.backend {
-            wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 2,
-            wgpu::Backend::Gl => 1,
-            _ => 0,
-        };
-        device * 10 + backend
-    };
-    // Native backends first, GL only if they have no match: merely creating a GL instance
-    // probes EGL, which is slow and noisy where Vulkan already works.
-    let primary = backends & wgpu::Backends::PRIMARY;
-    let mut seen = Vec::new();
-    for group in [primary, backends - primary] {
-        if group.is_empty() {
-            continue;
-        }
-        let instance = shared_instance(group);
-        let adapters = pollster::block_on(instance.enumerate_adapters(group));
-        seen.extend(adapters.iter().map(describe));
-        if let Some(best) = adapters
-            .into_iter()
-            .filter(|a| matches(a))
-            .max_by_key(score)
-        {
-            return Ok(best);
-        }
-    }
-    Err(RenderError::NoAdapter {
-        backends: format!("{backends:?}"),
-        filter: filter.map(str::to_string),
-        seen,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::merge_rects;
-
-    #[test]
-    fn damage_rectangles_merge_when_they_touch_and_collapse_past_the_limit() {
-        // Apart: kept apart.
-        let apart = merge_rects(vec![[0, 0, 10, 10], [20, 0, 30, 10]]);
-        assert_eq!(apart.len(), 2);
-        // Overlapping or touching: one, the union (and chains of them too).
-        assert_eq!(
-            merge_rects(vec![[0, 0, 10, 10], [10, 5, 20, 15], [19, 14, 25, 30]]),
-            vec![[0, 0, 25, 30]]
-        );
-        // More than the limit of separate rectangles: their bounding box.
-        let many: Vec<[u32; 4]> = (0..5).map(|i| [i * 20, 0, i * 20 + 5, 5]).collect();
-        assert_eq!(merge_rects(many), vec![[0, 0, 85, 5]]);
-        assert!(merge_rects(Vec::new()).is_empty());
     }
 }

@@ -1,16 +1,8 @@
 //! Offscreen render targets and reading them back.
 
 use crate::error::RenderError;
-
-/// The pixel format of render targets: 8-bit RGBA, not sRGB-encoded, so colormap entries
-/// reach the image unchanged.
-pub const TARGET_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Rgba8Unorm;
-
-/// The format the opaque pass writes its depth to as a colour (the volume marcher reads it).
-pub(crate) const DEPTH_COLOR_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Rgba8Unorm;
-
-/// The depth format of render targets.
-pub(crate) const DEPTH_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Depth32Float;
+use crate::redraw::DrawnFrame;
+use crate::target_format::{DEPTH_COLOR_FORMAT, DEPTH_FORMAT, MARCHED_FORMAT, TARGET_FORMAT};
 
 /// An offscreen image the renderer draws into; read it back with
 /// [`crate::Renderer::read_image`].
@@ -28,7 +20,7 @@ pub struct RenderTarget {
     width: u32,
     height: u32,
     /// What the last frame drawn here was, for redrawing only what changed since.
-    pub(crate) drawn: parking_lot::Mutex<Option<crate::renderer::DrawnFrame>>,
+    pub(crate) drawn: parking_lot::Mutex<Option<DrawnFrame>>,
 }
 
 impl RenderTarget {
@@ -79,7 +71,7 @@ impl RenderTarget {
         ));
         let marched = view_of(&plane(
             "sluice marched volumes",
-            crate::volume_pipeline::MARCHED_FORMAT,
+            MARCHED_FORMAT,
             U::STORAGE_BINDING | U::TEXTURE_BINDING,
         ));
         let volume_group = device.create_bind_group(&wgpu::BindGroupDescriptor {

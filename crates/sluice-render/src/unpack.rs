@@ -242,7 +242,7 @@ impl Unpacker {
                     label: Some("sluice unpack"),
                     source: wgpu::ShaderSource::Wgsl(source.into()),
                 });
-                let _serial = crate::image_pipeline::pipeline_creation_lock();
+                let _serial = crate::pipeline::pipeline_creation_lock();
                 e.insert(
                     device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                         label: Some("sluice unpack"),

@@ -5,13 +5,13 @@ use std::collections::HashMap;
 use glam::Mat4;
 use sluice_core::Layout;
 
+use crate::bricking::{BrickParams, Bricking};
 use crate::format::SampleKind;
-use crate::image_pipeline::{
-    data_texture_entries, lut_entry, render_pipeline, shader_source, BrickParams, DisplayParams,
-    PipelineSpec, TexDim,
+use crate::pipeline::{
+    data_texture_entries, float_texture_entry, lut_entry, render_pipeline, shader_source,
+    uniform_entry, DisplayParams, PipelineSpec, ShaderParts, TexDim,
 };
-use crate::proxy::Bricking;
-use crate::target::TARGET_FORMAT;
+use crate::target_format::{MARCHED_FORMAT, TARGET_FORMAT};
 use crate::visual::{Interpolation, Volume, VolumeMode};
 
 const SHADER: &str = include_str!("shaders/volume.wgsl");
@@ -77,9 +77,6 @@ impl VolumeParams {
     }
 }
 
-/// Format of the per-target texture volumes are marched into before compositing.
-pub(crate) const MARCHED_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Rgba16Float;
-
 /// Volume pipelines: the compute ray marcher per texture kind, and the composite that blends
 /// its result over the target.
 pub(crate) struct VolumePipelines {
@@ -131,16 +128,7 @@ impl VolumePipelines {
         let mut lut = lut_entry();
         lut.visibility = wgpu::ShaderStages::COMPUTE;
         let mut entries = vec![
-            wgpu::BindGroupLayoutEntry {
-                binding: 0,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Uniform,
-                    has_dynamic_offset: false,
-                    min_binding_size: wgpu::BufferSize::new(size_of::<VolumeParams>() as u64),
-                },
-                count: None,
-            },
+            uniform_entry(size_of::<VolumeParams>(), wgpu::ShaderStages::COMPUTE),
             lut,
         ];
         entries.extend(data_texture_entries(
@@ -148,24 +136,14 @@ impl VolumePipelines {
             TexDim::D3,
             wgpu::ShaderStages::COMPUTE,
         ));
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("sluice volume"),
-            entries: &entries,
-        });
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("sluice volume shader"),
-            source: wgpu::ShaderSource::Wgsl(shader_source(SHADER, kind, TexDim::D3).into()),
-        });
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("sluice volume"),
-            bind_group_layouts: &[Some(&layout), Some(target_layout)],
-            immediate_size: 0,
-        });
-        let _serial = crate::image_pipeline::pipeline_creation_lock();
+        let source = shader_source(SHADER, kind, TexDim::D3);
+        let parts = ShaderParts::new(device, "sluice volume", &entries, source, &[target_layout]);
+        let layout = parts.layout;
+        let _serial = crate::pipeline::pipeline_creation_lock();
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some("sluice volume"),
-            layout: Some(&pipeline_layout),
-            module: &module,
+            layout: Some(&parts.pipeline_layout),
+            module: &parts.module,
             entry_point: Some("cs_main"),
             compilation_options: Default::default(),
             cache: None,
@@ -225,16 +203,7 @@ fn target_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
     device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
         label: Some("sluice volume target"),
         entries: &[
-            wgpu::BindGroupLayoutEntry {
-                binding: 0,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Texture {
-                    sample_type: wgpu::TextureSampleType::Float { filterable: false },
-                    view_dimension: wgpu::TextureViewDimension::D2,
-                    multisampled: false,
-                },
-                count: None,
-            },
+            float_texture_entry(0, wgpu::ShaderStages::COMPUTE),
             wgpu::BindGroupLayoutEntry {
                 binding: 1,
                 visibility: wgpu::ShaderStages::COMPUTE,
@@ -253,15 +222,6 @@ fn target_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
 fn composite_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
     device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
         label: Some("sluice volume composite"),
-        entries: &[wgpu::BindGroupLayoutEntry {
-            binding: 0,
-            visibility: wgpu::ShaderStages::FRAGMENT,
-            ty: wgpu::BindingType::Texture {
-                sample_type: wgpu::TextureSampleType::Float { filterable: false },
-                view_dimension: wgpu::TextureViewDimension::D2,
-                multisampled: false,
-            },
-            count: None,
-        }],
+        entries: &[float_texture_entry(0, wgpu::ShaderStages::FRAGMENT)],
     })
 }

@@ -146,7 +146,7 @@ fn main() -> Res<()> {
             f.write_all(&v.to_le_bytes())?;
         }
     }
-    let mut renderer = Renderer::new()?;
+    let mut renderer = Renderer::with_options(sluice_render::RendererOptions::from_env()?)?;
     println!(
         "sluice view bench; adapter: {}",
         renderer.adapter_info().name
@@ -171,7 +171,7 @@ fn main() -> Res<()> {
         let start = Instant::now();
         let source = Arc::new(ArraySource::new(field.clone())?);
         let mut scene = Scene::new();
-        scene.add(Image::new(source).with_clim(-1.0, 1.0));
+        scene.add(Image::new(source).with_clim(-1.0, 1.0)?);
         let target = renderer.create_target(WINDOW[0], WINDOW[1])?;
         let camera = PanZoomCamera::fit(Vec2::ZERO, Vec2::splat(SIDE as f32), WINDOW);
         renderer.render(&scene, &camera, &target)?;

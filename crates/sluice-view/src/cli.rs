@@ -230,7 +230,7 @@ pub fn render_view(
     size: [u32; 2],
     camera: Option<ViewCamera>,
 ) -> Result<image::RgbaImage, ViewError> {
-    let mut renderer = Renderer::new()?;
+    let mut renderer = Renderer::with_options(sluice_render::RendererOptions::from_env()?)?;
     let target = renderer.create_target(size[0], size[1])?;
     let camera = camera.unwrap_or_else(|| view.fit_camera(size));
     renderer.render(&view.scene, &camera, &target)?;
@@ -348,7 +348,7 @@ fn demo_stream(frames: Option<u64>) -> Result<(), ViewError> {
     let mut scene = Scene::new();
     let node = scene.add(
         Image::new(source.clone())
-            .with_clim(0.0, 1.5)
+            .with_clim(0.0, 1.5)?
             .with_colormap(Colormap::Magma),
     );
     let mut viewer = Viewer::new()

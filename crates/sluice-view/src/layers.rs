@@ -7,8 +7,8 @@
 use sluice_core::{noop_waker, read_element, ReadRequest, ReadStatus, Region, SharedSource};
 use sluice_render::glam::{Mat4, Vec2, Vec3};
 use sluice_render::{
-    Camera, Colormap, Image, Interpolation, NodeId, OrbitCamera, PanZoomCamera, Projection, Scene,
-    Slice, Visual, Volume, VolumeMode,
+    Camera, Colormap, DisplaySettings, Image, Interpolation, NodeId, OrbitCamera, PanZoomCamera,
+    Projection, RenderError, Scene, Slice, Visual, Volume, VolumeMode,
 };
 
 use crate::error::ViewError;
@@ -223,17 +223,17 @@ impl View {
             let colormap = settings.colormap.clone().unwrap_or(Colormap::Gray);
             let visual: Visual = match kind {
                 LayerKind::Volume => Volume::new(input.source.clone())
-                    .with_clim(clim[0], clim[1])
+                    .with_clim(clim[0], clim[1])?
                     .with_colormap(colormap)
-                    .with_mode(settings.mode.unwrap_or(VolumeMode::Mip))
+                    .with_mode(settings.mode.unwrap_or(VolumeMode::Mip))?
                     .into(),
                 LayerKind::Plane { depth } => Image::new(input.source.clone())
                     .with_slice(Slice::Z(depth / 2))
-                    .with_clim(clim[0], clim[1])
+                    .with_clim(clim[0], clim[1])?
                     .with_colormap(colormap)
                     .into(),
                 LayerKind::Image => Image::new(input.source.clone())
-                    .with_clim(clim[0], clim[1])
+                    .with_clim(clim[0], clim[1])?
                     .with_colormap(colormap)
                     .into(),
             };
@@ -333,27 +333,50 @@ impl ViewCamera {
 
 // Settings: the only calls to visuals' setters.
 
-/// The colormap of a layer.
-pub fn colormap(scene: &Scene, node: NodeId) -> Option<Colormap> {
+/// The display settings (contrast limits, gamma, colormap, interpolation, opacity) of a layer.
+fn display(scene: &Scene, node: NodeId) -> Option<&DisplaySettings> {
     match scene.visual(node)? {
-        Visual::Image(i) => Some(i.colormap().clone()),
-        Visual::Volume(v) => Some(v.colormap().clone()),
-        Visual::Mesh(m) => Some(m.colormap().clone()),
+        Visual::Image(i) => Some(i.display()),
+        Visual::Volume(v) => Some(v.display()),
+        Visual::Mesh(m) => Some(m.display()),
         _ => None,
     }
 }
 
-/// Sets a layer's colormap.
-pub fn set_colormap(scene: &mut Scene, node: NodeId, map: Colormap) {
+/// Changes a layer's display settings with `change`, which validates the new value; on an
+/// error the layer keeps its settings. A node with no visual is left alone.
+fn change_display(
+    scene: &mut Scene,
+    node: NodeId,
+    change: impl FnOnce(&mut DisplaySettings) -> Result<(), RenderError>,
+) -> Result<(), RenderError> {
+    let Some(mut settings) = display(scene, node).cloned() else {
+        return Ok(());
+    };
+    change(&mut settings)?;
     match scene.visual_mut(node) {
-        Some(Visual::Image(i)) => i.set_colormap(map),
-        Some(Visual::Volume(v)) => v.set_colormap(map),
-        Some(Visual::Mesh(m)) => m.set_colormap(map),
+        Some(Visual::Image(i)) => i.set_display(settings),
+        Some(Visual::Volume(v)) => v.set_display(settings),
+        Some(Visual::Mesh(m)) => m.set_display(settings),
         _ => {}
     }
+    Ok(())
 }
 
-/// The contrast limits of a layer.
+/// The colormap of a layer.
+pub fn colormap(scene: &Scene, node: NodeId) -> Option<Colormap> {
+    display(scene, node).map(|d| d.colormap().clone())
+}
+
+/// Sets a layer's colormap.
+pub fn set_colormap(scene: &mut Scene, node: NodeId, map: Colormap) {
+    let _infallible = change_display(scene, node, |d| {
+        d.set_colormap(map);
+        Ok(())
+    });
+}
+
+/// The contrast limits of a layer (the element type's range where none were set).
 pub fn clim(scene: &Scene, node: NodeId) -> Option<[f64; 2]> {
     match scene.visual(node)? {
         Visual::Image(i) => Some(i.effective_clim()),
@@ -363,59 +386,42 @@ pub fn clim(scene: &Scene, node: NodeId) -> Option<[f64; 2]> {
     }
 }
 
-/// Sets a layer's contrast limits.
-pub fn set_clim(scene: &mut Scene, node: NodeId, [lo, hi]: [f64; 2]) {
-    match scene.visual_mut(node) {
-        Some(Visual::Image(i)) => i.set_clim(lo, hi),
-        Some(Visual::Volume(v)) => v.set_clim(lo, hi),
-        Some(Visual::Mesh(m)) => m.set_clim(lo, hi),
-        _ => {}
-    }
+/// Sets a layer's contrast limits; limits that are not finite or not increasing are refused.
+pub fn set_clim(scene: &mut Scene, node: NodeId, [lo, hi]: [f64; 2]) -> Result<(), RenderError> {
+    change_display(scene, node, |d| d.set_clim(lo, hi))
 }
 
-/// The gamma of an image layer (volumes: `None` until they can set it).
+/// The gamma of a layer.
 pub fn gamma(scene: &Scene, node: NodeId) -> Option<f32> {
-    match scene.visual(node)? {
-        Visual::Image(i) => Some(i.gamma()),
-        _ => None,
-    }
+    display(scene, node).map(DisplaySettings::gamma)
 }
 
-/// Sets an image layer's gamma.
-pub fn set_gamma(scene: &mut Scene, node: NodeId, gamma: f32) {
-    if let Some(Visual::Image(i)) = scene.visual_mut(node) {
-        i.set_gamma(gamma);
-    }
+/// Sets a layer's gamma (positive and finite).
+pub fn set_gamma(scene: &mut Scene, node: NodeId, gamma: f32) -> Result<(), RenderError> {
+    change_display(scene, node, |d| d.set_gamma(gamma))
 }
 
-/// The opacity of an image layer.
+/// The opacity of a layer.
 pub fn opacity(scene: &Scene, node: NodeId) -> Option<f32> {
-    match scene.visual(node)? {
-        Visual::Image(i) => Some(i.opacity()),
-        _ => None,
-    }
+    display(scene, node).map(DisplaySettings::opacity)
 }
 
-/// Sets an image layer's opacity.
-pub fn set_opacity(scene: &mut Scene, node: NodeId, opacity: f32) {
-    if let Some(Visual::Image(i)) = scene.visual_mut(node) {
-        i.set_opacity(opacity);
-    }
+/// Sets a layer's opacity (0 to 1).
+pub fn set_opacity(scene: &mut Scene, node: NodeId, opacity: f32) -> Result<(), RenderError> {
+    change_display(scene, node, |d| d.set_opacity(opacity))
 }
 
-/// The interpolation of an image layer.
+/// The interpolation of a layer.
 pub fn interpolation(scene: &Scene, node: NodeId) -> Option<Interpolation> {
-    match scene.visual(node)? {
-        Visual::Image(i) => Some(i.interpolation()),
-        _ => None,
-    }
+    display(scene, node).map(DisplaySettings::interpolation)
 }
 
-/// Sets an image layer's interpolation.
+/// Sets a layer's interpolation.
 pub fn set_interpolation(scene: &mut Scene, node: NodeId, interpolation: Interpolation) {
-    if let Some(Visual::Image(i)) = scene.visual_mut(node) {
-        i.set_interpolation(interpolation);
-    }
+    let _infallible = change_display(scene, node, |d| {
+        d.set_interpolation(interpolation);
+        Ok(())
+    });
 }
 
 /// The rendering mode of a volume layer.
@@ -427,9 +433,10 @@ pub fn mode(scene: &Scene, node: NodeId) -> Option<VolumeMode> {
 }
 
 /// Sets a volume layer's rendering mode.
-pub fn set_mode(scene: &mut Scene, node: NodeId, mode: VolumeMode) {
-    if let Some(Visual::Volume(v)) = scene.visual_mut(node) {
-        v.set_mode(mode);
+pub fn set_mode(scene: &mut Scene, node: NodeId, mode: VolumeMode) -> Result<(), RenderError> {
+    match scene.visual_mut(node) {
+        Some(Visual::Volume(v)) => v.set_mode(mode),
+        _ => Ok(()),
     }
 }
 

@@ -40,8 +40,7 @@ fn one_layer(ui: &mut Ui, scene: &mut Scene, layer: &mut Layer) -> bool {
             .add(egui::Slider::new(&mut opacity, 0.0..=1.0).text("opacity"))
             .changed()
         {
-            layers::set_opacity(scene, node, opacity);
-            changed = true;
+            changed |= applied(ui, layers::set_opacity(scene, node, opacity));
         }
     }
 
@@ -57,13 +56,12 @@ fn one_layer(ui: &mut Ui, scene: &mut Scene, layer: &mut Layer) -> bool {
             .add(egui::Slider::new(&mut hi, min..=max).text("clim high"))
             .changed();
         if (lo_changed || hi_changed) && lo < hi {
-            layers::set_clim(scene, node, [lo, hi]);
-            changed = true;
+            changed |= applied(ui, layers::set_clim(scene, node, [lo, hi]));
         }
         if ui.button("auto contrast").clicked() {
             let [p_lo, p_hi] = AUTO_CONTRAST_PERCENTILES;
-            layers::set_clim(scene, node, layer.stats.percentiles(p_lo, p_hi));
-            changed = true;
+            let limits = layer.stats.percentiles(p_lo, p_hi);
+            changed |= applied(ui, layers::set_clim(scene, node, limits));
         }
     }
     if let Some(mut gamma) = layers::gamma(scene, node) {
@@ -75,8 +73,7 @@ fn one_layer(ui: &mut Ui, scene: &mut Scene, layer: &mut Layer) -> bool {
             )
             .changed()
         {
-            layers::set_gamma(scene, node, gamma);
-            changed = true;
+            changed |= applied(ui, layers::set_gamma(scene, node, gamma));
         }
     }
     if let Some(current) = layers::colormap(scene, node) {
@@ -157,11 +154,19 @@ fn volume_mode(ui: &mut Ui, scene: &mut Scene, layer: &Layer, mode: VolumeMode) 
                 .text("attenuation"),
         );
     }
-    if next != mode {
-        layers::set_mode(scene, layer.node, next);
-        return true;
+    next != mode && applied(ui, layers::set_mode(scene, layer.node, next))
+}
+
+/// Whether a setting was applied; a refused one (say, auto-contrast over data of one value,
+/// whose limits are equal) keeps the layer as it was and says why under the control.
+fn applied(ui: &mut Ui, result: Result<(), sluice_render::RenderError>) -> bool {
+    match result {
+        Ok(()) => true,
+        Err(e) => {
+            ui.colored_label(Color32::YELLOW, e.to_string());
+            false
+        }
     }
-    false
 }
 
 /// Bars of `counts` over `range`, with the contrast limits as vertical lines.

@@ -74,7 +74,8 @@ fn colormap_auto_contrast_and_clim_slider_change_pixels_and_upload_nothing() {
     };
     let view = View::build(&[input], &settings).unwrap();
     let node = view.layers[0].node;
-    let mut renderer = Renderer::new().unwrap();
+    let mut renderer =
+        Renderer::with_options(sluice_render::RendererOptions::from_env().unwrap()).unwrap();
     let first = render_and_check(&mut renderer, &view, &Colormap::Gray, [0.0, 1.0]);
     assert_eq!(
         first,

@@ -63,9 +63,11 @@ fn render_command_matches_the_library_render() {
     scene.add(
         Image::new(Arc::new(ArraySource::new(data.clone()).unwrap()))
             .with_clim(0.1, 0.6)
+            .unwrap()
             .with_colormap(Colormap::Viridis),
     );
-    let mut renderer = Renderer::new().unwrap();
+    let mut renderer =
+        Renderer::with_options(sluice_render::RendererOptions::from_env().unwrap()).unwrap();
     let target = renderer.create_target(W as u32, H as u32).unwrap();
     let camera = PanZoomCamera::fit(Vec2::ZERO, Vec2::new(W as f32, H as f32), target.size());
     renderer.render(&scene, &camera, &target).unwrap();
@@ -129,9 +131,11 @@ fn render_command_matches_the_library_volume_render() {
     scene.add(
         Volume::new(Arc::new(ArraySource::new(vol).unwrap()))
             .with_clim(0.0, 1.0)
+            .unwrap()
             .with_colormap(Colormap::Magma),
     );
-    let mut renderer = Renderer::new().unwrap();
+    let mut renderer =
+        Renderer::with_options(sluice_render::RendererOptions::from_env().unwrap()).unwrap();
     let target = renderer.create_target(96, 80).unwrap();
     let camera = OrbitCamera::fit(
         Vec3::ZERO,

@@ -50,8 +50,9 @@ fn a_source_waking_the_renderer_calls_the_redraw_notify_hook() {
         log: ChangeLog::new(4),
     });
     let mut scene = Scene::new();
-    scene.add(Image::new(late.clone()).with_clim(0.0, 255.0));
-    let mut renderer = Renderer::new().unwrap();
+    scene.add(Image::new(late.clone()).with_clim(0.0, 255.0).unwrap());
+    let mut renderer =
+        Renderer::with_options(sluice_render::RendererOptions::from_env().unwrap()).unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
     let counted = calls.clone();
     renderer.set_redraw_notify(Some(Arc::new(move || {

@@ -38,6 +38,7 @@ fn window_presents_what_the_offscreen_render_draws() {
         let node = scene.add(
             Image::new(source.clone())
                 .with_clim(-1.0, 1.0)
+                .unwrap()
                 .with_colormap(Colormap::Inferno),
         );
         (scene, node)
@@ -58,7 +59,8 @@ fn window_presents_what_the_offscreen_render_draws() {
     let camera = report.camera.expect("the report names the camera");
 
     let (scene, _) = build();
-    let mut renderer = Renderer::new().unwrap();
+    let mut renderer =
+        Renderer::with_options(sluice_render::RendererOptions::from_env().unwrap()).unwrap();
     let target = renderer
         .create_target(window.width(), window.height())
         .unwrap();

@@ -32,6 +32,7 @@ pub use cudarc;
 use cudarc::driver::{result, CudaContext};
 use parking_lot::Mutex;
 pub use source::{CudaSource, CudaWritableSource, CudaWrite, HostStagedCudaSource};
+pub use textures::CudaArrayCopy;
 
 use crate::error::{DeviceUuid, InteropError};
 use crate::interop::Interop;
@@ -73,7 +74,43 @@ pub(crate) struct CudaDevice {
     surface_kernels: OnceLock<driver::Module>,
 }
 
+/// The CUDA devices opened in this process, by UUID: one per GPU however many [`Interop`]s
+/// show it (each holds its GPU's primary context, which is per device anyway), kept while a
+/// [`CudaInterop`] or a source uses it.
+static OPENED: Mutex<Vec<std::sync::Weak<CudaDevice>>> = Mutex::new(Vec::new());
+
 impl CudaDevice {
+    /// The device with `uuid`, if one is open.
+    pub fn opened(uuid: DeviceUuid) -> Option<Arc<CudaDevice>> {
+        let mut opened = OPENED.lock();
+        opened.retain(|d| d.strong_count() > 0);
+        opened
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .find(|d| d.uuid == uuid)
+    }
+
+    /// The device with `uuid`: the one open, or a new one on `ctx`.
+    fn open(uuid: DeviceUuid, ctx: Arc<CudaContext>) -> Arc<CudaDevice> {
+        let mut opened = OPENED.lock();
+        if let Some(device) = opened
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .find(|d| d.uuid == uuid)
+        {
+            return device;
+        }
+        let device = Arc::new(CudaDevice {
+            ctx,
+            uuid,
+            vouched: Mutex::new(HashMap::new()),
+            kernels: OnceLock::new(),
+            surface_kernels: OnceLock::new(),
+        });
+        opened.push(Arc::downgrade(&device));
+        device
+    }
+
     pub fn vouch(&self, key: (u64, u64, u64)) {
         *self.vouched.lock().entry(key).or_default() += 1;
     }
@@ -131,16 +168,15 @@ impl Interop {
     /// retains its primary context. Needs the CUDA driver and `VK_KHR_external_semaphore_fd`
     /// (the two APIs order their work with a shared timeline semaphore).
     pub fn cuda(&self) -> Result<CudaInterop, InteropError> {
-        let cell = &self.shared().cuda;
-        if let Some(device) = cell.get() {
+        let uuid = self.device_uuid();
+        if let Some(device) = CudaDevice::opened(uuid) {
             return Ok(CudaInterop {
                 interop: self.clone(),
-                device: device.clone(),
+                device,
             });
         }
         driver_available()?;
         self.semaphore_fd()?;
-        let uuid = self.device_uuid();
         let devices = device_uuids()?;
         let Some(&(ordinal, _)) = devices.iter().find(|(_, u)| *u == uuid) else {
             return Err(InteropError::NoMatchingCudaDevice {
@@ -150,18 +186,9 @@ impl Interop {
             });
         };
         let ctx = CudaContext::new(ordinal).map_err(cuda_error("cuDevicePrimaryCtxRetain"))?;
-        let device = cell.get_or_init(|| {
-            Arc::new(CudaDevice {
-                ctx,
-                uuid,
-                vouched: Mutex::new(HashMap::new()),
-                kernels: OnceLock::new(),
-                surface_kernels: OnceLock::new(),
-            })
-        });
         Ok(CudaInterop {
             interop: self.clone(),
-            device: device.clone(),
+            device: CudaDevice::open(uuid, ctx),
         })
     }
 }

@@ -47,6 +47,17 @@ pub(crate) static STATS: PoolStats = PoolStats {
     created: AtomicU64::new(0),
 };
 
+impl PoolStats {
+    /// The statistics so far, as the renderer's counters carry them.
+    pub fn counters(&self) -> sluice_render::DevicePoolCounters {
+        sluice_render::DevicePoolCounters::new(
+            self.host_wait_nanos.load(Ordering::Relaxed),
+            self.gpu_waits.load(Ordering::Relaxed),
+            self.created.load(Ordering::Relaxed),
+        )
+    }
+}
+
 /// The semaphores, counters and event that order one destination's uses between CUDA and the
 /// renderer. Dropping it waits for CUDA's last copy (owners keep it as their first field, so
 /// that it drops before the memory it orders).

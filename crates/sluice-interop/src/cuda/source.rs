@@ -19,8 +19,7 @@ use super::CudaInterop;
 use crate::error::InteropError;
 use crate::handoff::{Handoff, WriteValues};
 use crate::source::{check_device_layout, not_on_host, Pitches, VulkanState};
-use crate::upload::fd_key;
-use crate::vulkan::memory::ExportedBuffer;
+use crate::vulkan::memory::{fd_key, ExportedBuffer};
 use crate::vulkan::semaphore::SharedSemaphore;
 
 /// A source whose bytes are in CUDA memory the user owns: a PyTorch or CuPy tensor's device
@@ -363,31 +362,7 @@ impl Drop for CudaWritableSource {
     }
 }
 
-impl DataSource for CudaWritableSource {
-    fn layout(&self) -> Layout {
-        self.layout.clone()
-    }
-
-    fn version(&self) -> Version {
-        self.state.lock().log.version()
-    }
-
-    fn changes_since(&self, since: Version) -> Changes {
-        self.state.lock().log.since(since)
-    }
-
-    fn residency(&self) -> Residency {
-        Residency::Vulkan(self.state.lock().memory.clone())
-    }
-
-    fn read(&self, _: &ReadRequest<'_>, _: &mut [u8]) -> Result<ReadStatus, SourceError> {
-        Err(not_on_host("CudaWritableSource"))
-    }
-
-    fn label(&self) -> String {
-        format!("CudaWritableSource {}", self.layout.shape())
-    }
-}
+crate::source::vulkan_memory_source!(CudaWritableSource);
 
 /// A write under way into a [`CudaWritableSource`]: enqueue kernels writing at
 /// [`CudaWrite::ptr`] on [`CudaWrite::stream`], then call [`CudaWrite::end`] (dropping the

@@ -14,10 +14,10 @@ use sluice_render::{DeviceBufferCopy, DeviceCopy};
 use super::driver::{copy_into, ExternalBuffer, Pitched, StreamHandle};
 use super::pool::{Handover, Pool, Pooled, Taken};
 use super::source::vouch_key;
-use super::CudaInterop;
+use super::{CudaDevice, CudaInterop};
 use crate::error::InteropError;
 use crate::interop::Interop;
-use crate::source::{check_device_layout, check_texture_layout, Pitches};
+use crate::source::{check_device_layout, Pitches};
 use crate::vulkan::memory::ExportedBuffer;
 
 /// Staging buffers kept for reuse beyond those the last frame used.
@@ -79,7 +79,7 @@ impl CudaStaging {
     }
 
     pub fn cuda(&self) -> Result<CudaInterop, InteropError> {
-        if self.interop.shared().cuda.get().is_none() {
+        if CudaDevice::opened(self.interop.device_uuid()).is_none() {
             return Err(InteropError::CudaUnavailable(
                 "CUDA interop is not enabled on this renderer's device: call Interop::cuda() before drawing CUDA sources",
             ));
@@ -90,9 +90,19 @@ impl CudaStaging {
     /// Checks that `memory` holds `layout` on this renderer's CUDA device and was vouched for;
     /// returns that device's CUDA side.
     pub fn check(&self, memory: &CudaMemory, layout: &Layout) -> Result<CudaInterop, InteropError> {
+        check_device_layout(layout)?;
+        self.check_memory(memory, layout)
+    }
+
+    /// The checks of [`CudaStaging::check`] that depend on the memory (device, pitches,
+    /// vouching), for each copy of a source whose layout was checked when its proxy was made.
+    pub fn check_memory(
+        &self,
+        memory: &CudaMemory,
+        layout: &Layout,
+    ) -> Result<CudaInterop, InteropError> {
         let cuda = self.cuda()?;
         self.interop.check_uuid(memory.device_uuid)?;
-        check_device_layout(layout)?;
         Pitches {
             row: memory.row_pitch,
             plane: memory.plane_pitch,
@@ -105,8 +115,7 @@ impl CudaStaging {
     }
 
     pub fn copy(&self, copy: &mut DeviceCopy<'_>, memory: &CudaMemory) -> Result<(), InteropError> {
-        check_texture_layout(copy.layout)?;
-        let cuda = self.check(memory, copy.layout)?;
+        let cuda = self.check_memory(memory, copy.layout)?;
         let region = copy.region;
         let sample = copy.layout.sample_bytes();
         let width_bytes = region.size[2] * sample;

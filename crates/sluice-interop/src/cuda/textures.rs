@@ -157,26 +157,70 @@ impl Drop for Textures {
 /// The direct path's textures, shared with the leases proxies hold.
 pub(crate) struct CudaTextures {
     textures: Arc<Textures>,
-    /// How CUDA fills the textures: the wide surface-store kernels (the default), one texel
-    /// per store (`SLUICE_CUDA_ARRAY_COPY=texel`) or `cuMemcpy3D` (`=memcpy`); the last two
-    /// are diagnostics.
-    method: ArrayCopy,
 }
 
-/// How CUDA fills a texture's array.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ArrayCopy {
-    Kernel(SurfaceCopy),
-    Memcpy,
+/// How CUDA fills the texture it copies a [`crate::cuda::CudaSource`] into (see
+/// [`Interop::set_cuda_array_copy`]). All give the same texels; the choice is there to
+/// compare them and to rule one out when diagnosing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CudaArrayCopy {
+    /// sluice's surface-store kernels, 16 bytes per store where the rows allow (the default).
+    #[default]
+    Wide,
+    /// The surface-store kernels, one texel per store.
+    Texel,
+    /// The driver's `cuMemcpy3D`.
+    Memcpy3D,
 }
 
-impl ArrayCopy {
-    fn from_env() -> Self {
-        match std::env::var("SLUICE_CUDA_ARRAY_COPY").as_deref() {
-            Ok("memcpy") => ArrayCopy::Memcpy,
-            Ok("texel") => ArrayCopy::Kernel(SurfaceCopy::Texel),
-            _ => ArrayCopy::Kernel(SurfaceCopy::Wide),
+impl CudaArrayCopy {
+    const ALL: [CudaArrayCopy; 3] = [
+        CudaArrayCopy::Wide,
+        CudaArrayCopy::Texel,
+        CudaArrayCopy::Memcpy3D,
+    ];
+
+    pub(crate) fn index(self) -> u8 {
+        CudaArrayCopy::ALL
+            .iter()
+            .position(|&m| m == self)
+            .unwrap_or(0) as u8
+    }
+
+    pub(crate) fn from_index(index: u8) -> Self {
+        CudaArrayCopy::ALL
+            .get(usize::from(index))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// The surface kernel this method uses, if any.
+    fn kernel(self) -> Option<SurfaceCopy> {
+        match self {
+            CudaArrayCopy::Wide => Some(SurfaceCopy::Wide),
+            CudaArrayCopy::Texel => Some(SurfaceCopy::Texel),
+            CudaArrayCopy::Memcpy3D => None,
         }
+    }
+}
+
+impl Interop {
+    /// Chooses how CUDA fills the textures it copies CUDA sources into, on renderers of this
+    /// device (with [`Interop::set_direct_cuda_textures`] on). Takes effect at the next change.
+    pub fn set_cuda_array_copy(&self, method: CudaArrayCopy) {
+        self.shared()
+            .cuda_array_copy
+            .store(method.index(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How CUDA fills those textures (see [`Interop::set_cuda_array_copy`]).
+    pub fn cuda_array_copy(&self) -> CudaArrayCopy {
+        CudaArrayCopy::from_index(
+            self.shared()
+                .cuda_array_copy
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 }
 
@@ -189,7 +233,6 @@ impl CudaTextures {
                 lent: Mutex::new(Lent::default()),
                 refused: Mutex::new(HashSet::new()),
             }),
-            method: ArrayCopy::from_env(),
         }
     }
 
@@ -232,10 +275,11 @@ impl CudaTextures {
         let src = Pitched::at(memory, [0, 0, 0], texel_bytes);
         let array = &slot.array;
         let ctx = cuda.context();
-        let method = match self.method {
-            ArrayCopy::Kernel(copy) if surface_copy_fits(src, array) => Some(copy),
-            _ => None,
-        };
+        let method = textures
+            .interop
+            .cuda_array_copy()
+            .kernel()
+            .filter(|_| surface_copy_fits(src, array));
         slot.handover
             .enqueue(cuda, stream, memory.ready_event, || match method {
                 Some(copy) => {
@@ -372,16 +416,12 @@ mod tests {
             (&[3, 4, 9], E::F32, 1, F::R32Float),
             (&[2, 2, 11], E::F32, 2, F::Rg32Float),
         ];
-        for (method, &(dims, element, channels, format)) in [
-            ArrayCopy::Kernel(SurfaceCopy::Wide),
-            ArrayCopy::Kernel(SurfaceCopy::Texel),
-            ArrayCopy::Memcpy,
-        ]
-        .into_iter()
-        .flat_map(|m| cases.iter().map(move |c| (m, c)))
+        for (method, &(dims, element, channels, format)) in CudaArrayCopy::ALL
+            .into_iter()
+            .flat_map(|m| cases.iter().map(move |c| (m, c)))
         {
-            let mut textures = CudaTextures::new(interop.clone());
-            textures.method = method;
+            interop.set_cuda_array_copy(method);
+            let textures = CudaTextures::new(interop.clone());
             let layout = Layout::new(Shape::new(dims).unwrap(), element, channels).unwrap();
             let texel = layout.sample_bytes();
             let shape = layout.shape();
@@ -583,13 +623,21 @@ mod tests {
         let mut scene = Scene::new();
         scene.add(Image::new(source.clone() as sluice_core::SharedSource));
         for (label, direct, method) in [
-            ("direct, surface kernel, 16 bytes per store", true, "wide"),
-            ("direct, surface kernel, a texel per store", true, "texel"),
-            ("direct, cuMemcpy3D", true, "memcpy"),
-            ("staging", false, ""),
+            (
+                "direct, surface kernel, 16 bytes per store",
+                true,
+                CudaArrayCopy::Wide,
+            ),
+            (
+                "direct, surface kernel, a texel per store",
+                true,
+                CudaArrayCopy::Texel,
+            ),
+            ("direct, cuMemcpy3D", true, CudaArrayCopy::Memcpy3D),
+            ("staging", false, CudaArrayCopy::Wide),
         ] {
             interop.set_direct_cuda_textures(direct);
-            std::env::set_var("SLUICE_CUDA_ARRAY_COPY", method);
+            interop.set_cuda_array_copy(method);
             let mut renderer = interop.renderer();
             for side in [512u32, 1] {
                 let target = renderer.create_target(side, side).unwrap();

@@ -11,6 +11,7 @@
 //! once the import succeeded (and which is closed here when it failed).
 
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::sync::Arc;
 
 use ash::vk;
 use sluice_core::VulkanMemory;
@@ -20,6 +21,12 @@ use super::device::{VulkanDevice, BUFFER_USAGE, WGPU_BUFFER_USAGE};
 use crate::error::InteropError;
 use crate::interop::Interop;
 use crate::source::Pitches;
+
+/// Identity of a shared fd: the address of its `Arc`. Entries keep a `Weak` to it, so the
+/// address cannot be reused by another fd while an entry names it.
+pub(crate) fn fd_key(fd: &Arc<OwnedFd>) -> usize {
+    Arc::as_ptr(fd) as usize
+}
 
 const OPAQUE_FD: vk::ExternalMemoryHandleTypeFlags = vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD;
 
@@ -307,5 +314,20 @@ impl Drop for RawBuffer<'_> {
             // SAFETY: the buffer was never handed to wgpu or the GPU.
             unsafe { self.dev.raw.destroy_buffer(self.handle, None) };
         }
+    }
+}
+
+impl Interop {
+    /// A buffer of `size` bytes whose memory can be exported as file descriptors.
+    pub fn export_buffer(&self, size: u64) -> Result<ExportedBuffer, InteropError> {
+        ExportedBuffer::new(self, size)
+    }
+
+    /// Imports memory another device, API or process exported, as a buffer spanning the whole
+    /// allocation (copy source and destination, storage, vertex). The descriptor's fd is
+    /// duplicated; the caller keeps its own.
+    pub fn import_buffer(&self, memory: &VulkanMemory) -> Result<wgpu::Buffer, InteropError> {
+        self.check_uuid(memory.device_uuid)?;
+        import_buffer(self.vulkan(), memory)
     }
 }

@@ -229,3 +229,20 @@ impl std::fmt::Debug for SharedSemaphore {
             .finish()
     }
 }
+
+impl Interop {
+    /// A new timeline semaphore at value 0 that can be exported as file descriptors. Fails
+    /// where the driver lacks `VK_KHR_external_semaphore_fd`.
+    pub fn create_semaphore(&self) -> Result<SharedSemaphore, InteropError> {
+        SharedSemaphore::create(self)
+    }
+
+    /// Imports a timeline semaphore exported as an opaque fd (duplicated; the caller keeps
+    /// its own).
+    pub fn import_semaphore(
+        &self,
+        fd: &std::os::fd::OwnedFd,
+    ) -> Result<SharedSemaphore, InteropError> {
+        SharedSemaphore::import(self, fd)
+    }
+}

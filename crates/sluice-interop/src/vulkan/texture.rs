@@ -385,3 +385,18 @@ impl Drop for RawImage<'_> {
         }
     }
 }
+
+impl Interop {
+    /// A 2-D or 3-D texture whose memory (a dedicated allocation) can be exported as file
+    /// descriptors, for another API to write texels into. `format` is one of the unnormalized
+    /// integer or float formats of 1, 2 or 4 channels that sluice uploads sources into
+    /// (`R8Uint` ... `Rgba32Float`).
+    pub fn export_texture(
+        &self,
+        format: wgpu::TextureFormat,
+        size: wgpu::Extent3d,
+        dimension: wgpu::TextureDimension,
+    ) -> Result<ExportedTexture, InteropError> {
+        ExportedTexture::new(self, format, size, dimension)
+    }
+}

@@ -42,6 +42,7 @@ const HAS_SCALARS: u32 = 4u;
 const HAS_TEXTURE: u32 = 8u;
 const FLAT: u32 = 16u;
 const UNLIT: u32 = 32u;
+const NEAREST: u32 = 64u;
 
 struct VertexOut {
     @builtin(position) position: vec4<f32>,
@@ -105,7 +106,12 @@ fn surface_color(in: VertexOut) -> vec4<f32> {
         // Texture coordinates (0, 0) to (1, 1) cover the image; (0, 0) is its first sample's
         // corner (row 0, column 0).
         let p = vec3<f32>(in.uv * vec2<f32>(params.texture_size.xy), 0.5);
-        let s = sample_linear(p, params.texture_size);
+        var s: Sample;
+        if ((params.flags & NEAREST) != 0u) {
+            s = sample_nearest(p, params.texture_size);
+        } else {
+            s = sample_linear(p, params.texture_size);
+        }
         if (!s.valid) {
             return vec4<f32>(0.0);
         }

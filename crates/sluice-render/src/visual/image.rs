@@ -1,12 +1,13 @@
 //! `Image`: a 2-D source drawn as a grid of pixels, through contrast limits and a colormap.
 
 use std::fmt;
-use std::sync::Arc;
 
 use sluice_core::SharedSource;
 
-use super::{IntoSource, VisualToken};
+use super::display::display_methods;
+use super::{debug_visual, DisplaySettings, IntoSource, Token};
 use crate::colormap::Colormap;
+use crate::error::RenderError;
 
 /// How values between sample centres are computed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -63,31 +64,28 @@ pub enum Slice {
 /// [`Image::nan_color`] (transparent by default, so the background shows through). For RGB(A)
 /// sources each colour channel goes through the same `t` formula and alpha is scaled by the
 /// element type's maximum (1.0 for floats).
+///
+/// A clone is a new visual with the same sources and settings.
+#[derive(Clone)]
 pub struct Image {
-    pub(crate) token: Arc<VisualToken>,
+    pub(crate) token: Token,
+    display: DisplaySettings,
     source: SharedSource,
-    clim: Option<[f64; 2]>,
-    gamma: f32,
-    colormap: Colormap,
-    interpolation: Interpolation,
     nan_color: [f32; 4],
-    opacity: f32,
     slice: Option<Slice>,
 }
 
 impl Image {
+    display_methods!("Image");
+
     /// An image of `source` with default settings: contrast limits from the element type
     /// (full integer range, `[0, 1]` for floats), gamma 1, gray colormap, nearest sampling.
     pub fn new(source: impl IntoSource) -> Self {
         Image {
-            token: VisualToken::new(),
+            token: Token::new(),
+            display: DisplaySettings::new(Colormap::Gray, Interpolation::Nearest),
             source: source.into_source(),
-            clim: None,
-            gamma: 1.0,
-            colormap: Colormap::Gray,
-            interpolation: Interpolation::Nearest,
             nan_color: [0.0; 4],
-            opacity: 1.0,
             slice: None,
         }
     }
@@ -109,81 +107,31 @@ impl Image {
         self.slice
     }
 
-    /// Sets the contrast limits: `lo` maps to the bottom of the colormap, `hi` to the top.
-    #[must_use]
-    pub fn with_clim(mut self, lo: f64, hi: f64) -> Self {
-        self.set_clim(lo, hi);
-        self
+    /// Sets the colour of NaN samples (RGBA in `[0, 1]`). Fails, naming the colour, if a
+    /// component is outside `[0, 1]`.
+    pub fn with_nan_color(mut self, rgba: [f32; 4]) -> Result<Self, RenderError> {
+        self.set_nan_color(rgba)?;
+        Ok(self)
     }
 
-    /// Sets gamma (`t ^ gamma` after normalization; must be positive).
-    #[must_use]
-    pub fn with_gamma(mut self, gamma: f32) -> Self {
-        self.gamma = gamma;
-        self
-    }
-
-    /// Sets the colormap.
-    #[must_use]
-    pub fn with_colormap(mut self, colormap: Colormap) -> Self {
-        self.colormap = colormap;
-        self
-    }
-
-    /// Sets the interpolation.
-    #[must_use]
-    pub fn with_interpolation(mut self, interpolation: Interpolation) -> Self {
-        self.interpolation = interpolation;
-        self
-    }
-
-    /// Sets the colour of NaN samples (RGBA in `[0, 1]`).
-    #[must_use]
-    pub fn with_nan_color(mut self, rgba: [f32; 4]) -> Self {
+    /// Sets the colour of NaN samples; on a bad colour returns the error and keeps the old
+    /// one.
+    pub fn set_nan_color(&mut self, rgba: [f32; 4]) -> Result<(), RenderError> {
+        if !rgba.iter().all(|c| (0.0..=1.0).contains(c)) {
+            return Err(RenderError::InvalidParameter {
+                visual: "Image",
+                parameter: "nan_color",
+                value: format!("{rgba:?}"),
+                expected: "RGBA components in [0, 1]",
+            });
+        }
         self.nan_color = rgba;
-        self
+        Ok(())
     }
 
-    /// Sets the opacity (multiplies alpha; `[0, 1]`).
-    #[must_use]
-    pub fn with_opacity(mut self, opacity: f32) -> Self {
-        self.opacity = opacity;
-        self
-    }
-
-    /// Sets the contrast limits.
-    pub fn set_clim(&mut self, lo: f64, hi: f64) {
-        self.clim = Some([lo, hi]);
-    }
-
-    /// Goes back to contrast limits from the element type.
-    pub fn reset_clim(&mut self) {
-        self.clim = None;
-    }
-
-    /// Sets gamma.
-    pub fn set_gamma(&mut self, gamma: f32) {
-        self.gamma = gamma;
-    }
-
-    /// Sets the colormap.
-    pub fn set_colormap(&mut self, colormap: Colormap) {
-        self.colormap = colormap;
-    }
-
-    /// Sets the interpolation.
-    pub fn set_interpolation(&mut self, interpolation: Interpolation) {
-        self.interpolation = interpolation;
-    }
-
-    /// Sets the colour of NaN samples.
-    pub fn set_nan_color(&mut self, rgba: [f32; 4]) {
-        self.nan_color = rgba;
-    }
-
-    /// Sets the opacity.
-    pub fn set_opacity(&mut self, opacity: f32) {
-        self.opacity = opacity;
+    /// The element type's range: the contrast limits when none are set.
+    fn default_clim(&self) -> [f64; 2] {
+        self.source.layout().element().default_range()
     }
 
     /// Shows another source. The old source's texture is freed once no visual shows it.
@@ -196,69 +144,20 @@ impl Image {
         &self.source
     }
 
-    /// The contrast limits set, or `None` for the element type's range.
-    pub fn clim(&self) -> Option<[f64; 2]> {
-        self.clim
-    }
-
-    /// The contrast limits in effect: those set, or the element type's range.
-    pub fn effective_clim(&self) -> [f64; 2] {
-        self.clim
-            .unwrap_or_else(|| self.source.layout().element().default_range())
-    }
-
-    /// Gamma.
-    pub fn gamma(&self) -> f32 {
-        self.gamma
-    }
-
-    /// The colormap.
-    pub fn colormap(&self) -> &Colormap {
-        &self.colormap
-    }
-
-    /// The interpolation.
-    pub fn interpolation(&self) -> Interpolation {
-        self.interpolation
-    }
-
     /// The colour of NaN samples.
     pub fn nan_color(&self) -> [f32; 4] {
         self.nan_color
-    }
-
-    /// The opacity.
-    pub fn opacity(&self) -> f32 {
-        self.opacity
-    }
-}
-
-/// A clone is a new visual showing the same source with the same settings.
-impl Clone for Image {
-    fn clone(&self) -> Self {
-        Image {
-            token: VisualToken::new(),
-            source: self.source.clone(),
-            clim: self.clim,
-            gamma: self.gamma,
-            colormap: self.colormap.clone(),
-            interpolation: self.interpolation,
-            nan_color: self.nan_color,
-            opacity: self.opacity,
-            slice: self.slice,
-        }
     }
 }
 
 impl fmt::Debug for Image {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Image")
-            .field("source", &self.source.label())
-            .field("clim", &self.clim)
-            .field("gamma", &self.gamma)
-            .field("colormap", &self.colormap.name())
-            .field("interpolation", &self.interpolation)
-            .field("slice", &self.slice)
-            .finish()
+        debug_visual(
+            f,
+            "Image",
+            &self.source,
+            &self.display,
+            &[("slice", &self.slice)],
+        )
     }
 }

@@ -1,12 +1,13 @@
 //! `Mesh`: triangles whose every attribute is a source.
 
 use std::fmt;
-use std::sync::Arc;
 
 use sluice_core::SharedSource;
 
-use super::{IntoSource, VisualToken};
+use super::display::display_methods;
+use super::{debug_visual, DisplaySettings, IntoSource, Token};
 use crate::colormap::Colormap;
+use crate::visual::Interpolation;
 
 /// How a [`Mesh`] is lit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -49,38 +50,39 @@ enum Coloring {
 /// vertex count (every changed index, before its upload), attribute lengths against the
 /// vertex count, index counts against multiples of 3. Triangles with a NaN vertex position are
 /// not drawn.
+///
+/// A clone is a new visual with the same sources and settings.
+#[derive(Clone)]
 pub struct Mesh {
-    pub(crate) token: Arc<VisualToken>,
+    pub(crate) token: Token,
+    display: DisplaySettings,
     positions: SharedSource,
     indices: Option<SharedSource>,
     normals: Option<SharedSource>,
     coloring: Coloring,
-    colormap: Colormap,
-    clim: Option<[f64; 2]>,
     shading: Shading,
     wireframe: Option<[f32; 4]>,
     light_direction: [f32; 3],
     ambient: f32,
-    opacity: f32,
 }
 
 impl Mesh {
+    display_methods!("Mesh");
+
     /// A mesh of `positions` (f32 or other numbers, 3 channels), drawn as consecutive
     /// triangles unless indices are given; light gray, smooth shading.
     pub fn new(positions: impl IntoSource) -> Self {
         Mesh {
-            token: VisualToken::new(),
+            token: Token::new(),
+            display: DisplaySettings::new(Colormap::Viridis, Interpolation::Linear),
             positions: positions.into_source(),
             indices: None,
             normals: None,
             coloring: Coloring::Uniform([0.8, 0.8, 0.8, 1.0]),
-            colormap: Colormap::Viridis,
-            clim: None,
             shading: Shading::Smooth,
             wireframe: None,
             light_direction: [0.3, 0.5, 1.0],
             ambient: 0.25,
-            opacity: 1.0,
         }
     }
 
@@ -132,20 +134,6 @@ impl Mesh {
         self
     }
 
-    /// The colormap for scalars or a scalar texture.
-    #[must_use]
-    pub fn with_colormap(mut self, colormap: Colormap) -> Self {
-        self.colormap = colormap;
-        self
-    }
-
-    /// Contrast limits for scalars or the texture.
-    #[must_use]
-    pub fn with_clim(mut self, lo: f64, hi: f64) -> Self {
-        self.clim = Some([lo, hi]);
-        self
-    }
-
     /// The shading.
     #[must_use]
     pub fn with_shading(mut self, shading: Shading) -> Self {
@@ -172,23 +160,6 @@ impl Mesh {
     pub fn with_ambient(mut self, ambient: f32) -> Self {
         self.ambient = ambient;
         self
-    }
-
-    /// The opacity.
-    #[must_use]
-    pub fn with_opacity(mut self, opacity: f32) -> Self {
-        self.opacity = opacity;
-        self
-    }
-
-    /// Sets the contrast limits.
-    pub fn set_clim(&mut self, lo: f64, hi: f64) {
-        self.clim = Some([lo, hi]);
-    }
-
-    /// Sets the colormap.
-    pub fn set_colormap(&mut self, colormap: Colormap) {
-        self.colormap = colormap;
     }
 
     /// Sets the shading.
@@ -248,17 +219,9 @@ impl Mesh {
         }
     }
 
-    /// The colormap.
-    pub fn colormap(&self) -> &Colormap {
-        &self.colormap
-    }
-
-    /// The contrast limits in effect: those set, or the range of the scalar or texture
-    /// source's element type.
-    pub fn effective_clim(&self) -> [f64; 2] {
-        if let Some(c) = self.clim {
-            return c;
-        }
+    /// The contrast limits when none are set: the range of the scalar or texture source's
+    /// element type.
+    fn default_clim(&self) -> [f64; 2] {
         match &self.coloring {
             Coloring::Scalars(s) => s.layout().element().default_range(),
             Coloring::Texture { image, .. } => image.layout().element().default_range(),
@@ -285,40 +248,16 @@ impl Mesh {
     pub fn ambient(&self) -> f32 {
         self.ambient
     }
-
-    /// The opacity.
-    pub fn opacity(&self) -> f32 {
-        self.opacity
-    }
-}
-
-/// A clone is a new visual with the same sources and settings.
-impl Clone for Mesh {
-    fn clone(&self) -> Self {
-        Mesh {
-            token: VisualToken::new(),
-            positions: self.positions.clone(),
-            indices: self.indices.clone(),
-            normals: self.normals.clone(),
-            coloring: self.coloring.clone(),
-            colormap: self.colormap.clone(),
-            clim: self.clim,
-            shading: self.shading,
-            wireframe: self.wireframe,
-            light_direction: self.light_direction,
-            ambient: self.ambient,
-            opacity: self.opacity,
-        }
-    }
 }
 
 impl fmt::Debug for Mesh {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Mesh")
-            .field("positions", &self.positions.label())
-            .field("indices", &self.indices.as_ref().map(|s| s.label()))
-            .field("shading", &self.shading)
-            .field("wireframe", &self.wireframe)
-            .finish()
+        let indices = self.indices.as_ref().map(|s| s.label());
+        let more: [(&str, &dyn fmt::Debug); 3] = [
+            ("indices", &indices),
+            ("shading", &self.shading),
+            ("wireframe", &self.wireframe),
+        ];
+        debug_visual(f, "Mesh", &self.positions, &self.display, &more)
     }
 }

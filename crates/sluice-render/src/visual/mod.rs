@@ -1,6 +1,7 @@
 //! Visuals: what a scene shows. They name sources and hold per-visual display state only
 //! (contrast limits, colormap, interpolation); GPU resources belong to the renderer.
 
+pub(crate) mod display;
 mod image;
 mod mesh;
 mod volume;
@@ -8,6 +9,7 @@ mod volume;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub use display::DisplaySettings;
 pub use image::{Image, Interpolation, Slice};
 pub use mesh::{Mesh, Shading};
 pub use volume::{Volume, VolumeMode};
@@ -59,6 +61,30 @@ impl VisualToken {
     }
 }
 
+/// A visual's token. Cloning a visual makes a new visual, so a clone of this is a new token.
+#[derive(Debug)]
+pub(crate) struct Token(Arc<VisualToken>);
+
+impl Token {
+    pub fn new() -> Self {
+        Token(VisualToken::new())
+    }
+}
+
+impl Clone for Token {
+    fn clone(&self) -> Self {
+        Token::new()
+    }
+}
+
+impl std::ops::Deref for Token {
+    type Target = Arc<VisualToken>;
+
+    fn deref(&self) -> &Arc<VisualToken> {
+        &self.0
+    }
+}
+
 /// Accepted by visual constructors: an `Arc` of any source, or an already shared
 /// `Arc<dyn DataSource>`.
 pub trait IntoSource {
@@ -76,4 +102,21 @@ impl IntoSource for sluice_core::SharedSource {
     fn into_source(self) -> sluice_core::SharedSource {
         self
     }
+}
+
+/// `Debug` of a visual: its kind, its (first) source's label, its display settings, then
+/// `more` fields.
+pub(crate) fn debug_visual(
+    f: &mut std::fmt::Formatter<'_>,
+    kind: &str,
+    source: &sluice_core::SharedSource,
+    display: &DisplaySettings,
+    more: &[(&str, &dyn std::fmt::Debug)],
+) -> std::fmt::Result {
+    let mut s = f.debug_struct(kind);
+    s.field("source", &source.label()).field("display", display);
+    for (name, value) in more {
+        s.field(name, value);
+    }
+    s.finish()
 }

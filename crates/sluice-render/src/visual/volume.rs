@@ -1,12 +1,13 @@
 //! `Volume`: a 3-D source ray-marched through a colormap.
 
 use std::fmt;
-use std::sync::Arc;
 
 use sluice_core::SharedSource;
 
-use super::{IntoSource, VisualToken};
+use super::display::display_methods;
+use super::{debug_visual, DisplaySettings, IntoSource, Token};
 use crate::colormap::Colormap;
+use crate::error::RenderError;
 use crate::visual::Interpolation;
 
 /// How a [`Volume`] turns the samples along a ray into a colour.
@@ -38,102 +39,92 @@ pub enum VolumeMode {
 /// Values go through contrast limits, gamma and a colormap as in [`crate::Image`]; NaN samples
 /// are skipped. The volume shares its source's 3-D texture with every other visual of that
 /// source (slices, other volumes), and changing any setting here uploads nothing.
+///
+/// A clone is a new visual with the same sources and settings.
+#[derive(Clone)]
 pub struct Volume {
-    pub(crate) token: Arc<VisualToken>,
+    pub(crate) token: Token,
+    display: DisplaySettings,
     source: SharedSource,
-    clim: Option<[f64; 2]>,
-    gamma: f32,
-    colormap: Colormap,
     mode: VolumeMode,
     step: f32,
-    interpolation: Interpolation,
-    opacity: f32,
 }
 
 impl Volume {
+    display_methods!("Volume");
+
     /// A maximum intensity projection of `source` with the element type's contrast limits, a
     /// gray colormap, trilinear sampling and half-voxel steps.
     pub fn new(source: impl IntoSource) -> Self {
         Volume {
-            token: VisualToken::new(),
+            token: Token::new(),
+            display: DisplaySettings::new(Colormap::Gray, Interpolation::Linear),
             source: source.into_source(),
-            clim: None,
-            gamma: 1.0,
-            colormap: Colormap::Gray,
             mode: VolumeMode::Mip,
             step: 0.5,
-            interpolation: Interpolation::Linear,
-            opacity: 1.0,
         }
     }
 
-    /// Sets the rendering mode.
-    #[must_use]
-    pub fn with_mode(mut self, mode: VolumeMode) -> Self {
+    /// Sets the rendering mode. Fails, naming the value, for a negative or non-finite
+    /// attenuation or a non-finite threshold.
+    pub fn with_mode(mut self, mode: VolumeMode) -> Result<Self, RenderError> {
+        self.set_mode(mode)?;
+        Ok(self)
+    }
+
+    /// Sets the rendering mode; on a bad value returns the error and keeps the old mode.
+    pub fn set_mode(&mut self, mode: VolumeMode) -> Result<(), RenderError> {
+        match mode {
+            VolumeMode::Translucent { attenuation }
+                if !(attenuation.is_finite() && attenuation >= 0.0) =>
+            {
+                return Err(invalid(
+                    "attenuation",
+                    attenuation.to_string(),
+                    "a finite number >= 0",
+                ));
+            }
+            VolumeMode::Iso { threshold } if !threshold.is_finite() => {
+                return Err(invalid(
+                    "threshold",
+                    threshold.to_string(),
+                    "a finite number",
+                ));
+            }
+            _ => {}
+        }
         self.mode = mode;
-        self
+        Ok(())
     }
 
-    /// Sets the contrast limits.
-    #[must_use]
-    pub fn with_clim(mut self, lo: f64, hi: f64) -> Self {
-        self.clim = Some([lo, hi]);
-        self
-    }
-
-    /// Sets gamma.
-    #[must_use]
-    pub fn with_gamma(mut self, gamma: f32) -> Self {
-        self.gamma = gamma;
-        self
-    }
-
-    /// Sets the colormap.
-    #[must_use]
-    pub fn with_colormap(mut self, colormap: Colormap) -> Self {
-        self.colormap = colormap;
-        self
+    /// The rendering mode.
+    pub fn mode(&self) -> VolumeMode {
+        self.mode
     }
 
     /// Sets the distance between samples along a ray, in voxels (smaller: finer and slower).
-    #[must_use]
-    pub fn with_step(mut self, step: f32) -> Self {
+    /// Fails unless finite and at least 0.01.
+    pub fn with_step(mut self, step: f32) -> Result<Self, RenderError> {
+        self.set_step(step)?;
+        Ok(self)
+    }
+
+    /// Sets the step, in voxels; on a bad value returns the error and keeps the old step.
+    pub fn set_step(&mut self, step: f32) -> Result<(), RenderError> {
+        if !(step.is_finite() && step >= 0.01) {
+            return Err(invalid(
+                "step",
+                step.to_string(),
+                "a finite number of voxels >= 0.01",
+            ));
+        }
         self.step = step;
-        self
+        Ok(())
     }
 
-    /// Sets the interpolation between voxels.
-    #[must_use]
-    pub fn with_interpolation(mut self, interpolation: Interpolation) -> Self {
-        self.interpolation = interpolation;
-        self
-    }
-
-    /// Sets the opacity.
-    #[must_use]
-    pub fn with_opacity(mut self, opacity: f32) -> Self {
-        self.opacity = opacity;
-        self
-    }
-
-    /// Sets the rendering mode.
-    pub fn set_mode(&mut self, mode: VolumeMode) {
-        self.mode = mode;
-    }
-
-    /// Sets the contrast limits.
-    pub fn set_clim(&mut self, lo: f64, hi: f64) {
-        self.clim = Some([lo, hi]);
-    }
-
-    /// Sets the colormap.
-    pub fn set_colormap(&mut self, colormap: Colormap) {
-        self.colormap = colormap;
-    }
-
-    /// Sets the step, in voxels.
-    pub fn set_step(&mut self, step: f32) {
-        self.step = step;
+    /// The step, in voxels.
+    pub fn step(&self) -> f32 {
+        self.step
     }
 
     /// Shows another source.
@@ -146,68 +137,24 @@ impl Volume {
         &self.source
     }
 
-    /// The contrast limits in effect.
-    pub fn effective_clim(&self) -> [f64; 2] {
-        self.clim
-            .unwrap_or_else(|| self.source.layout().element().default_range())
-    }
-
-    /// Gamma.
-    pub fn gamma(&self) -> f32 {
-        self.gamma
-    }
-
-    /// The colormap.
-    pub fn colormap(&self) -> &Colormap {
-        &self.colormap
-    }
-
-    /// The rendering mode.
-    pub fn mode(&self) -> VolumeMode {
-        self.mode
-    }
-
-    /// The step, in voxels.
-    pub fn step(&self) -> f32 {
-        self.step
-    }
-
-    /// The interpolation.
-    pub fn interpolation(&self) -> Interpolation {
-        self.interpolation
-    }
-
-    /// The opacity.
-    pub fn opacity(&self) -> f32 {
-        self.opacity
+    /// The element type's range: the contrast limits when none are set.
+    fn default_clim(&self) -> [f64; 2] {
+        self.source.layout().element().default_range()
     }
 }
 
-/// A clone is a new visual showing the same source with the same settings.
-impl Clone for Volume {
-    fn clone(&self) -> Self {
-        Volume {
-            token: VisualToken::new(),
-            source: self.source.clone(),
-            clim: self.clim,
-            gamma: self.gamma,
-            colormap: self.colormap.clone(),
-            mode: self.mode,
-            step: self.step,
-            interpolation: self.interpolation,
-            opacity: self.opacity,
-        }
+fn invalid(parameter: &'static str, value: String, expected: &'static str) -> RenderError {
+    RenderError::InvalidParameter {
+        visual: "Volume",
+        parameter,
+        value,
+        expected,
     }
 }
 
 impl fmt::Debug for Volume {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Volume")
-            .field("source", &self.source.label())
-            .field("mode", &self.mode)
-            .field("clim", &self.clim)
-            .field("colormap", &self.colormap.name())
-            .field("step", &self.step)
-            .finish()
+        let more: [(&str, &dyn fmt::Debug); 2] = [("mode", &self.mode), ("step", &self.step)];
+        debug_visual(f, "Volume", &self.source, &self.display, &more)
     }
 }

@@ -1,0 +1,119 @@
+//! Device setup: the process-wide wgpu instances and devices, and the adapter choice.
+
+use crate::error::RenderError;
+
+/// One wgpu instance per set of native backends for the whole process, never destroyed:
+/// instances are cheap to share (adapters and devices keep theirs alive) and costly to create.
+fn shared_instance(backends: wgpu::Backends) -> wgpu::Instance {
+    static INSTANCES: parking_lot::Mutex<Vec<(wgpu::Backends, wgpu::Instance)>> =
+        parking_lot::Mutex::new(Vec::new());
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = backends;
+    if backends.contains(wgpu::Backends::GL) {
+        // A GL adapter is one GL context, current on one thread at a time: every GL renderer
+        // gets an instance (and so an adapter and context) of its own.
+        return wgpu::Instance::new(desc);
+    }
+    let mut instances = INSTANCES.lock();
+    if let Some((_, instance)) = instances.iter().find(|(b, _)| *b == backends) {
+        return instance.clone();
+    }
+    let instance = wgpu::Instance::new(desc);
+    instances.push((backends, instance.clone()));
+    instance
+}
+
+/// The device and queue that renderers made by [`Renderer::new`] and
+/// [`Renderer::with_options`] share on `adapter`, opened on first use and kept for the life of
+/// the process.
+///
+/// GL adapters are the exception: a GL context is current on one thread at a time, so each GL
+/// renderer opens its own device.
+///
+/// Sharing is cheaper (one device's worth of driver state and shader caches), and it avoids
+/// destroying devices while other threads submit work: NVIDIA's Vulkan driver 580 was seen to
+/// deadlock on an H200 when one thread destroyed a device while another submitted to a second
+/// one (renderers made and dropped on many threads at once, as parallel tests do). Renderers
+/// keep their own proxies, targets and staging; only the device is common.
+pub(crate) fn shared_device(
+    adapter: &wgpu::Adapter,
+) -> Result<(wgpu::Device, wgpu::Queue), RenderError> {
+    type Opened = (wgpu::AdapterInfo, wgpu::Device, wgpu::Queue);
+    static DEVICES: parking_lot::Mutex<Vec<Opened>> = parking_lot::Mutex::new(Vec::new());
+    let info = adapter.get_info();
+    // A GL context is current on one thread at a time: GL renderers keep devices of their own.
+    let share = info.backend != wgpu::Backend::Gl;
+    let mut devices = DEVICES.lock();
+    if let Some((_, device, queue)) = devices.iter().find(|(i, _, _)| share && *i == info) {
+        return Ok((device.clone(), queue.clone()));
+    }
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("sluice"),
+        required_features: wgpu::Features::empty(),
+        required_limits: adapter.limits(),
+        experimental_features: wgpu::ExperimentalFeatures::disabled(),
+        memory_hints: wgpu::MemoryHints::Performance,
+        trace: wgpu::Trace::Off,
+    }))
+    .map_err(|e| RenderError::RequestDevice {
+        adapter: info.name.clone(),
+        reason: e.to_string(),
+    })?;
+    if share {
+        devices.push((info, device.clone(), queue.clone()));
+    }
+    Ok((device, queue))
+}
+
+pub(crate) fn choose_adapter(
+    backends: wgpu::Backends,
+    filter: Option<&str>,
+) -> Result<wgpu::Adapter, RenderError> {
+    let describe = |a: &wgpu::Adapter| {
+        let i = a.get_info();
+        format!("{} ({:?}, {:?})", i.name, i.backend, i.device_type)
+    };
+    let matches = |a: &wgpu::Adapter| {
+        filter.is_none_or(|w| a.get_info().name.to_lowercase().contains(&w.to_lowercase()))
+    };
+    let score = |a: &wgpu::Adapter| {
+        let i = a.get_info();
+        let device = match i.device_type {
+            wgpu::DeviceType::DiscreteGpu => 4,
+            wgpu::DeviceType::IntegratedGpu => 3,
+            wgpu::DeviceType::VirtualGpu => 2,
+            wgpu::DeviceType::Cpu => 1,
+            wgpu::DeviceType::Other => 0,
+        };
+        let backend = match i.backend {
+            wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 2,
+            wgpu::Backend::Gl => 1,
+            _ => 0,
+        };
+        device * 10 + backend
+    };
+    // Native backends first, GL only if they have no match: merely creating a GL instance
+    // probes EGL, which is slow and noisy where Vulkan already works.
+    let primary = backends & wgpu::Backends::PRIMARY;
+    let mut seen = Vec::new();
+    for group in [primary, backends - primary] {
+        if group.is_empty() {
+            continue;
+        }
+        let instance = shared_instance(group);
+        let adapters = pollster::block_on(instance.enumerate_adapters(group));
+        seen.extend(adapters.iter().map(describe));
+        if let Some(best) = adapters
+            .into_iter()
+            .filter(|a| matches(a))
+            .max_by_key(score)
+        {
+            return Ok(best);
+        }
+    }
+    Err(RenderError::NoAdapter {
+        backends: format!("{backends:?}"),
+        filter: filter.map(str::to_string),
+        seen,
+    })
+}

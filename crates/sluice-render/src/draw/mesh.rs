@@ -1,0 +1,416 @@
+//! Drawing a [`Mesh`]: triangles from the buffer proxies of its attributes (and a wireframe
+//! over them), with normals and edges derived on the CPU where the mesh has none.
+
+use sluice_core::{BufferFormat, SharedSource, Version};
+
+use crate::error::RenderError;
+use crate::format::SampleKind;
+use crate::mesh_pipeline::{
+    vertex_normals, wireframe_edges, MeshParams, MeshTexture, HAS_COLORS, HAS_NORMALS, HAS_SCALARS,
+    HAS_TEXTURE,
+};
+use crate::pipeline::{PassKind, PipelineKey};
+use crate::visual::{Mesh, Shading};
+use wgpu::RenderPass;
+
+use super::{BindState, Draw, DrawVisual, PassNeed, Resources};
+
+/// Slots of a mesh's buffers in `VisualGpu::buffers`.
+const MESH_POSITIONS: usize = 0;
+const MESH_INDICES: usize = 1;
+const MESH_NORMALS: usize = 2;
+const MESH_COLORS: usize = 3;
+const MESH_SCALARS: usize = 4;
+const MESH_TEXCOORDS: usize = 5;
+
+impl DrawVisual for Mesh {
+    fn id(&self) -> u64 {
+        self.token.id
+    }
+
+    fn prepare(&self, res: &mut Resources) -> Result<(), RenderError> {
+        let mesh = self;
+        let (buffers, vertices) = mesh_buffers(mesh)?;
+        let texture = mesh.texture().map(|(_, image)| image);
+        if let Some(image) = texture {
+            if image.layout().shape().ndim() > 2 {
+                return Err(RenderError::InvalidMeshData {
+                    source_label: image.label(),
+                    reason: format!(
+                        "a mesh texture is a 1-D or 2-D image; this source has shape {}",
+                        image.layout().shape()
+                    ),
+                });
+            }
+        }
+        res.bind_visual(&mesh.token, texture, &buffers, size_of::<MeshParams>())?;
+        let indices = res.visuals[&mesh.token.id].buffers[MESH_INDICES];
+        if let Some(key) = indices {
+            let limit = u32::try_from(vertices).unwrap_or(u32::MAX);
+            res.buffers
+                .get_mut(&key)
+                .expect("bound")
+                .set_index_limit(limit);
+        }
+        res.colormap_gpu(mesh.colormap());
+        Ok(())
+    }
+
+    fn update(&self, res: &mut Resources, draw: &Draw<'_>) -> Result<(), RenderError> {
+        update(self, res, draw.world, draw.mvp)
+    }
+
+    fn pass_need(&self, _res: &Resources) -> PassNeed {
+        PassNeed::Depth
+    }
+
+    fn translucent(&self) -> bool {
+        self.opacity() < 1.0
+    }
+
+    fn ensure_pipelines(&self, res: &mut Resources, pass: PassKind) {
+        let Some(bind) = res.visuals[&self.token.id].bind.as_ref() else {
+            return;
+        };
+        if let PipelineKey::Mesh(kind) = bind.key {
+            res.meshes.ensure_pass(&res.device, kind, false, pass);
+            if self.wireframe().is_some() {
+                res.meshes.ensure_pass(&res.device, kind, true, pass);
+            }
+        }
+    }
+
+    fn record_opaque(&self, res: &Resources, pass: &mut RenderPass<'_>, mode: PassKind) -> bool {
+        let mesh = self;
+        let v = &res.visuals[&mesh.token.id];
+        let bind = v.bind.as_ref().expect("bound");
+        let PipelineKey::Mesh(kind) = bind.key else {
+            return true;
+        };
+        pass.set_pipeline(res.meshes.pipeline(kind, false, mode));
+        pass.set_bind_group(0, &bind.group, &[]);
+        match v.buffers[MESH_INDICES] {
+            Some(key) => {
+                let indices = &res.buffers[&key];
+                pass.set_index_buffer(indices.buffer().slice(..), wgpu::IndexFormat::Uint32);
+                pass.draw_indexed(0..indices.len() as u32, 0, 0..1);
+            }
+            None => {
+                let vertices = res.buffers[&v.buffers[MESH_POSITIONS].expect("positions")].len();
+                pass.draw(0..vertices as u32, 0..1);
+            }
+        }
+        if let (Some(_), Some((edges, count, _, _))) = (mesh.wireframe(), &v.derived.edges) {
+            pass.set_pipeline(res.meshes.pipeline(kind, true, mode));
+            pass.set_index_buffer(edges.slice(..), wgpu::IndexFormat::Uint32);
+            pass.draw_indexed(0..*count, 0, 0..1);
+        }
+        true
+    }
+}
+
+/// Mesh uniforms, derived data (normals when smooth shading has none, wireframe edges)
+/// and bind group for this frame.
+fn update(
+    mesh: &Mesh,
+    res: &mut Resources,
+    world: glam::Mat4,
+    mvp: glam::Mat4,
+) -> Result<(), RenderError> {
+    let id = mesh.token.id;
+    let colormap_key = mesh.colormap().key();
+    let entries = res.colormaps[&colormap_key].entries;
+    let keys = res.visuals[&id].buffers.clone();
+    let positions = &res.buffers[&keys[MESH_POSITIONS].expect("positions")];
+    let vertex_count = positions.len();
+    let positions_source = positions.source().clone();
+    let indices_source = keys[MESH_INDICES].map(|k| res.buffers[&k].source().clone());
+
+    // Smooth shading without normals: derive them on the CPU from host positions.
+    let mut flags = 0;
+    if keys[MESH_NORMALS].is_some() {
+        flags |= HAS_NORMALS;
+    } else if mesh.shading() == Shading::Smooth {
+        let versions = (
+            positions_source.version(),
+            indices_source
+                .as_ref()
+                .map_or(Version::NEVER, |s| s.version()),
+        );
+        let stale = res.visuals[&id]
+            .derived
+            .normals
+            .as_ref()
+            .is_none_or(|(_, p, i)| (*p, *i) != versions);
+        if stale {
+            let pos = res.read_converted(&positions_source, BufferFormat::F32 { channels: 3 })?;
+            let idx = match &indices_source {
+                Some(s) => res.read_converted(s, BufferFormat::U32)?,
+                None => Some(Vec::new()),
+            };
+            if let (Some(pos), Some(idx)) = (pos, idx) {
+                let idx: Vec<u32> = bytemuck::pod_collect_to_vec(&idx);
+                let pos: Vec<f32> = bytemuck::pod_collect_to_vec(&pos);
+                let normals = vertex_normals(&pos, indices_source.as_ref().map(|_| idx.as_slice()));
+                let buffer = res.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("sluice derived normals"),
+                    size: (normals.len() * 4).max(16) as u64,
+                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                res.queue
+                    .write_buffer(&buffer, 0, bytemuck::cast_slice(&normals));
+                res.counters.derived_bytes_uploaded += normals.len() as u64 * 4;
+                let v = res.visuals.get_mut(&id).expect("prepared");
+                v.derived.normals = Some((buffer, versions.0, versions.1));
+                v.bind = None;
+            }
+        }
+        if res.visuals[&id].derived.normals.is_some() {
+            flags |= HAS_NORMALS;
+        }
+    }
+    if keys[MESH_COLORS].is_some() {
+        flags |= HAS_COLORS;
+    }
+    if keys[MESH_SCALARS].is_some() {
+        flags |= HAS_SCALARS;
+    }
+    let texture = match res.visuals[&id].texture {
+        Some(key) => {
+            flags |= HAS_TEXTURE;
+            let layout = res.proxies[&key].layout();
+            let [_, h, w] = layout.shape().padded();
+            Some(MeshTexture {
+                size: [h, w],
+                channels: layout.channels(),
+                element: layout.element(),
+            })
+        }
+        None => None,
+    };
+
+    // Wireframe edges, derived from the indices when they change.
+    if mesh.wireframe().is_some() {
+        let version = indices_source
+            .as_ref()
+            .map_or(Version::NEVER, |s| s.version());
+        let stale = res.visuals[&id]
+            .derived
+            .edges
+            .as_ref()
+            .is_none_or(|(_, _, v, n)| *v != version || *n != vertex_count);
+        if stale {
+            let idx = match &indices_source {
+                Some(s) => res.read_converted(s, BufferFormat::U32)?,
+                None => Some(Vec::new()),
+            };
+            if let Some(idx) = idx {
+                let idx: Vec<u32> = bytemuck::pod_collect_to_vec(&idx);
+                let edges = wireframe_edges(
+                    indices_source.as_ref().map(|_| idx.as_slice()),
+                    vertex_count,
+                );
+                let buffer = res.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("sluice wireframe edges"),
+                    size: (edges.len() * 4).max(16) as u64,
+                    usage: wgpu::BufferUsages::INDEX | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                res.queue
+                    .write_buffer(&buffer, 0, bytemuck::cast_slice(&edges));
+                res.counters.derived_bytes_uploaded += edges.len() as u64 * 4;
+                res.visuals.get_mut(&id).expect("prepared").derived.edges =
+                    Some((buffer, edges.len() as u32, version, vertex_count));
+            }
+        }
+    }
+
+    let params = MeshParams::new(
+        mesh,
+        world,
+        mvp,
+        flags,
+        vertex_count,
+        entries,
+        texture.as_ref(),
+    );
+    res.write_params(id, bytemuck::bytes_of(&params));
+    let kind = res.visuals[&id]
+        .texture
+        .map_or(SampleKind::Float, |k| res.proxies[&k].sample_kind());
+    res.meshes.ensure(&res.device, kind);
+    let key = PipelineKey::Mesh(kind);
+
+    // The bind group follows every buffer's and the texture's generation.
+    let generation = keys
+        .iter()
+        .flatten()
+        .map(|k| res.buffers[k].generation())
+        .chain(
+            res.visuals[&id]
+                .texture
+                .map(|k| res.proxies[&k].generation()),
+        )
+        .fold(0u64, |acc, g| acc.wrapping_mul(31).wrapping_add(g + 1));
+    let fresh = res.visuals[&id]
+        .bind
+        .as_ref()
+        .is_some_and(|b| b.generation == generation && b.colormap == colormap_key && b.key == key);
+    if fresh {
+        return Ok(());
+    }
+    if res.visuals[&id].texture.is_none() {
+        res.dummy_texture(kind);
+    }
+    let v = &res.visuals[&id];
+    let texture_view = match v.texture {
+        Some(k) => res.proxies[&k].brick_view(0),
+        None => &res.dummy_textures[&kind],
+    };
+    let buffer_at = |slot: usize| -> &wgpu::Buffer {
+        match keys[slot] {
+            Some(k) => res.buffers[&k].buffer(),
+            None if slot == MESH_NORMALS => v
+                .derived
+                .normals
+                .as_ref()
+                .map_or(&res.dummy_storage, |(b, _, _)| b),
+            None => &res.dummy_storage,
+        }
+    };
+    let group = res.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("sluice mesh"),
+        layout: res.meshes.layout(kind),
+        entries: &[
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: v.uniform.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: wgpu::BindingResource::TextureView(texture_view),
+            },
+            wgpu::BindGroupEntry {
+                binding: 2,
+                resource: wgpu::BindingResource::TextureView(&res.colormaps[&colormap_key].view),
+            },
+            wgpu::BindGroupEntry {
+                binding: 3,
+                resource: buffer_at(MESH_POSITIONS).as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 4,
+                resource: buffer_at(MESH_NORMALS).as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 5,
+                resource: buffer_at(MESH_COLORS).as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 6,
+                resource: buffer_at(MESH_SCALARS).as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 7,
+                resource: buffer_at(MESH_TEXCOORDS).as_entire_binding(),
+            },
+        ],
+    });
+    res.visuals.get_mut(&id).expect("prepared").bind = Some(BindState {
+        group,
+        key,
+        generation,
+        colormap: colormap_key,
+    });
+    Ok(())
+}
+
+/// A mesh's buffer sources in `MESH_*` slot order with their GPU formats, and its vertex
+/// count; refuses meshes that cannot be drawn, naming the numbers.
+#[allow(clippy::type_complexity)]
+fn mesh_buffers(
+    mesh: &Mesh,
+) -> Result<(Vec<Option<(&SharedSource, BufferFormat)>>, usize), RenderError> {
+    let invalid = |source: &SharedSource, reason: String| RenderError::InvalidMeshData {
+        source_label: source.label(),
+        reason,
+    };
+    let positions = mesh.positions();
+    let layout = positions.layout();
+    let vertices = layout.shape().len();
+    if layout.shape().ndim() != 1 || !(2..=3).contains(&layout.channels()) {
+        return Err(invalid(
+            positions,
+            format!(
+                "positions are 1-D with 2 or 3 channels (x, y[, z]); this source has shape {} with {} channel(s)",
+                layout.shape(),
+                layout.channels()
+            ),
+        ));
+    }
+    let attribute = |source: Option<&SharedSource>,
+                     name: &str,
+                     channels: &[usize]|
+     -> Result<(), RenderError> {
+        let Some(source) = source else {
+            return Ok(());
+        };
+        let l = source.layout();
+        if l.shape().ndim() != 1 || l.shape().len() != vertices {
+            return Err(invalid(
+                source,
+                format!("{name} have shape {} but positions have {vertices} vertices: attribute lengths must agree", l.shape()),
+            ));
+        }
+        if !channels.contains(&l.channels()) {
+            return Err(invalid(
+                source,
+                format!(
+                    "{name} have {} channel(s); {channels:?} allowed",
+                    l.channels()
+                ),
+            ));
+        }
+        Ok(())
+    };
+    attribute(mesh.normals(), "normals", &[3])?;
+    attribute(mesh.vertex_colors(), "colours", &[3, 4])?;
+    attribute(mesh.scalars(), "scalars", &[1])?;
+    attribute(
+        mesh.texture().map(|(uv, _)| uv),
+        "texture coordinates",
+        &[2],
+    )?;
+    match mesh.indices() {
+        Some(indices) => {
+            let l = indices.layout();
+            let count = l.shape().len() * l.channels();
+            if count % 3 != 0 {
+                return Err(invalid(
+                    indices,
+                    format!("{count} indices is not a whole number of triangles (a multiple of 3)"),
+                ));
+            }
+        }
+        None if vertices < 3 || !vertices.is_multiple_of(3) => {
+            return Err(invalid(
+                positions,
+                format!("{vertices} vertices without indices: consecutive vertices make triangles, so the count must be a non-zero multiple of 3"),
+            ));
+        }
+        None => {}
+    }
+    let f32s = |channels| BufferFormat::F32 { channels };
+    Ok((
+        vec![
+            Some((positions, f32s(3))),
+            mesh.indices().map(|s| (s, BufferFormat::U32)),
+            mesh.normals().map(|s| (s, f32s(3))),
+            mesh.vertex_colors().map(|s| (s, BufferFormat::Rgba8)),
+            mesh.scalars().map(|s| (s, f32s(1))),
+            mesh.texture().map(|(uv, _)| (uv, f32s(2))),
+        ],
+        vertices,
+    ))
+}

@@ -1,0 +1,127 @@
+//! Drawing a [`Volume`]: rays marched through the source's 3-D texture in a compute pass
+//! after the opaque pass (stopping at the depth it left), then blended over the target.
+
+use crate::colormap::ColormapKey;
+use crate::error::RenderError;
+use crate::pipeline::PipelineKey;
+use crate::target::RenderTarget;
+use crate::visual::Volume;
+use crate::volume_pipeline::{VolumeParams, MARCH_WORKGROUP};
+use wgpu::CommandEncoder;
+
+use super::{Draw, DrawVisual, PassNeed, Resources};
+
+impl DrawVisual for Volume {
+    fn id(&self) -> u64 {
+        self.token.id
+    }
+
+    fn prepare(&self, res: &mut Resources) -> Result<(), RenderError> {
+        let volume = self;
+        check_volume(volume)?;
+        res.bind_visual(
+            &volume.token,
+            Some(volume.source()),
+            &[],
+            size_of::<VolumeParams>(),
+        )?;
+        res.colormap_gpu(volume.colormap());
+        Ok(())
+    }
+
+    fn update(&self, res: &mut Resources, draw: &Draw<'_>) -> Result<(), RenderError> {
+        let key = uniforms(self, res, draw.mvp, draw.viewport);
+        res.update_bind_group(self.token.id, key);
+        Ok(())
+    }
+
+    fn pass_need(&self, _res: &Resources) -> PassNeed {
+        PassNeed::DepthColor
+    }
+
+    fn record_after(&self, res: &Resources, enc: &mut CommandEncoder, out: &RenderTarget) -> bool {
+        let [w, h] = out.size();
+        let bind = res.visuals[&self.token.id].bind.as_ref().expect("bound");
+        let PipelineKey::Volume(kind) = bind.key else {
+            return false;
+        };
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("sluice volume march"),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(res.volumes.pipeline(kind));
+            pass.set_bind_group(0, &bind.group, &[]);
+            pass.set_bind_group(1, &out.volume_group, &[]);
+            pass.dispatch_workgroups(w.div_ceil(MARCH_WORKGROUP), h.div_ceil(MARCH_WORKGROUP), 1);
+        }
+        let mut pass = enc.begin_render_pass(&wgpu::RenderPassDescriptor {
+            label: Some("sluice volume composite"),
+            color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+                view: &out.view,
+                depth_slice: None,
+                resolve_target: None,
+                ops: wgpu::Operations {
+                    load: wgpu::LoadOp::Load,
+                    store: wgpu::StoreOp::Store,
+                },
+            })],
+            depth_stencil_attachment: None,
+            timestamp_writes: None,
+            occlusion_query_set: None,
+            multiview_mask: None,
+        });
+        pass.set_pipeline(res.volumes.composite());
+        pass.set_bind_group(0, &out.composite_group, &[]);
+        pass.draw(0..3, 0..1);
+        true
+    }
+}
+
+/// Volume uniforms for this frame; returns the pipeline and colormap the volume needs.
+fn uniforms(
+    volume: &Volume,
+    res: &mut Resources,
+    mvp: glam::Mat4,
+    viewport: [u32; 2],
+) -> (PipelineKey, ColormapKey) {
+    let colormap_key = volume.colormap().key();
+    let entries = res.colormaps[&colormap_key].entries;
+    let proxy = &res.proxies[&res.texture_of(volume.token.id)];
+    let params = VolumeParams::new(
+        volume,
+        proxy.layout(),
+        mvp,
+        viewport,
+        entries,
+        proxy.bricking(),
+    );
+    let key = PipelineKey::Volume(proxy.sample_kind());
+    res.volumes.ensure(&res.device, proxy.sample_kind());
+    res.write_params(volume.token.id, bytemuck::bytes_of(&params));
+    (key, colormap_key)
+}
+
+/// A volume shows 3-D scalar data (its step and mode were checked when set).
+fn check_volume(volume: &Volume) -> Result<(), RenderError> {
+    let shape = volume.source().layout().shape();
+    if shape.ndim() != 3 {
+        return Err(RenderError::UnsupportedSource {
+            visual: "Volume",
+            source_label: volume.source().label(),
+            reason: format!(
+                "it has shape {shape} ({}-D); a volume needs 3-D data",
+                shape.ndim()
+            ),
+        });
+    }
+    let channels = volume.source().layout().channels();
+    if channels != 1 {
+        return Err(RenderError::UnsupportedSource {
+            visual: "Volume",
+            source_label: volume.source().label(),
+            reason: format!("it has {channels} channels per voxel; a volume shows scalar data"),
+        });
+    }
+    Ok(())
+}

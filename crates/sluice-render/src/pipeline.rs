@@ -1,0 +1,312 @@
+//! What sluice's pipelines share: the display uniform, texture kinds and dimensions,
+//! common layout entries and shader assembly, pipeline creation, and the opaque pass's
+//! attachment kinds.
+
+use sluice_core::ElementType;
+
+use crate::bricking::{brick_binding, BRICK_SLOTS};
+use crate::format::SampleKind;
+use crate::target_format::{DEPTH_COLOR_FORMAT, DEPTH_FORMAT, TARGET_FORMAT};
+
+const COMMON: &str = include_str!("shaders/common.wgsl");
+
+/// `Display` in `shaders/common.wgsl`: how values become colours.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct DisplayParams {
+    pub clim: [f32; 2],
+    pub gamma: f32,
+    pub lut_size: u32,
+}
+
+/// 1 / the value of an opaque alpha for `element`.
+pub(crate) fn alpha_scale(element: ElementType) -> f32 {
+    match element {
+        ElementType::U8 => 1.0 / u8::MAX as f32,
+        ElementType::I8 => 1.0 / i8::MAX as f32,
+        ElementType::U16 => 1.0 / u16::MAX as f32,
+        ElementType::I16 => 1.0 / i16::MAX as f32,
+        ElementType::U32 => 1.0 / u32::MAX as f32,
+        ElementType::I32 => 1.0 / i32::MAX as f32,
+        ElementType::F16 | ElementType::F32 | ElementType::F64 => 1.0,
+    }
+}
+
+/// Whether a texture is 2-D or 3-D.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum TexDim {
+    D2,
+    D3,
+}
+
+impl TexDim {
+    pub fn view_dimension(self) -> wgpu::TextureViewDimension {
+        match self {
+            TexDim::D2 => wgpu::TextureViewDimension::D2,
+            TexDim::D3 => wgpu::TextureViewDimension::D3,
+        }
+    }
+
+    /// WGSL `fetch` of one texel at voxel coordinates. 3-D data may be split into up to 8
+    /// bricks in any grid (8 x 1 x 1 to 2 x 2 x 2): `data` is brick slot 0 and
+    /// `brick1`..`brick7` the others, slot `x + cx (y + cy z)` for brick coordinates
+    /// (x, y, z) in a grid of (cx, cy, cz); `params.bricks` gives brick size and count. Each texel is loaded from the one brick that holds it, so bricks need no overlap
+    /// and interpolation across their borders is seamless.
+    fn fetch_wgsl(self, kind: SampleKind) -> String {
+        match self {
+            TexDim::D2 => "const DATA_3D: bool = false;\nfn fetch(p: vec3<i32>) -> vec4<f32> { return vec4<f32>(textureLoad(data, p.xy, 0)); }\n".into(),
+            TexDim::D3 => {
+                let mut out = String::from("const DATA_3D: bool = true;\n");
+                for slot in 1..BRICK_SLOTS {
+                    out += &format!(
+                        "@group(0) @binding({}) var brick{slot}: texture_3d<{}>;\n",
+                        brick_binding(slot),
+                        kind.wgsl()
+                    );
+                }
+                out += "fn fetch(p: vec3<i32>) -> vec4<f32> {\n";
+                out += "    let b = min(p / params.bricks.size, params.bricks.count - vec3<i32>(1));\n";
+                out += "    let q = p - b * params.bricks.size;\n";
+                out += "    let c = params.bricks.count;\n";
+                out += "    switch (b.x + c.x * (b.y + c.y * b.z)) {\n";
+                out += "        case 0: { return vec4<f32>(textureLoad(data, q, 0)); }\n";
+                for slot in 1..BRICK_SLOTS - 1 {
+                    out += &format!("        case {slot}: {{ return vec4<f32>(textureLoad(brick{slot}, q, 0)); }}\n");
+                }
+                out += &format!(
+                    "        default: {{ return vec4<f32>(textureLoad(brick{}, q, 0)); }}\n",
+                    BRICK_SLOTS - 1
+                );
+                out += "    }\n}\n";
+                out
+            }
+        }
+    }
+}
+
+/// The colormap's layout entry (binding 2).
+pub(crate) fn lut_entry() -> wgpu::BindGroupLayoutEntry {
+    float_texture_entry(2, wgpu::ShaderStages::FRAGMENT)
+}
+
+/// A layout entry for a 2-D float texture read with `textureLoad` (colormaps, depth as a
+/// colour, marched volumes).
+pub(crate) fn float_texture_entry(
+    binding: u32,
+    visibility: wgpu::ShaderStages,
+) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility,
+        ty: wgpu::BindingType::Texture {
+            sample_type: wgpu::TextureSampleType::Float { filterable: false },
+            view_dimension: wgpu::TextureViewDimension::D2,
+            multisampled: false,
+        },
+        count: None,
+    }
+}
+
+/// Layout entries of the data textures: one 2-D texture, or the 3-D brick slots.
+pub(crate) fn data_texture_entries(
+    kind: SampleKind,
+    dim: TexDim,
+    visibility: wgpu::ShaderStages,
+) -> Vec<wgpu::BindGroupLayoutEntry> {
+    let slots = match dim {
+        TexDim::D2 => 1,
+        TexDim::D3 => BRICK_SLOTS,
+    };
+    (0..slots)
+        .map(|slot| wgpu::BindGroupLayoutEntry {
+            binding: brick_binding(slot),
+            visibility,
+            ty: wgpu::BindingType::Texture {
+                sample_type: kind.texture_sample_type(),
+                view_dimension: dim.view_dimension(),
+                multisampled: false,
+            },
+            count: None,
+        })
+        .collect()
+}
+
+/// Full WGSL source of a visual's shader for one texture kind and dimension.
+pub(crate) fn shader_source(body: &str, kind: SampleKind, dim: TexDim) -> String {
+    let texture = match dim {
+        TexDim::D2 => "texture_2d",
+        TexDim::D3 => "texture_3d",
+    };
+    let body = body
+        .replace("TEXTURE_DIM", texture)
+        .replace("SAMPLE_T", kind.wgsl());
+    format!("{COMMON}\n{}\n{body}", dim.fetch_wgsl(kind))
+}
+
+/// What differs between sluice's render pipelines; everything else (`vs_main`, no vertex
+/// buffers, no multisampling) is common.
+pub(crate) struct PipelineSpec<'a> {
+    pub label: &'a str,
+    pub layout: &'a wgpu::PipelineLayout,
+    pub module: &'a wgpu::ShaderModule,
+    pub topology: wgpu::PrimitiveTopology,
+    pub depth: Option<wgpu::DepthStencilState>,
+    pub fragment_entry: &'a str,
+    pub targets: &'a [Option<wgpu::ColorTargetState>],
+}
+
+/// Held while a pipeline is created: renderers on other threads share the device, and
+/// NVIDIA's Vulkan driver 580 was seen to crash (once, in its shader compiler library) while
+/// several threads created pipelines on one device at the same time. Pipelines are created
+/// once each, so the lock costs nothing in steady state.
+pub(crate) fn pipeline_creation_lock() -> parking_lot::MutexGuard<'static, ()> {
+    static LOCK: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+    LOCK.lock()
+}
+
+/// Builds a render pipeline from `spec`.
+pub(crate) fn render_pipeline(
+    device: &wgpu::Device,
+    spec: PipelineSpec<'_>,
+) -> wgpu::RenderPipeline {
+    let _serial = pipeline_creation_lock();
+    device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+        label: Some(spec.label),
+        layout: Some(spec.layout),
+        vertex: wgpu::VertexState {
+            module: spec.module,
+            entry_point: Some("vs_main"),
+            compilation_options: Default::default(),
+            buffers: &[],
+        },
+        primitive: wgpu::PrimitiveState {
+            topology: spec.topology,
+            ..Default::default()
+        },
+        depth_stencil: spec.depth,
+        multisample: wgpu::MultisampleState::default(),
+        fragment: Some(wgpu::FragmentState {
+            module: spec.module,
+            entry_point: Some(spec.fragment_entry),
+            compilation_options: Default::default(),
+            targets: spec.targets,
+        }),
+        multiview_mask: None,
+        cache: None,
+    })
+}
+
+/// The attachments of a frame's opaque pass, chosen per frame from what it draws: every
+/// attachment costs a clear and its writes, which on GPUs with few graphics units (an H200
+/// clears 1024 x 1024 RGBA8 in about 0.08 ms) are a large part of a small frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum PassKind {
+    /// Images that all lie at one depth, and nothing else: the colour target alone. Without
+    /// a depth buffer later draws cover earlier ones, which is what the depth test
+    /// (`LessEqual`) gives when every fragment has the same depth.
+    Flat,
+    /// Colour and depth: meshes, or images at different depths.
+    Depth,
+    /// Colour, depth, and the depth again as a colour for the volume marcher.
+    DepthColor,
+}
+
+impl PassKind {
+    /// The colour targets: the image, blended; and, in a pass with volumes, the depth as a
+    /// colour, written only by visuals that write depth. The second slot is empty otherwise.
+    pub fn targets(self, depth_write: bool) -> [Option<wgpu::ColorTargetState>; 2] {
+        let color = wgpu::ColorTargetState {
+            format: TARGET_FORMAT,
+            blend: Some(wgpu::BlendState::ALPHA_BLENDING),
+            write_mask: wgpu::ColorWrites::ALL,
+        };
+        let depth_color = (self == PassKind::DepthColor).then_some(wgpu::ColorTargetState {
+            format: DEPTH_COLOR_FORMAT,
+            blend: None,
+            write_mask: if depth_write {
+                wgpu::ColorWrites::ALL
+            } else {
+                wgpu::ColorWrites::empty()
+            },
+        });
+        [Some(color), depth_color]
+    }
+
+    /// Depth state: test (later draws win ties) and write when `depth_write`; none in a flat
+    /// pass.
+    pub fn depth(self, depth_write: bool) -> Option<wgpu::DepthStencilState> {
+        (self != PassKind::Flat).then_some(wgpu::DepthStencilState {
+            format: DEPTH_FORMAT,
+            depth_write_enabled: Some(depth_write),
+            depth_compare: Some(wgpu::CompareFunction::LessEqual),
+            stencil: wgpu::StencilState::default(),
+            bias: wgpu::DepthBiasState::default(),
+        })
+    }
+}
+
+/// Which pipeline draws a visual.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PipelineKey {
+    Image(SampleKind, TexDim),
+    Volume(SampleKind),
+    Mesh(SampleKind),
+}
+
+/// The uniform block's layout entry (binding 0) for a block of `size` bytes.
+pub(crate) fn uniform_entry(
+    size: usize,
+    visibility: wgpu::ShaderStages,
+) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding: 0,
+        visibility,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: false,
+            min_binding_size: wgpu::BufferSize::new(size as u64),
+        },
+        count: None,
+    }
+}
+
+/// A visual's group 0 layout with `entries`, its shader module from `source`, and the
+/// pipeline layout of group 0 followed by `more` groups.
+pub(crate) struct ShaderParts {
+    pub layout: wgpu::BindGroupLayout,
+    pub module: wgpu::ShaderModule,
+    pub pipeline_layout: wgpu::PipelineLayout,
+}
+
+impl ShaderParts {
+    pub fn new(
+        device: &wgpu::Device,
+        label: &str,
+        entries: &[wgpu::BindGroupLayoutEntry],
+        source: String,
+        more: &[&wgpu::BindGroupLayout],
+    ) -> Self {
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(label),
+            entries,
+        });
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(label),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
+        let groups: Vec<Option<&wgpu::BindGroupLayout>> = std::iter::once(&layout)
+            .chain(more.iter().copied())
+            .map(Some)
+            .collect();
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(label),
+            bind_group_layouts: &groups,
+            immediate_size: 0,
+        });
+        ShaderParts {
+            layout,
+            module,
+            pipeline_layout,
+        }
+    }
+}
