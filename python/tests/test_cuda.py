@@ -89,7 +89,7 @@ def test_a_cupy_array_is_shown_without_a_host_copy(torch, cuda_renderer):
     # A kernel of CuPy's own writes the array ("i" is reserved in CuPy's kernels: name it k).
     fill = cupy.ElementwiseKernel("int32 k, int32 w", "float32 out", "out = (float)((k % w) + (k / w)) / 255.0f", "fill")
     a = cupy.empty((h, w), cupy.float32)
-    fill(cupy.arange(h * w, dtype=cupy.int32), cupy.int32(w), a)
+    fill(cupy.arange(h * w, dtype=cupy.int32).reshape(h, w), cupy.int32(w), a)
     src = sluice.CudaSource(a)
     scene = sluice.Scene()
     scene.add(sluice.Image(src, clim=(0.0, 1.0)))
@@ -111,12 +111,13 @@ def test_a_producer_stream_still_writing_is_waited_for(torch, cuda_renderer):
     producer = torch.cuda.Stream()
     with torch.cuda.stream(producer):
         torch.cuda._sleep(2_000_000_000)  # about a second of GPU time before the write
-        t.fill_(200)
+        t[..., :3] = 200
+        t[..., 3] = 255  # opaque, so the frame shows the colour as it is
         # PyTorch's interface names no stream; its current stream, the producer here, is used.
         src.mark_dirty()
     frame = cuda_renderer.render(scene, pixel_camera(w, h), target)
     # Without the event the copy would run before the fill and show zeros.
-    assert (frame == 200).all(), f"stale frame: {np.unique(frame)}"
+    assert (frame[..., :3] == 200).all(), f"stale frame: {np.unique(frame)}"
 
 
 def test_a_producer_stream_named_explicitly_is_waited_for(torch, cuda_renderer):
@@ -128,11 +129,12 @@ def test_a_producer_stream_named_explicitly_is_waited_for(torch, cuda_renderer):
     producer = torch.cuda.Stream()
     with torch.cuda.stream(producer):
         torch.cuda._sleep(2_000_000_000)
-        t.fill_(77)
+        t[..., :3] = 77
+        t[..., 3] = 255
     # Outside the `with`, the current stream is no longer the producer: name it.
     src.mark_dirty(stream=producer.cuda_stream)
     frame = cuda_renderer.render(scene, pixel_camera(w, h), target)
-    assert (frame == 77).all(), f"stale frame: {np.unique(frame)}"
+    assert (frame[..., :3] == 77).all(), f"stale frame: {np.unique(frame)}"
 
 
 def test_the_tensor_is_kept_alive_while_shown(torch, cuda_renderer):

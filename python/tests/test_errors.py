@@ -51,7 +51,7 @@ def test_files():
 def test_truncated_raw_file(tmp_path):
     path = tmp_path / "short.raw"
     path.write_bytes(b"\0" * 100)
-    with pytest.raises(ValueError, match="file has 100 bytes, but data of 128 bytes is declared at offset 0"):
+    with pytest.raises(ValueError, match="the file has 100 bytes, but its layout declares 128 bytes of data at offset 0"):
         sluice.open_raw(path, (8, 8), np.uint16)
     with pytest.raises(TypeError, match="<i8"):
         sluice.open_raw(path, (2, 2), np.int64)
