@@ -660,6 +660,37 @@ fn images_at_one_depth_draw_in_order_and_nearer_images_win_otherwise() {
 }
 
 #[test]
+fn reordering_siblings_changes_which_image_is_on_top_in_the_next_frame() {
+    // Two images overlap at pixels 2 and 3; the later sibling draws on top. The same target
+    // is drawn again after each reorder with no other change, so the partial redraw must
+    // notice the new order on its own.
+    let mut r = renderer();
+    let mut scene = Scene::new();
+    let red = scene.add(Image::new(solid([255, 0, 0])));
+    let green = scene.add(Image::new(solid([0, 255, 0])));
+    scene.set_transform(green, Mat4::from_translation(Vec3::new(2.0, 0.0, 0.0)));
+    assert_eq!((scene.order(red), scene.order(green)), (Some(0), Some(1)));
+    let target = r.create_target(8, 4).unwrap();
+    let camera = pixel_camera(8, 4);
+    r.render(&scene, &camera, &target).unwrap();
+    assert_pixel(&r.read_image(&target).unwrap(), 3, 1, [0, 255, 0, 255], 0);
+    assert!(scene.set_order(green, 0));
+    assert_eq!((scene.order(green), scene.order(red)), (Some(0), Some(1)));
+    r.render(&scene, &camera, &target).unwrap();
+    let img = r.read_image(&target).unwrap();
+    assert_pixel(&img, 3, 1, [255, 0, 0, 255], 0);
+    assert_pixel(&img, 5, 1, [0, 255, 0, 255], 0);
+    // An index past the end moves it last, on top again; an unknown node is refused.
+    assert!(scene.set_order(green, 99));
+    assert_eq!(scene.order(green), Some(1));
+    r.render(&scene, &camera, &target).unwrap();
+    assert_pixel(&r.read_image(&target).unwrap(), 3, 1, [0, 255, 0, 255], 0);
+    assert!(scene.remove(red));
+    assert!(!scene.set_order(red, 0));
+    assert_eq!(scene.order(red), None);
+}
+
+#[test]
 fn upload_alone_brings_sources_up_to_date_without_drawing() {
     let mut r = renderer();
     let source = Arc::new(ArraySource::new(Array2::from_elem((64, 64), 50u8)).unwrap());

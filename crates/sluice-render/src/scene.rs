@@ -178,6 +178,39 @@ impl Scene {
         true
     }
 
+    /// The siblings of `id` (its parent's children, or the roots), in drawing order.
+    fn siblings_mut(&mut self, id: NodeId) -> Option<&mut Vec<NodeId>> {
+        match self.node(id)?.parent {
+            Some(p) => self.node_mut(p).map(|n| &mut n.children),
+            None => Some(&mut self.roots),
+        }
+    }
+
+    /// The position of `id` among its siblings (0 is drawn first, under the others).
+    pub fn order(&self, id: NodeId) -> Option<usize> {
+        let siblings = match self.node(id)?.parent {
+            Some(p) => &self.node(p)?.children,
+            None => &self.roots,
+        };
+        siblings.iter().position(|&c| c == id)
+    }
+
+    /// Moves `id` to position `index` among its siblings (0: drawn first, under the others;
+    /// an index past the end moves it last, over the others). Its children move with it. The
+    /// next frame redraws what the new order changes. Returns false if `id` does not exist.
+    pub fn set_order(&mut self, id: NodeId, index: usize) -> bool {
+        let Some(siblings) = self.siblings_mut(id) else {
+            return false;
+        };
+        let Some(at) = siblings.iter().position(|&c| c == id) else {
+            return false;
+        };
+        siblings.remove(at);
+        let index = index.min(siblings.len());
+        siblings.insert(index, id);
+        true
+    }
+
     /// Visible visuals in drawing order, with their world transforms.
     pub fn draw_list(&self) -> Vec<(&Visual, Mat4)> {
         let mut out = Vec::new();

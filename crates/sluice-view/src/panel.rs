@@ -16,13 +16,53 @@ pub const AUTO_CONTRAST_PERCENTILES: [f64; 2] = [0.5, 99.5];
 /// Draws the controls of `layers` (nodes of `scene`); returns whether any setting changed.
 pub fn layer_controls(ui: &mut Ui, scene: &mut Scene, layers: &mut [Layer]) -> bool {
     let mut changed = false;
+    let mut moved = None;
+    let count = layers.len();
     for (index, layer) in layers.iter_mut().enumerate() {
         ui.push_id(index, |ui| {
+            ui.horizontal(|ui| {
+                if ui
+                    .add_enabled(index > 0, egui::Button::new("down"))
+                    .on_hover_text("draw this layer under the one before it")
+                    .clicked()
+                {
+                    moved = Some((index, index - 1));
+                }
+                if ui
+                    .add_enabled(index + 1 < count, egui::Button::new("up"))
+                    .on_hover_text("draw this layer over the one after it")
+                    .clicked()
+                {
+                    moved = Some((index, index + 1));
+                }
+            });
             changed |= one_layer(ui, scene, layer);
         });
         ui.separator();
     }
+    if let Some((from, to)) = moved {
+        changed |= move_layer(scene, layers, from, to);
+    }
     changed
+}
+
+/// Moves layer `from` to `to` in the list and their nodes to match: the two layers trade
+/// places in the drawing order (later layers draw over earlier ones), and the next frame
+/// shows it. The layers' nodes are siblings in the scene (`sluice view` adds every input at
+/// the root, in the order of the list). Nothing is uploaded: the visuals and their textures
+/// stay. Returns whether the order changed.
+pub fn move_layer(scene: &mut Scene, layers: &mut [Layer], from: usize, to: usize) -> bool {
+    if from >= layers.len() || to >= layers.len() || from == to {
+        return false;
+    }
+    let (a, b) = (layers[from].node, layers[to].node);
+    let (Some(order_a), Some(order_b)) = (scene.order(a), scene.order(b)) else {
+        return false;
+    };
+    scene.set_order(a, order_b);
+    scene.set_order(b, order_a);
+    layers.swap(from, to);
+    true
 }
 
 fn one_layer(ui: &mut Ui, scene: &mut Scene, layer: &mut Layer) -> bool {

@@ -127,3 +127,56 @@ fn colormap_auto_contrast_and_clim_slider_change_pixels_and_upload_nothing() {
     let uploaded = render_and_check(&mut renderer, view, &Colormap::Magma, moved);
     assert_eq!(uploaded, 0, "a slider change uploads nothing");
 }
+
+/// Two layered inputs of one value each, gray over [0, 1]: the second draws over the first
+/// until its "down" button (or the first's "up") trades their places, which uploads nothing.
+#[test]
+fn moving_a_layer_changes_which_one_is_on_top_and_uploads_nothing() {
+    let constant = |name: &str, v: f32| Input {
+        name: name.into(),
+        source: Arc::new(ArraySource::new(Array2::from_elem((H, W), v)).unwrap()),
+    };
+    let settings = Settings {
+        clim: Some([0.0, 1.0]),
+        ..Settings::default()
+    };
+    let view = View::build(
+        &[constant("dark", 0.25), constant("light", 0.75)],
+        &settings,
+    )
+    .unwrap();
+    let mut renderer =
+        Renderer::with_options(sluice_render::RendererOptions::from_env().unwrap()).unwrap();
+    let target = renderer.create_target(W as u32, H as u32).unwrap();
+    let shown = |renderer: &mut Renderer, view: &View| {
+        let before = renderer.counters();
+        renderer
+            .render(&view.scene, &view.fit_camera(target.size()), &target)
+            .unwrap();
+        let uploaded = renderer.counters().since(&before).bytes_uploaded;
+        (
+            renderer.read_image(&target).unwrap().get_pixel(5, 5).0,
+            uploaded,
+        )
+    };
+    let gray = |v: f32| expected(&Colormap::Gray, v, [0.0, 1.0]);
+    let (pixel, _) = shown(&mut renderer, &view);
+    assert_eq!(pixel, gray(0.75), "the later layer is on top");
+
+    let mut harness = Harness::new_ui_state(
+        |ui, view: &mut View| {
+            layer_controls(ui, &mut view.scene, &mut view.layers);
+        },
+        view,
+    );
+    harness.run();
+    // The first layer's "up" button (the second layer's is disabled: it is on top).
+    harness.get_all_by_label("up").next().unwrap().click();
+    harness.run();
+    let view = harness.state();
+    assert_eq!(view.layers[0].name, "light");
+    assert_eq!(view.layers[1].name, "dark");
+    let (pixel, uploaded) = shown(&mut renderer, view);
+    assert_eq!(pixel, gray(0.25), "the moved layer is on top");
+    assert_eq!(uploaded, 0, "reordering uploads nothing");
+}
