@@ -1403,17 +1403,16 @@ const TICKS_PER_SECOND: f64 = 100.0;
 /// CPU seconds this process (all threads) has used.
 fn process_cpu() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    // The fields after the parenthesised command name start with the state (field 3);
+    // utime and stime are fields 14 and 15, so the 12th and 13th of these.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<f64> = rest
-        .split_whitespace()
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    if f.len() > 12 {
-        (f[11] + f[12]) / TICKS_PER_SECOND
-    } else {
-        0.0
-    }
+    let field = |i: usize| {
+        rest.split_whitespace()
+            .nth(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (field(11) + field(12)) / TICKS_PER_SECOND
 }
 
 /// Busy CPU seconds of the whole machine, from /proc/stat.
