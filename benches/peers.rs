@@ -314,6 +314,23 @@ impl Ctx {
             "staging_buffers_created": d.staging_buffers_created,
         }))
     }
+    /// What the counters say one more update (`update(prepared)`) and frame uploaded.
+    #[allow(clippy::too_many_arguments)]
+    fn account_update<P>(
+        &mut self,
+        textures: bool,
+        scene: &Scene,
+        camera: &dyn Camera,
+        full: bool,
+        prepared: P,
+        update: impl FnOnce(P) -> Res<()>,
+    ) -> Res<Value> {
+        self.account(textures, |ctx| {
+            update(prepared)?;
+            ctx.draw(scene, camera, full)?;
+            Ok(())
+        })
+    }
 }
 
 /// A frame read back: RGBA8, row 0 at the top.
@@ -765,12 +782,10 @@ fn image_case<T: sluice::Element + Clone>(
         &p,
         Some(bytes),
     );
-    let (v, owned) = prepare(0);
-    res["uploaded_per_update"] = ctx.account(true, |ctx| {
-        update(v, owned)?;
-        ctx.draw(&scene, &camera, full)?;
-        Ok(())
-    })?;
+    res["uploaded_per_update"] =
+        ctx.account_update(true, &scene, &camera, full, prepare(0), |(v, owned)| {
+            update(v, owned)
+        })?;
     if !full && how == Update::Replace {
         res["upload_only"] =
             upload_only(ctx, &scene, cfg, cfg.warmup, bytes, prepare, |(v, o)| {
@@ -864,11 +879,8 @@ fn bench_partial_update_2d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
                 &p,
                 None,
             );
-            res["uploaded_per_update"] = ctx.account(true, |ctx| {
-                update(0)?;
-                ctx.draw(&scene, &camera, full)?;
-                Ok(())
-            })?;
+            res["uploaded_per_update"] =
+                ctx.account_update(true, &scene, &camera, full, 0, update)?;
             out.insert(format!("rgba8_{n}_region{s}_{label}{suffix}"), res);
         }
     }
@@ -919,12 +931,8 @@ fn bench_volume_3d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
             &p,
             Some(bytes),
         );
-        let owned = prepare(0);
-        res["uploaded_per_update"] = ctx.account(true, |ctx| {
-            update(owned)?;
-            ctx.draw(&scene, &camera, true)?;
-            Ok(())
-        })?;
+        res["uploaded_per_update"] =
+            ctx.account_update(true, &scene, &camera, true, prepare(0), update)?;
         res["upload_only"] = upload_only(ctx, &scene, cfg, warm, bytes, prepare, update)?;
         out.insert(format!("u8_{n}^3"), res);
     }
@@ -974,12 +982,8 @@ fn bench_mesh_update(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
         &p,
         Some(bytes),
     );
-    let owned = prepare(0);
-    res["uploaded_per_update"] = ctx.account(false, |ctx| {
-        update(owned)?;
-        ctx.draw(&scene, &camera, true)?;
-        Ok(())
-    })?;
+    res["uploaded_per_update"] =
+        ctx.account_update(false, &scene, &camera, true, prepare(0), update)?;
     res["upload_only"] = upload_only(ctx, &scene, cfg, cfg.warmup, bytes, prepare, update)?;
     Ok(json!({ format!("mesh_{}v", g * g): res }))
 }
@@ -1091,12 +1095,8 @@ fn bench_shared_source(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
                 &p,
                 Some(arrays[0].len()),
             );
-            let owned = prepare(0);
-            res["uploaded_per_update"] = ctx.account(true, |ctx| {
-                update(owned)?;
-                ctx.draw(&scene, &camera, full)?;
-                Ok(())
-            })?;
+            res["uploaded_per_update"] =
+                ctx.account_update(true, &scene, &camera, full, prepare(0), update)?;
             let kind = if shared {
                 "shared_texture"
             } else {
