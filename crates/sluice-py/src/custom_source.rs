@@ -13,10 +13,10 @@
 //! Calls take the GIL only around the Python call; exceptions raised by the object come back
 //! to the caller of `render` as they were raised.
 
-use numpy::{PyArrayDescr, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use numpy::PyArrayDescr;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PySlice, PyString, PyTuple};
+use pyo3::types::{PyList, PyString};
 use sluice_core::{
     check_read, Changes, DataSource, Layout, ReadRequest, ReadStatus, Region, Shape, SourceError,
     Version,
@@ -25,6 +25,7 @@ use sluice_core::{
 use crate::dtype::element_type;
 use crate::errors::source_error;
 use crate::region::key_region;
+use crate::sources::{copy_region_into, region_index};
 
 /// A `DataSource` whose methods are a Python object's.
 pub struct PythonSource {
@@ -67,59 +68,22 @@ impl PythonSource {
         })
     }
 
-    fn index<'py>(&self, py: Python<'py>, region: &Region) -> PyResult<Bound<'py, PyTuple>> {
-        let n = self.layout.shape().ndim();
-        let slices = (3 - n..3).map(|a| {
-            PySlice::new(
-                py,
-                region.origin[a] as isize,
-                (region.origin[a] + region.size[a]) as isize,
-                1,
-            )
-        });
-        PyTuple::new(py, slices)
-    }
-
     fn read_into(&self, py: Python<'_>, region: &Region, dst: &mut [u8]) -> PyResult<()> {
-        let index = self.index(py, region)?;
+        let index = region_index(py, &self.layout, region)?;
         let value = self
             .object
             .bind(py)
             .call_method1("read", (index.clone(),))?;
-        let np = py.import("numpy")?;
-        let array = np
-            .call_method1("ascontiguousarray", (value, self.dtype.bind(py)))?
-            .cast_into::<PyUntypedArray>()?;
-        let n = self.layout.shape().ndim();
-        let mut expected: Vec<usize> = region.size[3 - n..].to_vec();
-        if self.layout.channels() > 1 {
-            expected.push(self.layout.channels());
-        }
-        if array.shape() != expected.as_slice() {
-            return Err(PyValueError::new_err(format!(
-                "{}.read({}) returned shape {:?}; expected {:?}",
-                self.label,
-                index.repr()?,
-                array.shape(),
-                expected
-            )));
-        }
-        let bytes = py
-            .import("builtins")?
-            .getattr("memoryview")?
-            .call1((array,))?
-            .call_method0("tobytes")?;
-        let bytes: &[u8] = bytes.cast::<pyo3::types::PyBytes>()?.as_bytes();
-        if bytes.len() != dst.len() {
-            return Err(PyValueError::new_err(format!(
-                "{} gave {} bytes for region {region}, which needs {}",
-                self.label,
-                bytes.len(),
-                dst.len()
-            )));
-        }
-        dst.copy_from_slice(bytes);
-        Ok(())
+        let what = || Ok(format!("{}.read({})", self.label, index.repr()?));
+        copy_region_into(
+            py,
+            value,
+            self.dtype.bind(py),
+            &self.layout,
+            region,
+            what,
+            dst,
+        )
     }
 
     fn changes(&self, py: Python<'_>, since: Version) -> PyResult<Changes> {

@@ -9,10 +9,9 @@
 
 use std::sync::Arc;
 
-use numpy::{PyArrayDescr, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::PyArrayDescr;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PySlice, PyTuple};
 use sluice_core::{
     ChunkFill, ChunkGrid, ChunkKey, ChunkLoader, DataSource, Layout, LazySource, Region, Shape,
     SourceError,
@@ -20,6 +19,7 @@ use sluice_core::{
 
 use crate::dtype::{element_type, numpy_dtype};
 use crate::errors::{guard, source_error};
+use crate::sources::{copy_region_into, region_index};
 
 /// A `ChunkLoader` that indexes a Python array-like object.
 struct PyArrayLoader {
@@ -68,50 +68,18 @@ impl PyArrayLoader {
     }
 
     fn read(&self, py: Python<'_>, region: &Region, dst: &mut [u8]) -> PyResult<()> {
-        let n = self.layout.shape().ndim();
-        let slices = (3 - n..3).map(|a| {
-            PySlice::new(
-                py,
-                region.origin[a] as isize,
-                (region.origin[a] + region.size[a]) as isize,
-                1,
-            )
-        });
-        let index = PyTuple::new(py, slices)?;
+        let index = region_index(py, &self.layout, region)?;
         let part = self.object.bind(py).get_item(&index)?;
-        let np = py.import("numpy")?;
-        let array = np
-            .call_method1("ascontiguousarray", (part, self.dtype.bind(py)))?
-            .cast_into::<PyUntypedArray>()?;
-        let mut expected: Vec<usize> = region.size[3 - n..].to_vec();
-        if self.layout.channels() > 1 {
-            expected.push(self.layout.channels());
-        }
-        if array.shape() != expected.as_slice() {
-            return Err(PyValueError::new_err(format!(
-                "{}[{}] gave shape {:?}; expected {:?}",
-                self.label,
-                index.repr()?,
-                array.shape(),
-                expected
-            )));
-        }
-        let bytes = py
-            .import("builtins")?
-            .getattr("memoryview")?
-            .call1((array,))?
-            .call_method0("tobytes")?;
-        let bytes: &[u8] = bytes.cast::<pyo3::types::PyBytes>()?.as_bytes();
-        if bytes.len() != dst.len() {
-            return Err(PyValueError::new_err(format!(
-                "{} gave {} bytes for region {region}, which needs {}",
-                self.label,
-                bytes.len(),
-                dst.len()
-            )));
-        }
-        dst.copy_from_slice(bytes);
-        Ok(())
+        let what = || Ok(format!("{}[{}]", self.label, index.repr()?));
+        copy_region_into(
+            py,
+            part,
+            self.dtype.bind(py),
+            &self.layout,
+            region,
+            what,
+            dst,
+        )
     }
 }
 

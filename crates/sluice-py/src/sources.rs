@@ -70,3 +70,70 @@ pub fn shared_source(
     let source = PythonSource::new(object)?;
     Ok((Arc::new(source), object.clone().unbind()))
 }
+
+/// The numpy index (a tuple of slices, one per spatial axis) of `region` in a source of
+/// `layout`.
+pub fn region_index<'py>(
+    py: Python<'py>,
+    layout: &sluice_core::Layout,
+    region: &sluice_core::Region,
+) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+    let n = layout.shape().ndim();
+    // `region` passed `check_read`, so its ends lie inside the level and fit `isize`.
+    let slices = (3 - n..3).map(|a| {
+        pyo3::types::PySlice::new(
+            py,
+            region.origin[a] as isize,
+            (region.origin[a] + region.size[a]) as isize,
+            1,
+        )
+    });
+    pyo3::types::PyTuple::new(py, slices)
+}
+
+/// Copies `value`, what a Python source or lazy array gave for `region` (anything numpy turns
+/// into an array of `dtype`), into `dst`: its shape must be the region's (channels last) and its
+/// bytes exactly `dst`'s length. `what` names the call for the error ("x.read((...))").
+pub fn copy_region_into(
+    py: Python<'_>,
+    value: Bound<'_, PyAny>,
+    dtype: &Bound<'_, PyAny>,
+    layout: &sluice_core::Layout,
+    region: &sluice_core::Region,
+    what: impl FnOnce() -> PyResult<String>,
+    dst: &mut [u8],
+) -> PyResult<()> {
+    let array = py
+        .import("numpy")?
+        .call_method1("ascontiguousarray", (value, dtype))?
+        .cast_into::<PyUntypedArray>()?;
+    let n = layout.shape().ndim();
+    let mut expected: Vec<usize> = region.size[3 - n..].to_vec();
+    if layout.channels() > 1 {
+        expected.push(layout.channels());
+    }
+    if array.shape() != expected.as_slice() {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "{} returned shape {:?}; expected {:?}",
+            what()?,
+            array.shape(),
+            expected
+        )));
+    }
+    let bytes = py
+        .import("builtins")?
+        .getattr("memoryview")?
+        .call1((array,))?
+        .call_method0("tobytes")?;
+    let bytes: &[u8] = bytes.cast::<pyo3::types::PyBytes>()?.as_bytes();
+    if bytes.len() != dst.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "{} gave {} bytes for region {region}, which needs {}",
+            what()?,
+            bytes.len(),
+            dst.len()
+        )));
+    }
+    dst.copy_from_slice(bytes);
+    Ok(())
+}
