@@ -30,6 +30,12 @@
 //!   (`CudaSource`).
 //!
 //! `SLUICE_BENCH_ONLY=image,volume,mesh` (any subset) runs only those parts.
+//!
+//! `SLUICE_BENCH_ONLY=diag` (never part of the default run) prints the timing diagnostics of
+//! `sluice::interop::cuda::diagnostics` instead: how long CUDA takes to fill a 4K texture each
+//! way (linear copy, `cuMemcpy3D`, the surface kernels), frames in flight taken apart per path
+//! and target size, and an emulated draw straight from staging. `scripts/device-cuda.sh remote
+//! diag` runs it on the NVIDIA machine.
 
 // Sharing memory by file descriptor is Linux-only.
 #[cfg(not(target_os = "linux"))]
@@ -94,8 +100,12 @@ mod linux {
             cuda.device_uuid()
         );
         let only = std::env::var("SLUICE_BENCH_ONLY").unwrap_or_default();
-        let run = |part: &str| only.trim().is_empty() || only.split(',').any(|p| p.trim() == part);
+        let listed = |part: &str| only.split(',').any(|p| p.trim() == part);
+        let run = |part: &str| only.trim().is_empty() || listed(part);
         let mut met = true;
+        if listed("diag") {
+            diagnostics(&interop)?;
+        }
         if run("image") {
             met &= image(&interop, &cuda)?;
         }
@@ -108,6 +118,17 @@ mod linux {
         if !met && std::env::var_os("SLUICE_BENCH_STRICT").is_some_and(|v| v != "0") {
             std::process::exit(1);
         }
+        Ok(())
+    }
+
+    /// The CUDA paths' timing diagnostics, printed (see the module docs).
+    fn diagnostics(interop: &Interop) -> Res<()> {
+        println!("== timing diagnostics");
+        println!("{}", cuda::diagnostics::array_fill_speed(interop)?);
+        for row in cuda::diagnostics::in_flight_breakdown(interop)? {
+            println!("{row}");
+        }
+        println!("{}", cuda::diagnostics::emulated_draw_from_staging(interop)?);
         Ok(())
     }
 

@@ -26,8 +26,10 @@
 #                                      `prepare`, which carries this machine's perf and the
 #                                      libraries it needs (with their own loader, so it runs
 #                                      whatever the C library there). `diag` runs
-#                                      sluice-interop's ignored timing diagnostics (how long
-#                                      CUDA takes to fill a texture each way) into diag.log.
+#                                      the interop bench's timing diagnostics
+#                                      (SLUICE_BENCH_ONLY=diag: how long CUDA takes to fill a
+#                                      texture each way, frames in flight taken apart, a draw
+#                                      from staging emulated) into diag.log.
 #
 # The device tool call (after `prepare` here; .gl and .device-cuda are ignored, so they must
 # be carried):
@@ -92,7 +94,7 @@ prepare() {
     [ -n "$exe" ] && [ -x "$exe" ] || die "test executable $t not found in cargo's messages"
     cp "$exe" ".device-cuda/bin/test-$t"
   done
-  # sluice-interop's own tests, for `remote diag` (its ignored timing diagnostics).
+  # sluice-interop's own tests (the direct textures' exact contents, among others).
   cargo test --release --features cuda -p sluice-interop --lib --no-run \
     --message-format=json-render-diagnostics >"$msgs"
   exe="$(executables "$msgs" sluice_interop lib)"
@@ -218,9 +220,9 @@ remote() {
   fi
   if [ "$what" = diag ]; then
     : >"$out/diag.log"
-    echo "== sluice-interop timing diagnostics (ignored tests)" | tee -a "$out/diag.log"
-    run_logged "$out/diag.log" "${SLUICE_DEVICE_BENCH_TIMEOUT:-180}" "$bin/unit-sluice_interop" \
-      --ignored --nocapture --test-threads=1 || status=1
+    echo "== bench-interop, SLUICE_BENCH_ONLY=diag (timing diagnostics)" | tee -a "$out/diag.log"
+    SLUICE_BENCH_ONLY=diag run_logged "$out/diag.log" "${SLUICE_DEVICE_BENCH_TIMEOUT:-180}" \
+      "$bin/bench-interop" --bench || status=1
   fi
   if [ "$what" = bench ] || [ "$what" = all ]; then
     : >"$out/bench.log"

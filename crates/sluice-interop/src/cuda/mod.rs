@@ -17,6 +17,7 @@
 //! CUDA driver is loaded at run time: without it every call answers
 //! [`InteropError::NoCudaDriver`] (cudarc would panic; sluice checks first).
 
+pub mod diagnostics;
 #[allow(unsafe_code)]
 mod driver;
 pub mod kernels;

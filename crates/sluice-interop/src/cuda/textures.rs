@@ -32,16 +32,16 @@ const SPARE_TEXTURES: usize = 8;
 
 /// What a texture is: any texture of the same key can take a source's copy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Key {
-    format: wgpu::TextureFormat,
-    size: wgpu::Extent3d,
-    dimension: wgpu::TextureDimension,
+pub(super) struct Key {
+    pub(super) format: wgpu::TextureFormat,
+    pub(super) size: wgpu::Extent3d,
+    pub(super) dimension: wgpu::TextureDimension,
 }
 
-struct Slot {
+pub(super) struct Slot {
     /// First, so that it drops (waiting for CUDA's last copy) before the array.
     handover: Handover,
-    array: ExternalArray,
+    pub(super) array: ExternalArray,
     texture: ExportedTexture,
     /// The view proxies bind, made once.
     view: wgpu::TextureView,
@@ -64,7 +64,11 @@ impl Pooled for Slot {
 }
 
 impl Slot {
-    fn new(cuda: &CudaInterop, key: Key, texel_bytes: usize) -> Result<Self, InteropError> {
+    pub(super) fn new(
+        cuda: &CudaInterop,
+        key: Key,
+        texel_bytes: usize,
+    ) -> Result<Self, InteropError> {
         let format = array_format(key.format).ok_or(InteropError::UnsupportedLayout {
             reason: format!("CUDA has no array format for {:?}", key.format),
         })?;
@@ -376,10 +380,7 @@ impl Drop for TextureLease {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant};
-
     use super::*;
-    use crate::cuda::driver::{copy_into, ExternalBuffer};
 
     /// Every texel size and dimension, rows of widths that are not whole 16-byte chunks (the
     /// wide kernels' tails), packed rows (the per-texel kernels, or `cuMemcpy3D` for rows that
@@ -516,268 +517,6 @@ mod tests {
                 drop(got);
                 drop(provided);
             }
-        }
-    }
-
-    /// How long CUDA takes to fill a 4K RGBA8 texture each way, against a plain device copy
-    /// of the same bytes into renderer-exported memory (20 per synchronize, median of 7). Run
-    /// on the NVIDIA machine: `SLUICE_DEVICE_DIAG=1 bash scripts/device-cuda.sh prepare`, then
-    /// `remote diag`.
-    #[test]
-    #[ignore = "a timing diagnostic for the NVIDIA machine"]
-    fn array_fill_speed() {
-        let interop = Interop::new().unwrap();
-        let cuda = interop.cuda().unwrap();
-        let (w, h) = (3840usize, 2160usize);
-        let bytes = w * h * 4;
-        let stream = cuda.context().new_stream().unwrap();
-        let src = stream.alloc_zeros::<u8>(bytes).unwrap();
-        let (src_ptr, _guard) = cudarc::driver::DevicePtr::device_ptr(&src, &stream);
-        let handle = StreamHandle(stream.cu_stream());
-        let pitched = Pitched {
-            ptr: src_ptr,
-            row: w * 4,
-            plane: w * 4 * h,
-        };
-        let key = Key {
-            format: wgpu::TextureFormat::Rgba8Uint,
-            size: wgpu::Extent3d {
-                width: w as u32,
-                height: h as u32,
-                depth_or_array_layers: 1,
-            },
-            dimension: wgpu::TextureDimension::D2,
-        };
-        let slot = Slot::new(&cuda, key, 4).unwrap();
-        let buffer = interop.export_buffer(bytes as u64).unwrap();
-        let mapping = ExternalBuffer::import(
-            cuda.context(),
-            buffer.export_fd().unwrap(),
-            buffer.allocation_size(),
-            buffer.is_dedicated(),
-            bytes as u64,
-        )
-        .unwrap();
-        let linear = Pitched {
-            ptr: mapping.ptr(),
-            row: w * 4,
-            plane: w * 4 * h,
-        };
-        let module = cuda.device().surface_kernels().unwrap();
-        let time = |f: &dyn Fn()| -> Duration {
-            let mut runs: Vec<Duration> = (0..7)
-                .map(|_| {
-                    let start = Instant::now();
-                    for _ in 0..20 {
-                        f();
-                    }
-                    stream.synchronize().unwrap();
-                    start.elapsed() / 20
-                })
-                .collect();
-            runs.sort();
-            runs[3]
-        };
-        let ctx = cuda.context();
-        let d2d =
-            time(&|| copy_into(ctx, handle, pitched, linear, &mapping, [1, h, w * 4]).unwrap());
-        let memcpy = time(&|| copy_into_array(ctx, handle, pitched, &slot.array).unwrap());
-        let texel = time(&|| {
-            copy_into_surface(module, handle, pitched, &slot.array, SurfaceCopy::Texel).unwrap()
-        });
-        let wide = time(&|| {
-            copy_into_surface(module, handle, pitched, &slot.array, SurfaceCopy::Wide).unwrap()
-        });
-        println!(
-            "4K RGBA8 ({bytes} bytes), per copy, 20 per synchronize: into exported linear memory {:.3} ms; into the texture's array by cuMemcpy3D {:.3} ms; by the surface kernel, a texel per store {:.3} ms, 16 bytes per store {:.3} ms",
-            d2d.as_secs_f64() * 1e3,
-            memcpy.as_secs_f64() * 1e3,
-            texel.as_secs_f64() * 1e3,
-            wide.as_secs_f64() * 1e3
-        );
-    }
-
-    /// Frames in flight taken apart on each path: a 4K RGBA8 CUDA source drawn to a 512x512
-    /// target (as the interop bench does) and to a 1x1 target (the transfer and its ordering
-    /// with almost no draw), 20 frames per wait; with the host's time in `render`, its waits
-    /// for reads, and the waits left to the GPU.
-    #[test]
-    #[ignore = "a timing diagnostic for the NVIDIA machine"]
-    fn in_flight_breakdown() {
-        use crate::cuda::pool::STATS;
-        use crate::cuda::{kernels, CudaSource};
-        use sluice_core::{ElementType, Layout, Shape};
-        use sluice_render::{Image, PanZoomCamera, Scene};
-        use std::sync::atomic::Ordering;
-
-        let interop = Interop::new().unwrap();
-        let cuda = interop.cuda().unwrap();
-        let (w, h) = (3840usize, 2160usize);
-        let layout = Layout::new(Shape::d2(h, w).unwrap(), ElementType::U8, 4).unwrap();
-        let pitches = crate::Pitches::packed(&layout);
-        let stream = cuda.context().new_stream().unwrap();
-        let mut slice = stream.alloc_zeros::<u8>(layout.total_bytes()).unwrap();
-        kernels::fill_rgba8_slice(&cuda, &stream, &mut slice, &layout, pitches, 3).unwrap();
-        let source =
-            Arc::new(CudaSource::from_slice(&cuda, layout.clone(), pitches, slice).unwrap());
-        let mut scene = Scene::new();
-        scene.add(Image::new(source.clone() as sluice_core::SharedSource));
-        for (label, direct, method) in [
-            (
-                "direct, surface kernel, 16 bytes per store",
-                true,
-                CudaArrayCopy::Wide,
-            ),
-            (
-                "direct, surface kernel, a texel per store",
-                true,
-                CudaArrayCopy::Texel,
-            ),
-            ("direct, cuMemcpy3D", true, CudaArrayCopy::Memcpy3D),
-            ("staging", false, CudaArrayCopy::Wide),
-        ] {
-            interop.set_direct_cuda_textures(direct);
-            interop.set_cuda_array_copy(method);
-            let mut renderer = interop.renderer();
-            for side in [512u32, 1] {
-                let target = renderer.create_target(side, side).unwrap();
-                let camera = PanZoomCamera::fit(
-                    sluice_render::glam::Vec2::ZERO,
-                    sluice_render::glam::Vec2::new(w as f32, h as f32),
-                    target.size(),
-                );
-                let mut batch = |frames: usize| {
-                    let (waited, gpu, made) = (
-                        STATS.host_wait_nanos.load(Ordering::Relaxed),
-                        STATS.gpu_waits.load(Ordering::Relaxed),
-                        STATS.created.load(Ordering::Relaxed),
-                    );
-                    let mut cpu = Duration::ZERO;
-                    let start = Instant::now();
-                    for _ in 0..frames {
-                        let call = Instant::now();
-                        source.publish();
-                        renderer.render(&scene, &camera, &target).unwrap();
-                        cpu += call.elapsed();
-                    }
-                    renderer.wait_idle().unwrap();
-                    let per = |d: Duration| d.as_secs_f64() * 1e3 / frames as f64;
-                    (
-                        per(start.elapsed()),
-                        per(cpu),
-                        (STATS.host_wait_nanos.load(Ordering::Relaxed) - waited) as f64
-                            / 1e6
-                            / frames as f64,
-                        STATS.gpu_waits.load(Ordering::Relaxed) - gpu,
-                        STATS.created.load(Ordering::Relaxed) - made,
-                    )
-                };
-                for _ in 0..3 {
-                    batch(20);
-                }
-                let mut runs: Vec<_> = (0..9).map(|_| batch(20)).collect();
-                runs.sort_by(|a, b| a.0.total_cmp(&b.0));
-                let (frame, cpu, wait, gpu, made) = runs[4];
-                println!(
-                    "{label}, {side}x{side} target: {frame:.3} ms/frame in flight; host in render {cpu:.3} ms/frame, of which waiting for reads {wait:.3}; GPU-side waits {gpu}; destinations made {made}"
-                );
-                let mut waited = |frames| {
-                    let mut runs: Vec<f64> = (0..9).map(|_| batch(frames).0).collect();
-                    runs.sort_by(f64::total_cmp);
-                    runs[4]
-                };
-                println!(
-                    "{label}, {side}x{side} target: {:.3} ms waiting each frame",
-                    waited(1)
-                );
-            }
-        }
-    }
-
-    /// What drawing straight from a staging buffer would cost, emulated: each frame CUDA
-    /// copies the source linearly into a staging buffer (ordered with the renderer's submit
-    /// as the staging path does) and the renderer draws a 4K texture that is already resident,
-    /// copying nothing. Against the paths measured the same way in `in_flight_breakdown`.
-    #[test]
-    #[ignore = "a timing diagnostic for the NVIDIA machine"]
-    fn emulated_draw_from_staging() {
-        use crate::cuda::staging::CudaStaging;
-        use crate::source::Pitches;
-        use sluice_core::{ArraySource, CudaMemory, Layout};
-        use sluice_render::{Image, PanZoomCamera, Scene};
-
-        let interop = Interop::new().unwrap();
-        let cuda = interop.cuda().unwrap();
-        let (w, h) = (3840usize, 2160usize);
-        let host = Arc::new(
-            ArraySource::with_channels(sluice_core::ndarray::Array3::<u8>::zeros((h, w, 4)))
-                .unwrap(),
-        );
-        let layout: Layout = sluice_core::DataSource::layout(host.as_ref());
-        let stream = cuda.context().new_stream().unwrap();
-        let src = stream.alloc_zeros::<u8>(layout.total_bytes()).unwrap();
-        let (ptr, _guard) = cudarc::driver::DevicePtr::device_ptr(&src, &stream);
-        let memory = CudaMemory {
-            device_uuid: cuda.device_uuid().0,
-            ptr,
-            row_pitch: w * 4,
-            plane_pitch: w * 4 * h,
-            stream: stream.cu_stream() as usize as u64,
-            ready_event: None,
-        };
-        let staging = CudaStaging::new(interop.clone());
-        let mut scene = Scene::new();
-        scene.add(Image::new(host as sluice_core::SharedSource));
-        let mut renderer = interop.renderer();
-        let target = renderer.create_target(512, 512).unwrap();
-        let camera = PanZoomCamera::fit(
-            sluice_render::glam::Vec2::ZERO,
-            sluice_render::glam::Vec2::new(w as f32, h as f32),
-            target.size(),
-        );
-        renderer.render(&scene, &camera, &target).unwrap();
-        let row = (w * 4).next_multiple_of(crate::COPY_ROW_ALIGNMENT);
-        let pitches = Pitches {
-            row,
-            plane: row * h,
-        };
-        let mut batch = |frames: usize, with_cuda: bool| {
-            let start = Instant::now();
-            for _ in 0..frames {
-                if with_cuda {
-                    staging
-                        .through_staging(
-                            &cuda,
-                            &memory,
-                            Pitched::at(&memory, [0, 0, 0], 4),
-                            pitches,
-                            [1, h, w * 4],
-                            |_| {},
-                        )
-                        .unwrap();
-                }
-                target.invalidate();
-                renderer.render(&scene, &camera, &target).unwrap();
-                staging.frame_submitted();
-            }
-            renderer.wait_idle().unwrap();
-            start.elapsed().as_secs_f64() * 1e3 / frames as f64
-        };
-        for with_cuda in [false, true] {
-            for _ in 0..3 {
-                batch(20, with_cuda);
-            }
-            let mut runs: Vec<f64> = (0..9).map(|_| batch(20, with_cuda)).collect();
-            runs.sort_by(f64::total_cmp);
-            println!(
-                "draw of a resident 4K texture to 512x512, 20 in flight{}: {:.3} ms/frame",
-                if with_cuda {
-                    ", after an ordered CUDA copy into staging each frame"
-                } else {
-                    ""
-                },
-                runs[4]
-            );
         }
     }
 }
