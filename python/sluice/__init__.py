@@ -35,8 +35,10 @@ from ._sluice import (
     SourceReadError,
     Target,
     Volume,
+    ZarrSource,
     open_npy,
     open_raw,
+    open_zarr,
 )
 from ._source import Source
 
@@ -62,8 +64,10 @@ __all__ = [
     "SourceReadError",
     "Target",
     "Volume",
+    "ZarrSource",
     "open_npy",
     "open_raw",
+    "open_zarr",
 ]
 if CUDA_SUPPORT:
     __all__.append("CudaSource")

@@ -18,7 +18,9 @@ from ._sluice import (
     SourceReadError as SourceReadError,
     Target as Target,
     Volume as Volume,
+    ZarrSource as ZarrSource,
     open_npy as open_npy,
     open_raw as open_raw,
+    open_zarr as open_zarr,
 )
 from ._source import Source as Source

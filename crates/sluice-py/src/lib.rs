@@ -31,6 +31,7 @@ mod settings;
 mod slot;
 mod sources;
 mod visuals;
+mod zarr_source;
 
 use pyo3::prelude::*;
 
@@ -43,6 +44,8 @@ fn _sluice(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lazy_source::PyLazySource>()?;
     m.add_function(wrap_pyfunction!(mmap_source::open_npy, m)?)?;
     m.add_function(wrap_pyfunction!(mmap_source::open_raw, m)?)?;
+    m.add_class::<zarr_source::PyZarrSource>()?;
+    m.add_function(wrap_pyfunction!(zarr_source::open_zarr, m)?)?;
     m.add_class::<visuals::PyImage>()?;
     m.add_class::<visuals::PyVolume>()?;
     m.add_class::<visuals::PyMesh>()?;
