@@ -11,7 +11,8 @@
 //!   boundary ([`errors::guard`]);
 //! - rendering releases the GIL; Python-implemented sources take it only around their calls.
 //!
-//! `unsafe` appears where numpy memory is read ([`numpy_source`]) and where a CUDA tensor's
+//! `unsafe` appears where numpy memory is read ([`numpy_source`]), where a DLPack capsule is
+//! consumed (`dlpack`), and where a CUDA tensor's
 //! pointer becomes a source (`cuda`, feature `cuda`), each with its `SAFETY` argument.
 
 mod bench;
@@ -19,6 +20,7 @@ mod camera;
 #[cfg(all(feature = "cuda", target_os = "linux"))]
 mod cuda;
 mod custom_source;
+mod dlpack;
 mod dtype;
 pub mod errors;
 mod lazy_source;
@@ -58,6 +60,7 @@ fn _sluice(m: &Bound<'_, PyModule>) -> PyResult<()> {
     #[cfg(all(feature = "cuda", target_os = "linux"))]
     cuda::register(m)?;
     m.add_function(wrap_pyfunction!(bench::_rust_full_update_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(dlpack::_dlpack_describe, m)?)?;
     m.add(
         "CUDA_SUPPORT",
         cfg!(all(feature = "cuda", target_os = "linux")),
