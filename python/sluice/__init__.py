@@ -34,6 +34,7 @@ from ._sluice import (
     SluiceError,
     SourceReadError,
     Target,
+    ViewHandle,
     Volume,
     ZarrSource,
     open_npy,
@@ -41,6 +42,7 @@ from ._sluice import (
     open_zarr,
 )
 from ._source import Source
+from ._view import view
 
 if CUDA_SUPPORT:
     from ._sluice import CudaSource  # noqa: F401
@@ -63,11 +65,13 @@ __all__ = [
     "Source",
     "SourceReadError",
     "Target",
+    "ViewHandle",
     "Volume",
     "ZarrSource",
     "open_npy",
     "open_raw",
     "open_zarr",
+    "view",
 ]
 if CUDA_SUPPORT:
     __all__.append("CudaSource")

@@ -17,6 +17,7 @@ from ._sluice import (
     SluiceError as SluiceError,
     SourceReadError as SourceReadError,
     Target as Target,
+    ViewHandle as ViewHandle,
     Volume as Volume,
     ZarrSource as ZarrSource,
     open_npy as open_npy,
@@ -24,3 +25,4 @@ from ._sluice import (
     open_zarr as open_zarr,
 )
 from ._source import Source as Source
+from ._view import view as view

@@ -32,6 +32,7 @@ mod scene;
 mod settings;
 mod slot;
 mod sources;
+mod view;
 mod visuals;
 mod zarr_source;
 
@@ -57,6 +58,8 @@ fn _sluice(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<camera::PyFlyCamera>()?;
     m.add_class::<renderer::PyRenderer>()?;
     m.add_class::<renderer::PyTarget>()?;
+    m.add_class::<view::PyViewHandle>()?;
+    m.add_function(wrap_pyfunction!(view::view, m)?)?;
     #[cfg(all(feature = "cuda", target_os = "linux"))]
     cuda::register(m)?;
     m.add_function(wrap_pyfunction!(bench::_rust_full_update_frame, m)?)?;
