@@ -247,6 +247,57 @@ fn stream_handle(stream: Option<u64>) -> u64 {
 #[pyclass(name = "CudaSource", module = "sluice", frozen)]
 pub struct PyCudaSource {
     inner: Arc<TensorSource>,
+    /// For PyTorch tensors read through `__cuda_array_interface__` (version 2, which names
+    /// no stream): what `mark_dirty` calls instead of reading the interface again.
+    torch: Option<TorchStream>,
+}
+
+/// PyTorch's current stream, looked up once: `torch.cuda.current_stream`, the tensor's
+/// device and its `data_ptr` method (to check the memory did not move).
+struct TorchStream {
+    current_stream: Py<PyAny>,
+    device: Py<PyAny>,
+    data_ptr: Py<PyAny>,
+    ptr: u64,
+}
+
+impl TorchStream {
+    /// The lookups for `tensor` if it is a PyTorch tensor whose interface names no stream.
+    fn new(tensor: &Bound<'_, PyAny>, ptr: u64) -> PyResult<Option<Self>> {
+        let module = tensor.get_type().module()?.to_string();
+        let names_stream = tensor
+            .getattr("__cuda_array_interface__")?
+            .cast::<PyDict>()?
+            .get_item("stream")?
+            .is_some();
+        if !module.starts_with("torch") || names_stream {
+            return Ok(None);
+        }
+        let torch = tensor.py().import("torch")?;
+        Ok(Some(TorchStream {
+            current_stream: torch.getattr("cuda")?.getattr("current_stream")?.unbind(),
+            device: tensor.getattr("device")?.unbind(),
+            data_ptr: tensor.getattr("data_ptr")?.unbind(),
+            ptr,
+        }))
+    }
+
+    /// PyTorch's current stream on the tensor's device, after checking the tensor's memory is
+    /// where the source reads it.
+    fn stream(&self, py: Python<'_>) -> PyResult<u64> {
+        let now: u64 = self.data_ptr.bind(py).call0()?.extract()?;
+        if now != self.ptr {
+            return Err(PyValueError::new_err(format!(
+                "the tensor's memory moved from {:#x} to {now:#x} (resize_ or set_?); make a new CudaSource",
+                self.ptr
+            )));
+        }
+        self.current_stream
+            .bind(py)
+            .call1((self.device.bind(py),))?
+            .getattr("cuda_stream")?
+            .extract()
+    }
 }
 
 #[pymethods]
@@ -305,6 +356,10 @@ impl PyCudaSource {
             row_pitch * layout.shape().height()
         };
         let stream = ai.stream;
+        let torch = match ai.dlpack {
+            None => TorchStream::new(tensor, ai.ptr)?,
+            Some(_) => None,
+        };
         let dlpack = ai.dlpack;
         let tensor_obj = tensor.clone().unbind();
         py.detach(|| {
@@ -344,6 +399,7 @@ impl PyCudaSource {
                         dlpack,
                         tensor: tensor_obj,
                     }),
+                    torch,
                 })
             })
         })
@@ -371,10 +427,14 @@ impl PyCudaSource {
                 }
                 stream_handle(Some(DLPACK_STREAM))
             }
-            (None, explicit) => {
-                let ai = array_interface(tensor)?;
-                producer_stream(tensor, ai.stream, explicit)?
-            }
+            (None, Some(s)) => stream_handle(Some(s)),
+            (None, None) => match &self.torch {
+                Some(torch) => torch.stream(py)?,
+                None => {
+                    let ai = array_interface(tensor)?;
+                    producer_stream(tensor, ai.stream, None)?
+                }
+            },
         };
         let source = self.inner.clone();
         py.detach(|| {
