@@ -34,11 +34,15 @@ from ._sluice import (
     SluiceError,
     SourceReadError,
     Target,
+    ViewHandle,
     Volume,
+    ZarrSource,
     open_npy,
     open_raw,
+    open_zarr,
 )
 from ._source import Source
+from ._view import view
 
 if CUDA_SUPPORT:
     from ._sluice import CudaSource  # noqa: F401
@@ -61,9 +65,13 @@ __all__ = [
     "Source",
     "SourceReadError",
     "Target",
+    "ViewHandle",
     "Volume",
+    "ZarrSource",
     "open_npy",
     "open_raw",
+    "open_zarr",
+    "view",
 ]
 if CUDA_SUPPORT:
     __all__.append("CudaSource")

@@ -17,8 +17,12 @@ from ._sluice import (
     SluiceError as SluiceError,
     SourceReadError as SourceReadError,
     Target as Target,
+    ViewHandle as ViewHandle,
     Volume as Volume,
+    ZarrSource as ZarrSource,
     open_npy as open_npy,
     open_raw as open_raw,
+    open_zarr as open_zarr,
 )
 from ._source import Source as Source
+from ._view import view as view

@@ -164,3 +164,105 @@ def test_bad_tensors_raise_with_the_numbers(torch):
     s = torch.zeros((8, 16), device="cuda", dtype=torch.float32)[:, ::2]
     with pytest.raises(ValueError, match=r"strides \[64, 8\]"):
         sluice.CudaSource(s)
+
+
+class DlpackOnly:
+    """A tensor seen through DLPack alone: __cuda_array_interface__ hidden, as JAX arrays and
+    other producers without it look to sluice."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+        self.calls = []
+
+    def __dlpack__(self, **kwargs):
+        self.calls.append(kwargs)
+        return self.tensor.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+
+def test_a_torch_tensor_through_dlpack_is_shown_without_a_host_copy(torch, cuda_renderer):
+    h, w = 96, 160
+    t = rgba_pattern(torch, h, w, 0)
+    wrapped = DlpackOnly(t)
+    assert not hasattr(wrapped, "__cuda_array_interface__")
+    src = sluice.CudaSource(wrapped, channels=True)
+    assert src.protocol == "dlpack"
+    assert wrapped.calls and wrapped.calls[0]["stream"] == 1, "sluice names its stream"
+    scene, target = show(cuda_renderer, src, w, h)
+    before = cuda_renderer.counters()
+    frame = cuda_renderer.render(scene, pixel_camera(w, h), target)
+    after = cuda_renderer.counters()
+    assert after["bytes_uploaded"] == before["bytes_uploaded"], "nothing went through the host"
+    np.testing.assert_array_equal(frame, t.cpu().numpy())
+    t.copy_(rgba_pattern(torch, h, w, 9))
+    src.mark_dirty()
+    frame = cuda_renderer.render(scene, pixel_camera(w, h), target)
+    np.testing.assert_array_equal(frame, t.cpu().numpy())
+    assert cuda_renderer.counters()["bytes_uploaded"] == before["bytes_uploaded"]
+
+
+def test_a_cupy_array_through_dlpack(torch, cuda_renderer):
+    try:
+        import cupy
+    except ImportError:
+        need("CuPy is not installed")
+    h, w = 64, 128
+    a = (cupy.arange(h * w, dtype=cupy.float32).reshape(h, w) % 251) / 255.0
+    src = sluice.CudaSource(DlpackOnly(a))
+    assert src.protocol == "dlpack"
+    scene = sluice.Scene()
+    scene.add(sluice.Image(src, clim=(0.0, 1.0)))
+    target = cuda_renderer.create_target(w, h)
+    before = cuda_renderer.counters()["bytes_uploaded"]
+    frame = cuda_renderer.render(scene, pixel_camera(w, h), target)
+    assert cuda_renderer.counters()["bytes_uploaded"] == before
+    v = cupy.asnumpy(a)
+    want = np.minimum(np.floor(np.clip(v, 0, 1) * 256), 255).astype(np.uint8)
+    assert np.abs(frame[..., 0].astype(int) - want.astype(int)).max() <= 1
+
+
+def test_a_dlpack_producer_stream_still_writing_is_waited_for(torch, cuda_renderer):
+    h, w = 64, 64
+    t = torch.zeros((h, w, 4), device="cuda", dtype=torch.uint8)
+    src = sluice.CudaSource(DlpackOnly(t), channels=True)
+    scene, target = show(cuda_renderer, src, w, h)
+    cuda_renderer.render(scene, pixel_camera(w, h), target)
+    producer = torch.cuda.Stream()
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(2_000_000_000)  # about a second of GPU time before the write
+        t[..., :3] = 150
+        t[..., 3] = 255
+        # __dlpack__(stream=1) makes the legacy default stream wait for the producer (the
+        # current stream here); sluice's event is recorded after that wait.
+        src.mark_dirty()
+    frame = cuda_renderer.render(scene, pixel_camera(w, h), target)
+    assert (frame[..., :3] == 150).all(), f"stale frame: {np.unique(frame)}"
+
+
+def test_the_dlpack_tensor_is_released_when_the_source_goes(torch, cuda_renderer):
+    h, w = 512, 512
+    torch.cuda.synchronize()
+    baseline = torch.cuda.memory_allocated()
+    t = rgba_pattern(torch, h, w, 5)
+    want = t.cpu().numpy()
+    src = sluice.CudaSource(DlpackOnly(t), channels=True)
+    scene, target = show(cuda_renderer, src, w, h)
+    del t
+    gc.collect()
+    # The managed tensor holds the memory: new allocations do not reuse it.
+    junk = [torch.full((h, w, 4), 17, device="cuda", dtype=torch.uint8) for _ in range(8)]
+    frame = cuda_renderer.render(scene, pixel_camera(w, h), target)
+    np.testing.assert_array_equal(frame, want)
+    del junk, scene, src, frame
+    gc.collect()
+    cuda_renderer.counters()  # frees the GPU state of dropped visuals, and their sources
+    cuda_renderer.wait_idle()
+    # The producer's deleter ran: the tensor's memory is back with PyTorch's allocator.
+    assert torch.cuda.memory_allocated() == baseline
+
+
+def test_host_tensors_through_dlpack_are_refused(torch):
+    with pytest.raises(TypeError, match=r"device type 1 \(kDLCPU\)"):
+        sluice.CudaSource(DlpackOnly(torch.zeros((4, 4), dtype=torch.uint8)))

@@ -1,11 +1,15 @@
 //! `sluice.CudaSource`: a CUDA tensor (PyTorch, CuPy, anything with
-//! `__cuda_array_interface__` version 3) shown without a host copy.
+//! `__cuda_array_interface__` version 2 or 3, or with `__dlpack__` / `__dlpack_device__`)
+//! shown without a host copy.
 //!
 //! The tensor's device pointer, shape, strides and stream are read from its interface; the
-//! tensor object is kept alive as long as the source (and so as long as any renderer shows
-//! it). The renderer's copies run on the producer's stream after an event this source
-//! records on the stream the interface names at each `mark_dirty()`: the copy waits for the
-//! producer's work up to that point, and for nothing else (never a device-wide synchronize).
+//! tensor object (and, through DLPack, the producer's managed tensor) is kept alive as long as
+//! the source, and so as long as any renderer shows it. The renderer's copies wait for an
+//! event this source records at each `mark_dirty()`: on the stream the interface names (or the
+//! framework's current one), or, through DLPack, on the legacy default stream after the
+//! producer was asked (`__dlpack__(stream=1)`) to order its pending work before that stream.
+//! The copy waits for the producer's work up to that point, and for nothing else (never a
+//! device-wide synchronize).
 
 use std::sync::{Arc, OnceLock};
 
@@ -21,6 +25,7 @@ use sluice_interop::cuda::{CudaInterop, CudaSource};
 use sluice_interop::{Interop, InteropError};
 use sluice_render::{Renderer, RendererOptions};
 
+use crate::dlpack::{self, ManagedTensor};
 use crate::dtype::numpy_dtype;
 use crate::errors::{guard, source_error, DeviceError};
 
@@ -72,6 +77,9 @@ pub struct TensorSource {
     inner: CudaSource,
     cuda: CudaInterop,
     event: ReadyEvent,
+    /// The DLPack tensor `inner` reads (its deleter runs after `inner` drops), for sources
+    /// made through `__dlpack__`.
+    dlpack: Option<ManagedTensor>,
     /// The tensor whose memory `inner` reads; dropped (with the GIL, by PyO3) after `inner`.
     tensor: Py<PyAny>,
 }
@@ -108,11 +116,57 @@ struct ArrayInterface {
     stream: Option<u64>,
 }
 
+/// The DLPack consumer stream sluice names: the legacy default stream. The producer makes it
+/// wait for its pending work; the ready event is recorded on it and the copies run on it.
+const DLPACK_STREAM: u64 = 1;
+
+/// A tensor as sluice reads it, from either protocol.
+struct Tensor {
+    shape: Vec<usize>,
+    element: sluice_core::ElementType,
+    strides: Option<Vec<isize>>,
+    ptr: u64,
+    /// The stream the ready event is recorded on at creation.
+    stream: u64,
+    /// The consumed DLPack tensor (`None`: `__cuda_array_interface__`).
+    dlpack: Option<ManagedTensor>,
+}
+
+/// Reads `tensor` through `__cuda_array_interface__` where it has one, else through
+/// `__dlpack__` (the device checked first: CUDA memory only).
+fn read_tensor(tensor: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+    if tensor.hasattr("__cuda_array_interface__")? || !tensor.hasattr("__dlpack__")? {
+        let ai = array_interface(tensor)?;
+        let stream = producer_stream(tensor, ai.stream, None)?;
+        return Ok(Tensor {
+            shape: ai.shape,
+            element: ai.element,
+            strides: ai.strides,
+            ptr: ai.ptr,
+            stream,
+            dlpack: None,
+        });
+    }
+    let type_name = tensor.get_type().name()?.to_string();
+    dlpack::require_cuda(&type_name, dlpack::device_of(tensor)?)?;
+    let managed = dlpack::import(tensor, Some(DLPACK_STREAM))?;
+    // The capsule's device, which the producer may have chosen differently.
+    dlpack::require_cuda(&type_name, managed.device)?;
+    Ok(Tensor {
+        shape: managed.shape.clone(),
+        element: managed.element,
+        strides: Some(managed.strides.clone()),
+        ptr: managed.ptr,
+        stream: stream_handle(Some(DLPACK_STREAM)),
+        dlpack: Some(managed),
+    })
+}
+
 fn array_interface(tensor: &Bound<'_, PyAny>) -> PyResult<ArrayInterface> {
     let type_name = tensor.get_type().name()?.to_string();
     let cai = tensor.getattr("__cuda_array_interface__").map_err(|_| {
         PyTypeError::new_err(format!(
-            "CudaSource takes an object with __cuda_array_interface__ (a CUDA torch.Tensor, a CuPy array); {type_name} has none"
+            "CudaSource takes an object with __cuda_array_interface__ or __dlpack__ (a CUDA torch.Tensor, a CuPy array, a JAX array); {type_name} has neither"
         ))
     })?;
     let cai = cai.cast::<PyDict>()?;
@@ -193,6 +247,57 @@ fn stream_handle(stream: Option<u64>) -> u64 {
 #[pyclass(name = "CudaSource", module = "sluice", frozen)]
 pub struct PyCudaSource {
     inner: Arc<TensorSource>,
+    /// For PyTorch tensors read through `__cuda_array_interface__` (version 2, which names
+    /// no stream): what `mark_dirty` calls instead of reading the interface again.
+    torch: Option<TorchStream>,
+}
+
+/// PyTorch's current stream, looked up once: `torch.cuda.current_stream`, the tensor's
+/// device and its `data_ptr` method (to check the memory did not move).
+struct TorchStream {
+    current_stream: Py<PyAny>,
+    device: Py<PyAny>,
+    data_ptr: Py<PyAny>,
+    ptr: u64,
+}
+
+impl TorchStream {
+    /// The lookups for `tensor` if it is a PyTorch tensor whose interface names no stream.
+    fn new(tensor: &Bound<'_, PyAny>, ptr: u64) -> PyResult<Option<Self>> {
+        let module = tensor.get_type().module()?.to_string();
+        let names_stream = tensor
+            .getattr("__cuda_array_interface__")?
+            .cast::<PyDict>()?
+            .get_item("stream")?
+            .is_some();
+        if !module.starts_with("torch") || names_stream {
+            return Ok(None);
+        }
+        let torch = tensor.py().import("torch")?;
+        Ok(Some(TorchStream {
+            current_stream: torch.getattr("cuda")?.getattr("current_stream")?.unbind(),
+            device: tensor.getattr("device")?.unbind(),
+            data_ptr: tensor.getattr("data_ptr")?.unbind(),
+            ptr,
+        }))
+    }
+
+    /// PyTorch's current stream on the tensor's device, after checking the tensor's memory is
+    /// where the source reads it.
+    fn stream(&self, py: Python<'_>) -> PyResult<u64> {
+        let now: u64 = self.data_ptr.bind(py).call0()?.extract()?;
+        if now != self.ptr {
+            return Err(PyValueError::new_err(format!(
+                "the tensor's memory moved from {:#x} to {now:#x} (resize_ or set_?); make a new CudaSource",
+                self.ptr
+            )));
+        }
+        self.current_stream
+            .bind(py)
+            .call1((self.device.bind(py),))?
+            .getattr("cuda_stream")?
+            .extract()
+    }
 }
 
 #[pymethods]
@@ -200,7 +305,7 @@ impl PyCudaSource {
     #[new]
     #[pyo3(signature = (tensor, *, channels = false))]
     fn new(tensor: &Bound<'_, PyAny>, channels: bool) -> PyResult<Self> {
-        let ai = array_interface(tensor)?;
+        let ai = read_tensor(tensor)?;
         let py = tensor.py();
         let (spatial, channel_count) = if channels {
             match ai.shape.split_last() {
@@ -250,7 +355,12 @@ impl PyCudaSource {
         } else {
             row_pitch * layout.shape().height()
         };
-        let stream = producer_stream(tensor, ai.stream, None)?;
+        let stream = ai.stream;
+        let torch = match ai.dlpack {
+            None => TorchStream::new(tensor, ai.ptr)?,
+            Some(_) => None,
+        };
+        let dlpack = ai.dlpack;
         let tensor_obj = tensor.clone().unbind();
         py.detach(|| {
             guard(|| {
@@ -274,10 +384,11 @@ impl PyCudaSource {
                 };
                 // SAFETY: `memory.ptr` is the tensor's device memory on `cuda`'s device
                 // (checked above) holding `layout` at these pitches (its interface says so,
-                // and `pitches_ok` / `inner_ok` held); the `TensorSource` keeps the tensor,
-                // and so its memory, alive as long as the source. `stream` is the producer's
-                // stream of the primary context (PyTorch and CuPy use it) or a default
-                // stream, and `ready_event` an event of that context the source owns.
+                // and `pitches_ok` / `inner_ok` held); the `TensorSource` keeps the tensor
+                // (and its DLPack managed tensor), and so its memory, alive as long as the
+                // source. `stream` is the producer's stream of the primary context (PyTorch
+                // and CuPy use it) or a default stream, and `ready_event` an event of that
+                // context the source owns.
                 let inner = unsafe { CudaSource::from_raw(&cuda, layout, memory) }
                     .map_err(interop_error)?;
                 Ok(PyCudaSource {
@@ -285,8 +396,10 @@ impl PyCudaSource {
                         inner,
                         cuda,
                         event,
+                        dlpack,
                         tensor: tensor_obj,
                     }),
+                    torch,
                 })
             })
         })
@@ -296,12 +409,33 @@ impl PyCudaSource {
     /// that stream and publishes a new version. The stream is `stream` (a `CUstream` handle,
     /// e.g. `torch.cuda.Stream().cuda_stream` or `cupy.cuda.Stream().ptr`) where given, else
     /// the one the tensor's interface names now, else (PyTorch, whose interface names none)
-    /// PyTorch's current stream on the tensor's device.
+    /// PyTorch's current stream on the tensor's device. A DLPack tensor without `stream` is
+    /// asked again with `__dlpack__(stream=1)`, which makes the producer order its pending
+    /// work before the legacy default stream; the event is recorded there.
     #[pyo3(signature = (stream=None))]
     fn mark_dirty(&self, py: Python<'_>, stream: Option<u64>) -> PyResult<u64> {
         let tensor = self.inner.tensor.bind(py);
-        let ai = array_interface(tensor)?;
-        let stream = producer_stream(tensor, ai.stream, stream)?;
+        let stream = match (&self.inner.dlpack, stream) {
+            (Some(_), Some(s)) => stream_handle(Some(s)),
+            (Some(first), None) => {
+                let again = dlpack::import(tensor, Some(DLPACK_STREAM))?;
+                if again.ptr != first.ptr || again.shape != first.shape {
+                    return Err(PyValueError::new_err(format!(
+                        "the tensor's memory moved: __dlpack__ now gives {:#x} of shape {:?}, the source shows {:#x} of shape {:?}; make a new CudaSource",
+                        again.ptr, again.shape, first.ptr, first.shape
+                    )));
+                }
+                stream_handle(Some(DLPACK_STREAM))
+            }
+            (None, Some(s)) => stream_handle(Some(s)),
+            (None, None) => match &self.torch {
+                Some(torch) => torch.stream(py)?,
+                None => {
+                    let ai = array_interface(tensor)?;
+                    producer_stream(tensor, ai.stream, None)?
+                }
+            },
+        };
         let source = self.inner.clone();
         py.detach(|| {
             guard(|| {
@@ -314,6 +448,16 @@ impl PyCudaSource {
                 Ok(source.inner.publish().0)
             })
         })
+    }
+
+    /// `"cuda_array_interface"` or `"dlpack"`: the protocol the tensor was read through.
+    #[getter]
+    fn protocol(&self) -> &'static str {
+        if self.inner.dlpack.is_some() {
+            "dlpack"
+        } else {
+            "cuda_array_interface"
+        }
     }
 
     /// The tensor shown.

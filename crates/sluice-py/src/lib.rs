@@ -11,7 +11,8 @@
 //!   boundary ([`errors::guard`]);
 //! - rendering releases the GIL; Python-implemented sources take it only around their calls.
 //!
-//! `unsafe` appears where numpy memory is read ([`numpy_source`]) and where a CUDA tensor's
+//! `unsafe` appears where numpy memory is read ([`numpy_source`]), where a DLPack capsule is
+//! consumed (`dlpack`), and where a CUDA tensor's
 //! pointer becomes a source (`cuda`, feature `cuda`), each with its `SAFETY` argument.
 
 mod bench;
@@ -19,6 +20,7 @@ mod camera;
 #[cfg(all(feature = "cuda", target_os = "linux"))]
 mod cuda;
 mod custom_source;
+mod dlpack;
 mod dtype;
 pub mod errors;
 mod lazy_source;
@@ -30,7 +32,9 @@ mod scene;
 mod settings;
 mod slot;
 mod sources;
+mod view;
 mod visuals;
+mod zarr_source;
 
 use pyo3::prelude::*;
 
@@ -43,6 +47,8 @@ fn _sluice(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lazy_source::PyLazySource>()?;
     m.add_function(wrap_pyfunction!(mmap_source::open_npy, m)?)?;
     m.add_function(wrap_pyfunction!(mmap_source::open_raw, m)?)?;
+    m.add_class::<zarr_source::PyZarrSource>()?;
+    m.add_function(wrap_pyfunction!(zarr_source::open_zarr, m)?)?;
     m.add_class::<visuals::PyImage>()?;
     m.add_class::<visuals::PyVolume>()?;
     m.add_class::<visuals::PyMesh>()?;
@@ -52,9 +58,12 @@ fn _sluice(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<camera::PyFlyCamera>()?;
     m.add_class::<renderer::PyRenderer>()?;
     m.add_class::<renderer::PyTarget>()?;
+    m.add_class::<view::PyViewHandle>()?;
+    m.add_function(wrap_pyfunction!(view::view, m)?)?;
     #[cfg(all(feature = "cuda", target_os = "linux"))]
     cuda::register(m)?;
     m.add_function(wrap_pyfunction!(bench::_rust_full_update_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(dlpack::_dlpack_describe, m)?)?;
     m.add(
         "CUDA_SUPPORT",
         cfg!(all(feature = "cuda", target_os = "linux")),

@@ -258,7 +258,7 @@ fn frame_stats(py: Python<'_>, s: FrameStats) -> PyResult<Bound<'_, PyDict>> {
     Ok(d)
 }
 
-fn counters_dict<'py>(py: Python<'py>, c: &Counters) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn counters_dict<'py>(py: Python<'py>, c: &Counters) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (name, value) in [
         ("bytes_uploaded", c.bytes_uploaded),

@@ -40,6 +40,9 @@ pub fn shared_source(
     if let Ok(s) = object.cast::<PyMmapSource>() {
         return Ok((s.get().inner.clone(), object.clone().unbind()));
     }
+    if let Ok(s) = object.cast::<crate::zarr_source::PyZarrSource>() {
+        return Ok((s.get().inner.clone(), object.clone().unbind()));
+    }
     #[cfg(all(feature = "cuda", target_os = "linux"))]
     if let Ok(s) = object.cast::<crate::cuda::PyCudaSource>() {
         return Ok((s.get().shared(), object.clone().unbind()));

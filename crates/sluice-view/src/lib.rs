@@ -17,6 +17,7 @@ pub mod input;
 pub mod layers;
 pub mod panel;
 mod progress;
+pub mod shared;
 mod window;
 
 pub use error::ViewError;

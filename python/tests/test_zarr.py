@@ -1,0 +1,129 @@
+"""sluice.open_zarr: the Zarr arrays and OME-Zarr groups that sluice-zarr's Rust tests read
+(written by tests/fixtures/write_zarr.py with zarr-python 3.1.6), read back and rendered from
+Python, each sample compared with the script's closed form computed by numpy."""
+
+import importlib.util
+import json
+import pathlib
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import sluice
+from conftest import gray_entry, pixel_camera
+
+zarr = pytest.importorskip("zarr", reason="zarr-python writes the fixtures")
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "write_zarr.py"
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory):
+    out = tmp_path_factory.mktemp("zarr-fixtures")
+    subprocess.run([sys.executable, str(SCRIPT), str(out)], check=True, capture_output=True)
+    spec = importlib.util.spec_from_file_location("write_zarr", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return out, json.loads((out / "manifest.json").read_text()), module
+
+
+def expected_plain(entry, closed_form):
+    """The array as the script wrote it: the closed form, with the skipped chunks at fill."""
+    data = closed_form(tuple(entry["shape"]), entry["seed"], entry["dtype"])
+    chunks = entry["chunks"]
+    for idx in entry["skipped"]:
+        sel = tuple(slice(i * c, (i + 1) * c) for i, c in zip(idx, chunks))
+        data[sel] = entry["fill"]
+    return data
+
+
+@pytest.mark.parametrize(
+    "name", ["v2_blosc.zarr", "v2_zstd.zarr", "v2_gzip.zarr", "v3_blosc.zarr", "v3_zstd.zarr",
+             "v3_gzip.zarr", "v3_volume.zarr", "v3_sharded.zarr"])
+def test_plain_arrays_read_as_numpy_wrote_them(fixtures, name):
+    out, manifest, script = fixtures
+    entry = manifest[name]
+    src = sluice.open_zarr(out / name)
+    assert src.shape == entry["shape"]
+    assert src.dtype == np.dtype(entry["dtype"])
+    assert src.chunks == entry["chunks"]
+    assert src.ome_version is None and src.channels == 1
+    want = expected_plain(entry, script.closed_form)
+    np.testing.assert_array_equal(src.read_region(), want)
+    # A region across chunk borders.
+    index = tuple(slice(s // 3, s // 3 + max(1, s // 2)) for s in entry["shape"])
+    np.testing.assert_array_equal(src.read_region(index), want[index])
+
+
+def render_until_complete(renderer, scene, w, h, limit_s=30.0):
+    target = renderer.create_target(w, h)
+    camera = pixel_camera(w, h)
+    deadline = time.monotonic() + limit_s
+    while renderer.draw(scene, camera, target)["uploads_pending"]:
+        assert time.monotonic() < deadline, "zarr chunks did not arrive in time"
+        time.sleep(0.01)
+    return renderer.read(target)
+
+
+def test_a_zarr_image_renders_the_stored_values(renderer, fixtures):
+    out, manifest, script = fixtures
+    entry = manifest["v2_gzip.zarr"]  # uint8, two chunks left at fill 7
+    src = sluice.open_zarr(str(out / "v2_gzip.zarr"))
+    scene = sluice.Scene()
+    scene.add(sluice.Image(src, clim=(0, 255)))
+    h, w = entry["shape"]
+    frame = render_until_complete(renderer, scene, w, h)
+    want = gray_entry(expected_plain(entry, script.closed_form).astype(np.float32), clim=(0, 255))
+    assert np.abs(frame[..., 0].astype(int) - want.astype(int)).max() <= 1
+    assert src.loader_calls == 5 * 8, "each chunk of the 5 x 8 grid read once"
+
+
+def test_ome_zarr_time_channels_and_level(renderer, fixtures):
+    out, manifest, script = fixtures
+    entry = manifest["ome05.zarr"]  # t, c, z, y, x: (2, 3, 10, 72, 100), three levels
+    src = sluice.open_zarr(out / "ome05.zarr", time=1, channels=[2, 0], level=1)
+    assert src.ome_version == "0.5"
+    assert [kind for _, kind in src.axes] == ["time", "channel", "space", "space", "space"]
+    assert src.array_shape == [2, 3, 10, 72, 100]
+    assert (src.time, src.channel_indices, src.level, src.channels) == (1, [2, 0], 1, 2)
+    lv = entry["levels"][1]
+    assert src.shape == lv["shape"][2:]
+    assert [l["path"] for l in src.levels] == ["/s0", "/s1", "/s2"]
+    assert src.levels[1]["downsample"] == [2.0, 2.0, 2.0]
+    full = script.closed_form(tuple(lv["shape"]), lv["seed"], "uint16")
+    want = np.stack([full[1, 2], full[1, 0]], axis=-1)  # channels interleaved as selected
+    np.testing.assert_array_equal(src.read_region(), want)
+
+    # Level 2 alone as a volume of one channel: every chunk loads, and the pixels are the
+    # stored values (a z slice through the gray colormap).
+    lv2 = entry["levels"][2]
+    one = sluice.open_zarr(out / "ome05.zarr", time=0, channels=[1], level=2)
+    data = script.closed_form(tuple(lv2["shape"]), lv2["seed"], "uint16")[0, 1]
+    np.testing.assert_array_equal(one.read_region(), data)
+    z = 1
+    scene = sluice.Scene()
+    scene.add(sluice.Image(one, clim=(0, 65535), slice=("z", z)))
+    h, w = data.shape[1:]
+    frame = render_until_complete(renderer, scene, w, h)
+    want = gray_entry(data[z].astype(np.float32), clim=(0, 65535))
+    assert np.abs(frame[..., 0].astype(int) - want.astype(int)).max() <= 1
+
+
+def test_zarr_errors_name_the_numbers(fixtures, tmp_path):
+    out, _, _ = fixtures
+    with pytest.raises(FileNotFoundError, match="no Zarr array"):
+        sluice.open_zarr(tmp_path)
+    with pytest.raises(ValueError, match=r"time point 5 selected; the time axis has 2 point"):
+        sluice.open_zarr(out / "ome05.zarr", time=5)
+    with pytest.raises(ValueError, match=r"channels \[7\] selected.*3 channel"):
+        sluice.open_zarr(out / "ome05.zarr", channels=[7])
+    with pytest.raises(ValueError, match=r"level 3 requested; the source has 3 level"):
+        sluice.open_zarr(out / "ome05.zarr", level=3)
+    with pytest.raises(ValueError, match="timeout -1"):
+        sluice.open_zarr(out / "ome05.zarr", timeout=-1)
+    src = sluice.open_zarr(out / "v3_zstd.zarr")
+    with pytest.raises(ValueError, match=r"0\.\.400 of an axis of length 300"):
+        src.read_region(np.s_[0:400, :])
