@@ -238,8 +238,7 @@ fn linear_u8_images_are_interpolated_within_one_data_unit() {
 fn linear_interpolation_leaves_nan_samples_out() {
     let mut r = renderer();
     let source = Arc::new(
-        ArraySource::new(Array2::from_shape_vec((1, 2), vec![1.0f32, f32::NAN]).unwrap())
-            .unwrap(),
+        ArraySource::new(Array2::from_shape_vec((1, 2), vec![1.0f32, f32::NAN]).unwrap()).unwrap(),
     );
     let mut scene = Scene::new();
     scene.set_background([0.0, 0.0, 1.0, 1.0]);
@@ -248,7 +247,11 @@ fn linear_interpolation_leaves_nan_samples_out() {
     let img = render_pixels(&mut r, &scene, 64, 4);
     for x in 0..64u32 {
         // The weight of sample 1 (NaN) is 1 from pixel 48 on: nothing valid is left there.
-        let want = if x < 48 { [255, 255, 255, 255] } else { [0, 0, 255, 255] };
+        let want = if x < 48 {
+            [255, 255, 255, 255]
+        } else {
+            [0, 0, 255, 255]
+        };
         assert_pixel(&img, x, 2, want, 0);
     }
 }
