@@ -10,7 +10,9 @@
 //!   holds it;
 //! - `sample_hw(p, size)`: with `FILTERED`, one `textureSampleLevel` through `data_sampler`
 //!   (binding [`SAMPLER_BINDING`]), falling back to hand taps where the result is NaN (the
-//!   NaN samples are then left out, as the hand path always does).
+//!   NaN samples are then left out, as the hand path always does);
+//! - for 3-D data, `sample_linear_uvw(uvw)`: the same at normalized coordinates (the hand
+//!   path scales them by `params.data_size`), for loops that step through them.
 //!
 //! `shaders/common.wgsl` builds `sample_nearest` and `sample_linear` on these, and also has
 //! `sample_filtered_2d` / `sample_filtered_3d`, which take the texture and sampler as
@@ -81,6 +83,17 @@ pub(crate) fn prelude(
         );
     } else {
         out += "fn sample_hw(p: vec3<f32>, size: vec3<i32>) -> Sample { return sample_taps(p, size); }\n";
+    }
+    if dim == TexDim::D3 {
+        // Linear at normalized coordinates, for loops that step through them (the marcher).
+        if filtered {
+            out += "fn sample_linear_uvw(uvw: vec3<f32>) -> Sample {\n\
+                    \x20   if (MAY_BE_NAN) { return sample_filtered_3d(data, data_sampler, uvw, VALUE_SCALE); }\n\
+                    \x20   return Sample(textureSampleLevel(data, data_sampler, uvw, 0.0) * VALUE_SCALE, true);\n}\n";
+        } else {
+            out += "fn sample_linear_uvw(uvw: vec3<f32>) -> Sample {\n\
+                    \x20   return sample_taps(uvw * vec3<f32>(params.data_size), params.data_size);\n}\n";
+        }
     }
     out
 }

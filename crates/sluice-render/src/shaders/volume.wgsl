@@ -59,13 +59,6 @@ fn unproject(ndc: vec3<f32>) -> vec3<f32> {
     return h.xyz / h.w;
 }
 
-fn value_at(p: vec3<f32>) -> Sample {
-    if (params.linear == 1u) {
-        return sample_linear(p, params.data_size);
-    }
-    return sample_nearest(p, params.data_size);
-}
-
 // The colour of the ray through pixel centre `frag` (non-premultiplied; alpha 0: nothing).
 fn march(frag: vec2<f32>) -> vec4<f32> {
     let ndc_xy = vec2<f32>(frag.x / params.viewport.x * 2.0 - 1.0, 1.0 - frag.y / params.viewport.y * 2.0);
@@ -89,9 +82,21 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
         return vec4<f32>(0.0);
     }
 
-    let d = params.display;
-    let steps = min(u32(ceil((t1 - t0) / params.step)), params.max_steps);
-    let ray = Ray(origin, dir, 1.0 / select(dir, vec3<f32>(1e-30), dir == vec3<f32>(0.0)), t0, t1, steps);
+    // Samples i at t0 + (i + 0.5) * step for every such t before t1.
+    let steps = min(u32(max(ceil((t1 - t0) / params.step - 0.5), 0.0)), params.max_steps);
+    let first = origin + dir * (t0 + 0.5 * params.step);
+    let inv_size = 1.0 / size;
+    let ray = Ray(
+        origin,
+        dir,
+        1.0 / select(dir, vec3<f32>(1e-30), dir == vec3<f32>(0.0)),
+        t0,
+        steps,
+        first,
+        dir * params.step,
+        first * inv_size,
+        dir * params.step * inv_size,
+    );
     if (params.mode == 0u) {
         return march_mip(ray);
     }
@@ -101,19 +106,35 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
     return march_iso(ray);
 }
 
-// A ray in voxel coordinates: samples i < steps at t0 + (i + 0.5) * step, before t1.
+// A ray in voxel coordinates: samples i < steps at t0 + (i + 0.5) * step, all before the
+// ray's end; their positions step by `delta` (voxels) and `delta_uvw` (normalized).
 struct Ray {
     origin: vec3<f32>,
     dir: vec3<f32>,
     // 1 / dir, finite.
     inv: vec3<f32>,
     t0: f32,
-    t1: f32,
     steps: u32,
+    first: vec3<f32>,
+    delta: vec3<f32>,
+    first_uvw: vec3<f32>,
+    delta_uvw: vec3<f32>,
 };
 
 fn sample_t(ray: Ray, i: u32) -> f32 {
     return ray.t0 + (f32(i) + 0.5) * params.step;
+}
+
+fn sample_p(ray: Ray, i: u32) -> vec3<f32> {
+    return ray.first + f32(i) * ray.delta;
+}
+
+// Sample i of the ray, nearest or linear.
+fn value_at_sample(ray: Ray, i: u32) -> Sample {
+    if (params.linear == 1u) {
+        return sample_linear_uvw(ray.first_uvw + f32(i) * ray.delta_uvw);
+    }
+    return sample_nearest(sample_p(ray, i), params.data_size);
 }
 
 // The samples of a ray inside one grid cell: the cell's (min, max) and the index of the
@@ -125,7 +146,7 @@ struct Span {
 
 // The grid cell holding sample `i`, and where the ray leaves it.
 fn cell_span(ray: Ray, i: u32) -> Span {
-    let p = ray.origin + ray.dir * sample_t(ray, i);
+    let p = sample_p(ray, i);
     let size = f32(params.grid_cell);
     let c = clamp(vec3<i32>(floor(p / size)), vec3<i32>(0), params.grid_count - vec3<i32>(1));
     let lo = vec3<f32>(c) * size;
@@ -166,21 +187,12 @@ fn march_mip(ray: Ray) -> vec4<f32> {
             i = span.end;
             continue;
         }
-        var past = false;
         for (; i < span.end; i = i + 1u) {
-            let t = sample_t(ray, i);
-            if (t >= ray.t1) {
-                past = true;
-                break;
-            }
-            let s = value_at(ray.origin + ray.dir * t);
+            let s = value_at_sample(ray, i);
             if (s.valid) {
                 best = max(best, s.value.x);
                 found = true;
             }
-        }
-        if (past) {
-            break;
         }
     }
     if (!found) {
@@ -212,14 +224,11 @@ fn march_translucent(ray: Ray) -> vec4<f32> {
             i = span.end;
             continue;
         }
-        var past = false;
         for (; i < span.end; i = i + 1u) {
-            let t = sample_t(ray, i);
-            if (t >= ray.t1 || alpha > 0.995) {
-                past = true;
+            if (alpha > 0.995) {
                 break;
             }
-            let s = value_at(ray.origin + ray.dir * t);
+            let s = value_at_sample(ray, i);
             if (s.valid) {
                 let v = normalize_value(d, s.value.x);
                 let c = colormap(d, v);
@@ -227,9 +236,6 @@ fn march_translucent(ray: Ray) -> vec4<f32> {
                 color = color + (1.0 - alpha) * a * c.rgb;
                 alpha = alpha + (1.0 - alpha) * a;
             }
-        }
-        if (past) {
-            break;
         }
     }
     if (alpha <= 0.0) {
@@ -260,21 +266,16 @@ fn march_iso(ray: Ray) -> vec4<f32> {
             skipped = true;
             continue;
         }
-        var past = false;
         for (; i < span.end; i = i + 1u) {
             let t = sample_t(ray, i);
-            if (t >= ray.t1) {
-                past = true;
-                break;
-            }
-            let s = value_at(ray.origin + ray.dir * t);
+            let s = value_at_sample(ray, i);
             if (!s.valid) {
                 continue;
             }
             let v = s.value.x;
             if (v >= params.threshold) {
                 if (skipped && i > 0u) {
-                    let before = value_at(ray.origin + ray.dir * sample_t(ray, i - 1u));
+                    let before = value_at_sample(ray, i - 1u);
                     previous = select(-3.4e38, before.value.x, before.valid);
                     previous_t = sample_t(ray, i - 1u);
                 }
@@ -283,9 +284,6 @@ fn march_iso(ray: Ray) -> vec4<f32> {
             previous = v;
             previous_t = t;
             skipped = false;
-        }
-        if (past) {
-            break;
         }
     }
     return vec4<f32>(0.0);
