@@ -195,7 +195,7 @@ fn nearest_and_linear_interpolation() {
 }
 
 /// u8 data is read as unorm and interpolated by the hardware. Hardware filtering weighs with
-/// reduced precision (8 fractional bits on most GPUs; lavapipe filters 8-bit textures in
+/// reduced precision (8 fractional bits on most GPUs; lavapipe may filter 8-bit textures in
 /// 8-bit arithmetic), so the tolerance is 2 grey levels: 1 for the filtered value (one unit
 /// of the data) and 1 for the colormap entry that value then falls into.
 #[test]
