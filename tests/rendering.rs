@@ -194,6 +194,68 @@ fn nearest_and_linear_interpolation() {
     }
 }
 
+/// u8 data is read as unorm and interpolated by the hardware. Hardware filtering weighs with
+/// reduced precision (8 fractional bits on most GPUs; lavapipe may filter 8-bit textures in
+/// 8-bit arithmetic), so the tolerance is 2 grey levels: 1 for the filtered value (one unit
+/// of the data) and 1 for the colormap entry that value then falls into.
+#[test]
+fn linear_u8_images_are_interpolated_within_one_data_unit() {
+    let mut r = renderer();
+    let values = [0u8, 200, 50, 255];
+    let source = Arc::new(
+        ArraySource::new(Array2::from_shape_vec((2, 2), values.to_vec()).unwrap()).unwrap(),
+    );
+    let mut scene = Scene::new();
+    let id = scene.add(
+        Image::new(source)
+            .with_clim(0.0, 255.0)
+            .unwrap()
+            .with_interpolation(Interpolation::Linear),
+    );
+    scene.set_transform(id, Mat4::from_scale(Vec3::new(32.0, 32.0, 1.0)));
+    let img = render_pixels(&mut r, &scene, 64, 64);
+    let weight = |p: u32| ((p as f32 + 0.5) / 32.0 - 0.5).clamp(0.0, 1.0);
+    for y in 0..64u32 {
+        for x in 0..64u32 {
+            let (u, v) = (weight(x), weight(y));
+            let top = values[0] as f32 * (1.0 - u) + values[1] as f32 * u;
+            let bottom = values[2] as f32 * (1.0 - u) + values[3] as f32 * u;
+            let want = top * (1.0 - v) + bottom * v;
+            let got = img.get_pixel(x, y).0;
+            assert!(
+                (got[0] as f32 - want).abs() <= 2.0 && got[3] == 255,
+                "pixel ({x}, {y}): {got:?}, bilinear value {want}"
+            );
+        }
+    }
+}
+
+/// f32 data is interpolated by the hardware where the device filters it; a NaN sample makes
+/// that sample NaN, and the shader then takes the taps itself with NaN left out: the NaN does
+/// not spread into its neighbour, and only where its neighbour has no weight left does the
+/// pixel get the NaN colour.
+#[test]
+fn linear_interpolation_leaves_nan_samples_out() {
+    let mut r = renderer();
+    let source = Arc::new(
+        ArraySource::new(Array2::from_shape_vec((1, 2), vec![1.0f32, f32::NAN]).unwrap()).unwrap(),
+    );
+    let mut scene = Scene::new();
+    scene.set_background([0.0, 0.0, 1.0, 1.0]);
+    let id = scene.add(Image::new(source).with_interpolation(Interpolation::Linear));
+    scene.set_transform(id, Mat4::from_scale(Vec3::new(32.0, 4.0, 1.0)));
+    let img = render_pixels(&mut r, &scene, 64, 4);
+    for x in 0..64u32 {
+        // The weight of sample 1 (NaN) is 1 from pixel 48 on: nothing valid is left there.
+        let want = if x < 48 {
+            [255, 255, 255, 255]
+        } else {
+            [0, 0, 255, 255]
+        };
+        assert_pixel(&img, x, 2, want, 0);
+    }
+}
+
 #[test]
 fn nan_and_infinities_render_as_documented() {
     let mut r = renderer();

@@ -49,7 +49,7 @@ pub(crate) fn shared_device(
     }
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("sluice"),
-        required_features: wgpu::Features::empty(),
+        required_features: crate::format::sampling_features(adapter.features()),
         required_limits: adapter.limits(),
         experimental_features: wgpu::ExperimentalFeatures::disabled(),
         memory_hints: wgpu::MemoryHints::Performance,

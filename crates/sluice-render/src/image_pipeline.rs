@@ -8,9 +8,10 @@ use sluice_core::{Layout, Shape};
 use crate::bricking::{BrickParams, Bricking};
 use crate::format::SampleKind;
 use crate::pipeline::{
-    alpha_scale, data_texture_entries, lut_entry, render_pipeline, shader_source, uniform_entry,
-    DisplayParams, PassKind, PipelineSpec, ShaderParts, TexDim,
+    alpha_scale, data_texture_entries, lut_entry, render_pipeline, sampled_shader_source,
+    uniform_entry, DisplayParams, PassKind, PipelineSpec, ShaderParts, TexDim,
 };
+use crate::sampling::{hardware_filtered, linear_sampler, sampler_entry};
 use crate::visual::{Image, Interpolation, Slice};
 const SHADER: &str = include_str!("shaders/image.wgsl");
 
@@ -144,7 +145,7 @@ impl ImageParams {
     }
 }
 
-/// The image pipelines of one texture kind and dimension: the shader, and a pipeline per
+/// The image pipelines of one texture kind, dimension and arrangement: the shader, and a pipeline per
 /// pass kind and translucency, each built the first time a frame needs it. Opaque images
 /// write depth; images with opacity below 1 only test it, so what is behind them stays
 /// visible.
@@ -155,8 +156,13 @@ struct ImagePipeline {
     pipelines: HashMap<(PassKind, bool), wgpu::RenderPipeline>,
 }
 
+/// Which image shader: texture kind, dimension, and whether the data is in one texture.
+pub(crate) type ImageKey = (SampleKind, TexDim, bool);
+
 pub(crate) struct ImagePipelines {
-    by_kind: HashMap<(SampleKind, TexDim), ImagePipeline>,
+    by_kind: HashMap<ImageKey, ImagePipeline>,
+    /// Bound where the hardware interpolates (`sampling::hardware_filtered`).
+    sampler: Option<wgpu::Sampler>,
 }
 
 impl ImagePipelines {
@@ -165,17 +171,28 @@ impl ImagePipelines {
     pub fn new() -> Self {
         ImagePipelines {
             by_kind: HashMap::new(),
+            sampler: None,
         }
     }
 
-    /// Builds the bind group layout and shader for `kind` and `dim` if they do not exist yet.
-    pub fn ensure(&mut self, device: &wgpu::Device, kind: SampleKind, dim: TexDim) {
+    /// Builds the bind group layout and shader for `key` if they do not exist yet.
+    pub fn ensure(&mut self, device: &wgpu::Device, key: ImageKey) {
+        if hardware_filtered(key.0, key.2) && self.sampler.is_none() {
+            self.sampler = Some(linear_sampler(device));
+        }
         self.by_kind
-            .entry((kind, dim))
-            .or_insert_with(|| Self::build(device, kind, dim));
+            .entry(key)
+            .or_insert_with(|| Self::build(device, key));
     }
 
-    fn build(device: &wgpu::Device, kind: SampleKind, dim: TexDim) -> ImagePipeline {
+    /// The linear sampler (after [`ImagePipelines::ensure`] of a filtered key).
+    pub fn sampler(&self) -> &wgpu::Sampler {
+        self.sampler
+            .as_ref()
+            .expect("made with the first filtered pipeline")
+    }
+
+    fn build(device: &wgpu::Device, (kind, dim, one_brick): ImageKey) -> ImagePipeline {
         let mut entries = vec![
             uniform_entry(
                 size_of::<ImageParams>(),
@@ -186,9 +203,13 @@ impl ImagePipelines {
         entries.extend(data_texture_entries(
             kind,
             dim,
+            one_brick,
             wgpu::ShaderStages::FRAGMENT,
         ));
-        let source = shader_source(SHADER, kind, dim);
+        if hardware_filtered(kind, one_brick) {
+            entries.push(sampler_entry(wgpu::ShaderStages::FRAGMENT));
+        }
+        let source = sampled_shader_source(SHADER, kind, dim, one_brick, true);
         let parts = ShaderParts::new(device, "sluice image", &entries, source, &[]);
         ImagePipeline {
             layout: parts.layout,
@@ -198,8 +219,8 @@ impl ImagePipelines {
         }
     }
 
-    pub fn layout(&self, kind: SampleKind, dim: TexDim) -> &wgpu::BindGroupLayout {
-        &self.by_kind[&(kind, dim)].layout
+    pub fn layout(&self, key: ImageKey) -> &wgpu::BindGroupLayout {
+        &self.by_kind[&key].layout
     }
 
     /// Builds the pipeline for an image of `opacity` in a `pass` if it does not exist yet
@@ -207,11 +228,11 @@ impl ImagePipelines {
     pub fn ensure_pass(
         &mut self,
         device: &wgpu::Device,
-        (kind, dim): (SampleKind, TexDim),
+        key: ImageKey,
         pass: PassKind,
         opacity: f32,
     ) {
-        let p = self.by_kind.get_mut(&(kind, dim)).expect("ensured");
+        let p = self.by_kind.get_mut(&key).expect("ensured");
         let depth_write = opacity >= 1.0;
         p.pipelines.entry((pass, depth_write)).or_insert_with(|| {
             render_pipeline(
@@ -231,12 +252,7 @@ impl ImagePipelines {
 
     /// The pipeline for an image of `opacity` in a `pass` (after
     /// [`ImagePipelines::ensure_pass`]).
-    pub fn pipeline(
-        &self,
-        (kind, dim): (SampleKind, TexDim),
-        pass: PassKind,
-        opacity: f32,
-    ) -> &wgpu::RenderPipeline {
-        &self.by_kind[&(kind, dim)].pipelines[&(pass, opacity >= 1.0)]
+    pub fn pipeline(&self, key: ImageKey, pass: PassKind, opacity: f32) -> &wgpu::RenderPipeline {
+        &self.by_kind[&key].pipelines[&(pass, opacity >= 1.0)]
     }
 }

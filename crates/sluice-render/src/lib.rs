@@ -45,6 +45,7 @@ mod pipeline;
 mod proxy;
 mod redraw;
 mod renderer;
+mod sampling;
 mod scene;
 mod staging;
 mod target;
@@ -52,6 +53,7 @@ mod target_format;
 mod unpack;
 mod upload_state;
 mod visual;
+mod volume_grid;
 mod volume_pipeline;
 
 pub use camera::{Camera, FlyCamera, OrbitCamera, PanZoomCamera, Projection};

@@ -6,6 +6,7 @@ use sluice_core::ElementType;
 
 use crate::bricking::{brick_binding, BRICK_SLOTS};
 use crate::format::SampleKind;
+use crate::sampling::prelude;
 use crate::target_format::{DEPTH_COLOR_FORMAT, DEPTH_FORMAT, TARGET_FORMAT};
 
 const COMMON: &str = include_str!("shaders/common.wgsl");
@@ -46,42 +47,6 @@ impl TexDim {
             TexDim::D3 => wgpu::TextureViewDimension::D3,
         }
     }
-
-    /// WGSL `fetch` of one texel at voxel coordinates. 3-D data may be split into up to 8
-    /// bricks in any grid (8 x 1 x 1 to 2 x 2 x 2): `data` is brick slot 0 and
-    /// `brick1`..`brick7` the others, slot `x + cx (y + cy z)` for brick coordinates
-    /// (x, y, z) in a grid of (cx, cy, cz); `params.bricks` gives brick size and count. Each texel is loaded from the one brick that holds it, so bricks need no overlap
-    /// and interpolation across their borders is seamless.
-    fn fetch_wgsl(self, kind: SampleKind) -> String {
-        match self {
-            TexDim::D2 => "const DATA_3D: bool = false;\nfn fetch(p: vec3<i32>) -> vec4<f32> { return vec4<f32>(textureLoad(data, p.xy, 0)); }\n".into(),
-            TexDim::D3 => {
-                let mut out = String::from("const DATA_3D: bool = true;\n");
-                for slot in 1..BRICK_SLOTS {
-                    out += &format!(
-                        "@group(0) @binding({}) var brick{slot}: texture_3d<{}>;\n",
-                        brick_binding(slot),
-                        kind.wgsl()
-                    );
-                }
-                out += "fn fetch(p: vec3<i32>) -> vec4<f32> {\n";
-                out += "    let b = min(p / params.bricks.size, params.bricks.count - vec3<i32>(1));\n";
-                out += "    let q = p - b * params.bricks.size;\n";
-                out += "    let c = params.bricks.count;\n";
-                out += "    switch (b.x + c.x * (b.y + c.y * b.z)) {\n";
-                out += "        case 0: { return vec4<f32>(textureLoad(data, q, 0)); }\n";
-                for slot in 1..BRICK_SLOTS - 1 {
-                    out += &format!("        case {slot}: {{ return vec4<f32>(textureLoad(brick{slot}, q, 0)); }}\n");
-                }
-                out += &format!(
-                    "        default: {{ return vec4<f32>(textureLoad(brick{}, q, 0)); }}\n",
-                    BRICK_SLOTS - 1
-                );
-                out += "    }\n}\n";
-                out
-            }
-        }
-    }
 }
 
 /// The colormap's layout entry (binding 2).
@@ -107,16 +72,23 @@ pub(crate) fn float_texture_entry(
     }
 }
 
-/// Layout entries of the data textures: one 2-D texture, or the 3-D brick slots.
+/// How many data textures a visual binds: one, or the 3-D brick slots.
+pub(crate) fn data_slots(dim: TexDim, one_brick: bool) -> usize {
+    if dim == TexDim::D3 && !one_brick {
+        BRICK_SLOTS
+    } else {
+        1
+    }
+}
+
+/// Layout entries of the data textures: one texture, or the 3-D brick slots.
 pub(crate) fn data_texture_entries(
     kind: SampleKind,
     dim: TexDim,
+    one_brick: bool,
     visibility: wgpu::ShaderStages,
 ) -> Vec<wgpu::BindGroupLayoutEntry> {
-    let slots = match dim {
-        TexDim::D2 => 1,
-        TexDim::D3 => BRICK_SLOTS,
-    };
+    let slots = data_slots(dim, one_brick);
     (0..slots)
         .map(|slot| wgpu::BindGroupLayoutEntry {
             binding: brick_binding(slot),
@@ -131,8 +103,22 @@ pub(crate) fn data_texture_entries(
         .collect()
 }
 
-/// Full WGSL source of a visual's shader for one texture kind and dimension.
+/// Full WGSL source of a visual's shader for one texture kind and dimension, in one texture
+/// (2-D data always is) and interpolated by hand.
 pub(crate) fn shader_source(body: &str, kind: SampleKind, dim: TexDim) -> String {
+    sampled_shader_source(body, kind, dim, true, false)
+}
+
+/// Full WGSL source of a visual's shader for data of `kind` and `dim` in one texture or in
+/// brick slots; `allow_filter`: the hardware interpolates where the data allows it (the
+/// layout then has the sampler, see `sampling`).
+pub(crate) fn sampled_shader_source(
+    body: &str,
+    kind: SampleKind,
+    dim: TexDim,
+    one_brick: bool,
+    allow_filter: bool,
+) -> String {
     let texture = match dim {
         TexDim::D2 => "texture_2d",
         TexDim::D3 => "texture_3d",
@@ -140,7 +126,10 @@ pub(crate) fn shader_source(body: &str, kind: SampleKind, dim: TexDim) -> String
     let body = body
         .replace("TEXTURE_DIM", texture)
         .replace("SAMPLE_T", kind.wgsl());
-    format!("{COMMON}\n{}\n{body}", dim.fetch_wgsl(kind))
+    format!(
+        "{COMMON}\n{}\n{body}",
+        prelude(kind, dim, one_brick, allow_filter)
+    )
 }
 
 /// What differs between sluice's render pipelines; everything else (`vs_main`, no vertex
@@ -245,11 +234,11 @@ impl PassKind {
     }
 }
 
-/// Which pipeline draws a visual.
+/// Which pipeline draws a visual; the `bool`s: the data is in one texture (not in bricks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PipelineKey {
-    Image(SampleKind, TexDim),
-    Volume(SampleKind),
+    Image(SampleKind, TexDim, bool),
+    Volume(SampleKind, bool),
     Mesh(SampleKind),
 }
 

@@ -699,7 +699,8 @@ fn create_bricks(
         (wgpu::TextureDimension::D2, grid)
     };
     let format = UploadFormat::for_layout(layout);
-    let (texture_format, sample_kind) = texture_format(&format);
+    let host = matches!(source.residency(), Residency::Host);
+    let (texture_format, sample_kind) = texture_format(&format, host, device.features());
     let mut usage = wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST;
     if !matches!(source.residency(), Residency::Host) && unpack::supports(device, texture_format) {
         // Device-resident data is copied in by a compute pass where it can (see `unpack`).

@@ -6,13 +6,16 @@ use glam::Mat4;
 use sluice_core::Layout;
 
 use crate::bricking::{BrickParams, Bricking};
+use crate::colormap::Colormap;
 use crate::format::SampleKind;
 use crate::pipeline::{
-    data_texture_entries, float_texture_entry, lut_entry, render_pipeline, shader_source,
+    data_texture_entries, float_texture_entry, lut_entry, render_pipeline, sampled_shader_source,
     uniform_entry, DisplayParams, PipelineSpec, ShaderParts, TexDim,
 };
+use crate::sampling::{hardware_filtered, linear_sampler, sampler_entry};
 use crate::target_format::{MARCHED_FORMAT, TARGET_FORMAT};
 use crate::visual::{Interpolation, Volume, VolumeMode};
+use crate::volume_grid::{grid_entry, MinMaxGrid, MinMaxGrids, GRID_BINDING, GRID_CELL};
 
 const SHADER: &str = include_str!("shaders/volume.wgsl");
 const COMPOSITE: &str = include_str!("shaders/volume_composite.wgsl");
@@ -20,7 +23,7 @@ const COMPOSITE: &str = include_str!("shaders/volume_composite.wgsl");
 /// Upper bound of samples along one ray (a 4096-voxel diagonal at half-voxel steps).
 const MAX_STEPS: u32 = 16384;
 
-/// The uniform block of `shaders/volume.wgsl` (`Params`), 224 bytes.
+/// The uniform block of `shaders/volume.wgsl` (`Params`), 256 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct VolumeParams {
@@ -37,6 +40,10 @@ pub(crate) struct VolumeParams {
     opacity: f32,
     max_steps: u32,
     bricks: BrickParams,
+    grid_count: [i32; 3],
+    grid_cell: i32,
+    zero_alpha_below: f32,
+    pad: [u32; 3],
 }
 
 impl VolumeParams {
@@ -47,6 +54,7 @@ impl VolumeParams {
         viewport: [u32; 2],
         lut_size: usize,
         bricking: Bricking,
+        grid: &MinMaxGrid,
     ) -> Self {
         let [d, h, w] = layout.shape().padded();
         let clim = volume.effective_clim();
@@ -73,14 +81,42 @@ impl VolumeParams {
             opacity: volume.opacity(),
             max_steps: MAX_STEPS,
             bricks: bricking.into(),
+            grid_count: grid.count().map(|c| c as i32),
+            grid_cell: GRID_CELL as i32,
+            zero_alpha_below: zero_alpha_below(volume.colormap()),
+            pad: [0; 3],
         }
+    }
+}
+
+/// The normalized value below which `colormap`'s entries all have alpha 0 (0 when the first
+/// has some alpha): translucent rays skip cells whose values all lie below it. Half an
+/// entry short of the first entry with alpha, so rounding in the shader's index cannot
+/// skip that entry.
+fn zero_alpha_below(colormap: &Colormap) -> f32 {
+    let entries = colormap.entries();
+    let clear = entries.iter().take_while(|e| e[3] == 0).count();
+    if clear == entries.len() {
+        // Nothing has alpha: every value is clear.
+        2.0
+    } else if clear == 0 {
+        0.0
+    } else {
+        (clear as f32 - 0.5) / entries.len() as f32
     }
 }
 
 /// Volume pipelines: the compute ray marcher per texture kind, and the composite that blends
 /// its result over the target.
+/// Which marcher: texture kind, and whether the data is in one texture (not in bricks).
+pub(crate) type VolumeKey = (SampleKind, bool);
+
 pub(crate) struct VolumePipelines {
-    by_kind: HashMap<SampleKind, (wgpu::BindGroupLayout, wgpu::ComputePipeline)>,
+    by_kind: HashMap<VolumeKey, (wgpu::BindGroupLayout, wgpu::ComputePipeline)>,
+    /// Bound where the hardware interpolates (`sampling::hardware_filtered`).
+    sampler: Option<wgpu::Sampler>,
+    /// The min/max grids of the sources volumes show.
+    pub grids: MinMaxGrids,
     /// Group 1 of the marcher: the target's depth and its marched texture.
     target_layout: wgpu::BindGroupLayout,
     /// Group 0 of the composite: the marched texture.
@@ -93,6 +129,8 @@ impl VolumePipelines {
     pub fn new(device: &wgpu::Device) -> Self {
         VolumePipelines {
             by_kind: HashMap::new(),
+            sampler: None,
+            grids: MinMaxGrids::default(),
             target_layout: target_layout(device),
             composite_layout: composite_layout(device),
             composite: None,
@@ -109,20 +147,30 @@ impl VolumePipelines {
         &self.composite_layout
     }
 
-    /// Builds the marcher for `kind` (and the composite) if they do not exist yet.
-    pub fn ensure(&mut self, device: &wgpu::Device, kind: SampleKind) {
-        if !self.by_kind.contains_key(&kind) {
-            let built = Self::build(device, kind, &self.target_layout);
-            self.by_kind.insert(kind, built);
+    /// Builds the marcher for `key` (and the composite) if they do not exist yet.
+    pub fn ensure(&mut self, device: &wgpu::Device, key: VolumeKey) {
+        if hardware_filtered(key.0, key.1) && self.sampler.is_none() {
+            self.sampler = Some(linear_sampler(device));
+        }
+        if !self.by_kind.contains_key(&key) {
+            let built = Self::build(device, key, &self.target_layout);
+            self.by_kind.insert(key, built);
         }
         if self.composite.is_none() {
             self.composite = Some(build_composite(device, &self.composite_layout));
         }
     }
 
+    /// The linear sampler (after [`VolumePipelines::ensure`] of a filtered key).
+    pub fn sampler(&self) -> &wgpu::Sampler {
+        self.sampler
+            .as_ref()
+            .expect("made with the first filtered marcher")
+    }
+
     fn build(
         device: &wgpu::Device,
-        kind: SampleKind,
+        (kind, one_brick): VolumeKey,
         target_layout: &wgpu::BindGroupLayout,
     ) -> (wgpu::BindGroupLayout, wgpu::ComputePipeline) {
         let mut lut = lut_entry();
@@ -134,9 +182,14 @@ impl VolumePipelines {
         entries.extend(data_texture_entries(
             kind,
             TexDim::D3,
+            one_brick,
             wgpu::ShaderStages::COMPUTE,
         ));
-        let source = shader_source(SHADER, kind, TexDim::D3);
+        if hardware_filtered(kind, one_brick) {
+            entries.push(sampler_entry(wgpu::ShaderStages::COMPUTE));
+        }
+        entries.push(grid_entry(GRID_BINDING));
+        let source = sampled_shader_source(SHADER, kind, TexDim::D3, one_brick, true);
         let parts = ShaderParts::new(device, "sluice volume", &entries, source, &[target_layout]);
         let layout = parts.layout;
         let _serial = crate::pipeline::pipeline_creation_lock();
@@ -151,12 +204,12 @@ impl VolumePipelines {
         (layout, pipeline)
     }
 
-    pub fn layout(&self, kind: SampleKind) -> &wgpu::BindGroupLayout {
-        &self.by_kind[&kind].0
+    pub fn layout(&self, key: VolumeKey) -> &wgpu::BindGroupLayout {
+        &self.by_kind[&key].0
     }
 
-    pub fn pipeline(&self, kind: SampleKind) -> &wgpu::ComputePipeline {
-        &self.by_kind[&kind].1
+    pub fn pipeline(&self, key: VolumeKey) -> &wgpu::ComputePipeline {
+        &self.by_kind[&key].1
     }
 
     pub fn composite(&self) -> &wgpu::RenderPipeline {

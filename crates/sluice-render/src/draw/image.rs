@@ -48,18 +48,21 @@ impl DrawVisual for Image {
         let Some(bind) = res.visuals[&self.token.id].bind.as_ref() else {
             return;
         };
-        if let PipelineKey::Image(kind, dim) = bind.key {
+        if let PipelineKey::Image(kind, dim, one_brick) = bind.key {
             res.images
-                .ensure_pass(&res.device, (kind, dim), pass, self.opacity());
+                .ensure_pass(&res.device, (kind, dim, one_brick), pass, self.opacity());
         }
     }
 
     fn record_opaque(&self, res: &Resources, pass: &mut RenderPass<'_>, mode: PassKind) -> bool {
         let bind = res.visuals[&self.token.id].bind.as_ref().expect("bound");
-        let PipelineKey::Image(kind, dim) = bind.key else {
+        let PipelineKey::Image(kind, dim, one_brick) = bind.key else {
             return false;
         };
-        pass.set_pipeline(res.images.pipeline((kind, dim), mode, self.opacity()));
+        pass.set_pipeline(
+            res.images
+                .pipeline((kind, dim, one_brick), mode, self.opacity()),
+        );
         pass.set_bind_group(0, &bind.group, &[]);
         pass.draw(0..6, 0..1);
         true
@@ -94,8 +97,10 @@ fn uniforms(image: &Image, res: &mut Resources, mvp: glam::Mat4) -> (PipelineKey
     } else {
         TexDim::D2
     };
-    let key = PipelineKey::Image(proxy.sample_kind(), dim);
-    res.images.ensure(&res.device, proxy.sample_kind(), dim);
+    let one_brick = proxy.bricking().count == [1; 3];
+    let key = PipelineKey::Image(proxy.sample_kind(), dim, one_brick);
+    res.images
+        .ensure(&res.device, (proxy.sample_kind(), dim, one_brick));
     res.write_params(image.token.id, bytemuck::bytes_of(&params));
     let v = res.visuals.get_mut(&image.token.id).expect("prepared");
     v.flat_depth = flat_depth(mvp, geometry.size);

@@ -27,10 +27,12 @@ use crate::error::RenderError;
 use crate::format::SampleKind;
 use crate::image_pipeline::ImagePipelines;
 use crate::mesh_pipeline::MeshPipelines;
-use crate::pipeline::{PassKind, PipelineKey, TexDim};
+use crate::pipeline::{data_slots, PassKind, PipelineKey, TexDim};
 use crate::proxy::{SourceKey, TextureProxy};
+use crate::sampling::{hardware_filtered, SAMPLER_BINDING};
 use crate::target::RenderTarget;
 use crate::visual::{Visual, VisualToken};
+use crate::volume_grid::GRID_BINDING;
 use crate::volume_pipeline::VolumePipelines;
 use wgpu::{CommandEncoder, RenderPass};
 
@@ -323,8 +325,8 @@ impl Resources {
 
     pub fn bind_group_layout(&self, key: PipelineKey) -> &wgpu::BindGroupLayout {
         match key {
-            PipelineKey::Image(kind, dim) => self.images.layout(kind, dim),
-            PipelineKey::Volume(kind) => self.volumes.layout(kind),
+            PipelineKey::Image(kind, dim, one_brick) => self.images.layout((kind, dim, one_brick)),
+            PipelineKey::Volume(kind, one_brick) => self.volumes.layout((kind, one_brick)),
             PipelineKey::Mesh(kind) => self.meshes.layout(kind),
         }
     }
@@ -355,9 +357,16 @@ impl Resources {
         if fresh {
             return;
         }
-        let slots = match key {
-            PipelineKey::Image(_, TexDim::D2) => 1,
-            _ => BRICK_SLOTS,
+        let (slots, sampler) = match key {
+            PipelineKey::Image(kind, dim, one_brick) => (
+                data_slots(dim, one_brick),
+                hardware_filtered(kind, one_brick).then(|| self.images.sampler()),
+            ),
+            PipelineKey::Volume(kind, one_brick) => (
+                data_slots(TexDim::D3, one_brick),
+                hardware_filtered(kind, one_brick).then(|| self.volumes.sampler()),
+            ),
+            PipelineKey::Mesh(_) => (BRICK_SLOTS, None),
         };
         let mut entries = vec![
             wgpu::BindGroupEntry {
@@ -373,6 +382,20 @@ impl Resources {
             binding: brick_binding(slot),
             resource: wgpu::BindingResource::TextureView(proxy.brick_view(slot)),
         }));
+        if let Some(sampler) = sampler {
+            entries.push(wgpu::BindGroupEntry {
+                binding: SAMPLER_BINDING,
+                resource: wgpu::BindingResource::Sampler(sampler),
+            });
+        }
+        if let PipelineKey::Volume(..) = key {
+            entries.push(wgpu::BindGroupEntry {
+                binding: GRID_BINDING,
+                resource: wgpu::BindingResource::TextureView(
+                    self.volumes.grids.get(proxy.serial()).view(),
+                ),
+            });
+        }
         let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("sluice visual"),
             layout: self.bind_group_layout(key),
@@ -392,6 +415,9 @@ impl Resources {
         self.dummy_textures.entry(kind).or_insert_with(|| {
             let format = match kind {
                 SampleKind::Float => wgpu::TextureFormat::R32Float,
+                SampleKind::FilterFloat | SampleKind::Unorm8 | SampleKind::Unorm16 => {
+                    wgpu::TextureFormat::R8Unorm
+                }
                 SampleKind::Uint => wgpu::TextureFormat::R32Uint,
                 SampleKind::Sint => wgpu::TextureFormat::R32Sint,
             };

@@ -42,15 +42,17 @@ impl DrawVisual for Volume {
     fn record_after(&self, res: &Resources, enc: &mut CommandEncoder, out: &RenderTarget) -> bool {
         let [w, h] = out.size();
         let bind = res.visuals[&self.token.id].bind.as_ref().expect("bound");
-        let PipelineKey::Volume(kind) = bind.key else {
+        let PipelineKey::Volume(kind, one_brick) = bind.key else {
             return false;
         };
+        let serial = res.proxies[&res.texture_of(self.token.id)].serial();
+        res.volumes.grids.record_build(serial, enc);
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("sluice volume march"),
                 timestamp_writes: None,
             });
-            pass.set_pipeline(res.volumes.pipeline(kind));
+            pass.set_pipeline(res.volumes.pipeline((kind, one_brick)));
             pass.set_bind_group(0, &bind.group, &[]);
             pass.set_bind_group(1, &out.volume_group, &[]);
             pass.dispatch_workgroups(w.div_ceil(MARCH_WORKGROUP), h.div_ceil(MARCH_WORKGROUP), 1);
@@ -88,6 +90,11 @@ fn uniforms(
     let colormap_key = volume.colormap().key();
     let entries = res.colormaps[&colormap_key].entries;
     let proxy = &res.proxies[&res.texture_of(volume.token.id)];
+    res.volumes.grids.ensure(&res.device, proxy);
+    let proxies = &res.proxies;
+    res.volumes
+        .grids
+        .retain(|serial| proxies.values().any(|p| p.serial() == serial));
     let params = VolumeParams::new(
         volume,
         proxy.layout(),
@@ -95,9 +102,12 @@ fn uniforms(
         viewport,
         entries,
         proxy.bricking(),
+        res.volumes.grids.get(proxy.serial()),
     );
-    let key = PipelineKey::Volume(proxy.sample_kind());
-    res.volumes.ensure(&res.device, proxy.sample_kind());
+    let one_brick = proxy.bricking().count == [1; 3];
+    let key = PipelineKey::Volume(proxy.sample_kind(), one_brick);
+    res.volumes
+        .ensure(&res.device, (proxy.sample_kind(), one_brick));
     res.write_params(volume.token.id, bytemuck::bytes_of(&params));
     (key, colormap_key)
 }

@@ -1,6 +1,6 @@
 // Shared by the visuals' shaders: value normalization, colormap lookup, NaN tests and
-// texel fetches. The including shader declares `data` (a texture of SAMPLE_T, 2-D or 3-D,
-// read with textureLoad: interpolation is done here) and `lut` (the colormap, N x 1).
+// sampling. The including shader declares `data` (a texture of SAMPLE_T, 2-D or 3-D) and
+// `lut` (the colormap, N x 1); the sampling prelude (`sampling.rs`) follows this file.
 
 // How 3-D data is split into bricks (size and count per axis); one brick for most data.
 struct Bricks {
@@ -51,17 +51,30 @@ struct Sample {
     valid: bool,
 };
 
+// The sampling prelude (`sampling.rs`) declares, for the including shader's data:
+// `DATA_3D`, `VALUE_SCALE`, `MAY_BE_NAN`, `FILTERED`, `fetch(p)` (one texel in data units)
+// and `sample_hw(p, size)` (one hardware sample where `FILTERED`).
+
 // Nearest sample at voxel coordinates `p` (x = column, y = row, z = plane; sample i covers
 // [i, i + 1)), clamped to the data.
 fn sample_nearest(p: vec3<f32>, size: vec3<i32>) -> Sample {
     let v = fetch(clamp(vec3<i32>(floor(p)), vec3<i32>(0), size - vec3<i32>(1)));
-    return Sample(v, !has_nan(v));
+    return Sample(v, !(MAY_BE_NAN && has_nan(v)));
 }
 
-// Trilinear (bilinear on 2-D textures: four taps) between sample centres, clamped at the
-// edges; NaN samples are left out and the remaining weights renormalized. `DATA_3D` is
-// declared with `fetch`.
+// Trilinear (bilinear on 2-D textures) between sample centres, clamped at the edges; NaN
+// samples are left out and the remaining weights renormalized. One hardware sample where
+// the data is filterable (`FILTERED`; a NaN result falls back to the taps), else
+// `sample_taps`.
 fn sample_linear(p: vec3<f32>, size: vec3<i32>) -> Sample {
+    if (FILTERED) {
+        return sample_hw(p, size);
+    }
+    return sample_taps(p, size);
+}
+
+// `sample_linear` by hand: four taps (2-D) or eight (3-D) through `fetch`.
+fn sample_taps(p: vec3<f32>, size: vec3<i32>) -> Sample {
     let last = size - vec3<i32>(1);
     let q = p - vec3<f32>(0.5);
     let base = floor(q);
@@ -76,8 +89,75 @@ fn sample_linear(p: vec3<f32>, size: vec3<i32>) -> Sample {
         let w = w3.x * w3.y * w3.z;
         if (w > 0.0) {
             let v = fetch(clamp(i0 + o, vec3<i32>(0), last));
-            if (!has_nan(v)) {
+            if (!(MAY_BE_NAN && has_nan(v))) {
                 acc = acc + w * v;
+                weight = weight + w;
+            }
+        }
+    }
+    if (weight == 0.0) {
+        return Sample(vec4<f32>(0.0), false);
+    }
+    return Sample(acc / weight, true);
+}
+
+// Linear sample of any filterable 2-D float texture at normalized `uv` (0..1 over the
+// texture; texel i's centre at (i + 0.5) / size), times `scale` (255 for unorm8 data): one
+// hardware sample through `samp` (linear, clamp to edge); where that is NaN, the four taps
+// by hand with NaN texels left out and the weights renormalized (`valid` false when all
+// are NaN). For textures the prelude does not describe (a paged atlas whose pages carry a
+// border, so both the hardware and the hand taps stay inside a page).
+fn sample_filtered_2d(tex: texture_2d<f32>, samp: sampler, uv: vec2<f32>, scale: f32) -> Sample {
+    let v = textureSampleLevel(tex, samp, uv, 0.0) * scale;
+    if (!has_nan(v)) {
+        return Sample(v, true);
+    }
+    let size = vec2<i32>(textureDimensions(tex));
+    let q = uv * vec2<f32>(size) - vec2<f32>(0.5);
+    let base = floor(q);
+    let f = q - base;
+    let i0 = vec2<i32>(base);
+    var acc = vec4<f32>(0.0);
+    var weight = 0.0;
+    for (var k = 0u; k < 4u; k = k + 1u) {
+        let o = vec2<i32>(i32(k & 1u), i32(k >> 1u));
+        let w2 = select(vec2<f32>(1.0) - f, f, o == vec2<i32>(1));
+        let w = w2.x * w2.y;
+        if (w > 0.0) {
+            let t = textureLoad(tex, clamp(i0 + o, vec2<i32>(0), size - vec2<i32>(1)), 0) * scale;
+            if (!has_nan(t)) {
+                acc = acc + w * t;
+                weight = weight + w;
+            }
+        }
+    }
+    if (weight == 0.0) {
+        return Sample(vec4<f32>(0.0), false);
+    }
+    return Sample(acc / weight, true);
+}
+
+// `sample_filtered_2d` for a 3-D texture at normalized `uvw` (eight taps where NaN).
+fn sample_filtered_3d(tex: texture_3d<f32>, samp: sampler, uvw: vec3<f32>, scale: f32) -> Sample {
+    let v = textureSampleLevel(tex, samp, uvw, 0.0) * scale;
+    if (!has_nan(v)) {
+        return Sample(v, true);
+    }
+    let size = vec3<i32>(textureDimensions(tex));
+    let q = uvw * vec3<f32>(size) - vec3<f32>(0.5);
+    let base = floor(q);
+    let f = q - base;
+    let i0 = vec3<i32>(base);
+    var acc = vec4<f32>(0.0);
+    var weight = 0.0;
+    for (var k = 0u; k < 8u; k = k + 1u) {
+        let o = vec3<i32>(i32(k & 1u), i32((k >> 1u) & 1u), i32(k >> 2u));
+        let w3 = select(vec3<f32>(1.0) - f, f, o == vec3<i32>(1));
+        let w = w3.x * w3.y * w3.z;
+        if (w > 0.0) {
+            let t = textureLoad(tex, clamp(i0 + o, vec3<i32>(0), size - vec3<i32>(1)), 0) * scale;
+            if (!has_nan(t)) {
+                acc = acc + w * t;
                 weight = weight + w;
             }
         }

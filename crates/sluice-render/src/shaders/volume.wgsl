@@ -27,11 +27,20 @@ struct Params {
     opacity: f32,
     max_steps: u32,
     bricks: Bricks,
+    // The min/max grid (`grid`): cells per axis and the voxels per cell edge.
+    grid_count: vec3<i32>,
+    grid_cell: i32,
+    // Translucent: normalized values below this map to colormap entries of alpha 0.
+    zero_alpha_below: f32,
 };
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var data: texture_3d<SAMPLE_T>;
 @group(0) @binding(2) var lut: texture_2d<f32>;
+// Per cell of grid_cell^3 voxels: (min, max) over the voxels of the cell and of its 26
+// neighbours (so every voxel a sample inside the cell interpolates from), NaN left out;
+// min > max when all are NaN. Built by `volume_grid.wgsl` when the data changes.
+@group(0) @binding(11) var grid: texture_3d<f32>;
 // The opaque pass's depth, written as a colour (`OpaqueOut.depth`).
 @group(1) @binding(0) var scene_depth: texture_2d<f32>;
 @group(1) @binding(1) var marched: texture_storage_2d<rgba16float, write>;
@@ -48,13 +57,6 @@ fn cs_main(@builtin(global_invocation_id) id: vec3<u32>) {
 fn unproject(ndc: vec3<f32>) -> vec3<f32> {
     let h = params.inv_mvp * vec4<f32>(ndc, 1.0);
     return h.xyz / h.w;
-}
-
-fn value_at(p: vec3<f32>) -> Sample {
-    if (params.linear == 1u) {
-        return sample_linear(p, params.data_size);
-    }
-    return sample_nearest(p, params.data_size);
 }
 
 // The colour of the ray through pixel centre `frag` (non-premultiplied; alpha 0: nothing).
@@ -80,37 +82,153 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
         return vec4<f32>(0.0);
     }
 
-    let d = params.display;
-    let steps = min(u32(ceil((t1 - t0) / params.step)), params.max_steps);
+    // Samples i at t0 + (i + 0.5) * step for every such t before t1.
+    let steps = min(u32(max(ceil((t1 - t0) / params.step - 0.5), 0.0)), params.max_steps);
+    let first = origin + dir * (t0 + 0.5 * params.step);
+    let inv_size = 1.0 / size;
+    let ray = Ray(
+        origin,
+        dir,
+        1.0 / select(dir, vec3<f32>(1e-30), dir == vec3<f32>(0.0)),
+        t0,
+        steps,
+        first,
+        dir * params.step,
+        first * inv_size,
+        dir * params.step * inv_size,
+    );
     if (params.mode == 0u) {
-        var best = -3.4e38;
-        var found = false;
-        for (var i = 0u; i < steps; i = i + 1u) {
-            let t = t0 + (f32(i) + 0.5) * params.step;
-            if (t >= t1) {
-                break;
-            }
-            let s = value_at(origin + dir * t);
+        return march_mip(ray);
+    }
+    if (params.mode == 1u) {
+        return march_translucent(ray);
+    }
+    return march_iso(ray);
+}
+
+// A ray in voxel coordinates: samples i < steps at t0 + (i + 0.5) * step, all before the
+// ray's end; their positions step by `delta` (voxels) and `delta_uvw` (normalized).
+struct Ray {
+    origin: vec3<f32>,
+    dir: vec3<f32>,
+    // 1 / dir, finite.
+    inv: vec3<f32>,
+    t0: f32,
+    steps: u32,
+    first: vec3<f32>,
+    delta: vec3<f32>,
+    first_uvw: vec3<f32>,
+    delta_uvw: vec3<f32>,
+};
+
+fn sample_t(ray: Ray, i: u32) -> f32 {
+    return ray.t0 + (f32(i) + 0.5) * params.step;
+}
+
+fn sample_p(ray: Ray, i: u32) -> vec3<f32> {
+    return ray.first + f32(i) * ray.delta;
+}
+
+// Sample i of the ray, nearest or linear.
+fn value_at_sample(ray: Ray, i: u32) -> Sample {
+    if (params.linear == 1u) {
+        return sample_linear_uvw(ray.first_uvw + f32(i) * ray.delta_uvw);
+    }
+    return sample_nearest(sample_p(ray, i), params.data_size);
+}
+
+// The samples of a ray inside one grid cell: the cell's (min, max) and the index of the
+// first sample past it (at least one past `i`).
+struct Span {
+    range: vec2<f32>,
+    end: u32,
+};
+
+// The grid cell holding sample `i`, and where the ray leaves it.
+fn cell_span(ray: Ray, i: u32) -> Span {
+    let p = sample_p(ray, i);
+    let size = f32(params.grid_cell);
+    let c = clamp(vec3<i32>(floor(p / size)), vec3<i32>(0), params.grid_count - vec3<i32>(1));
+    let lo = vec3<f32>(c) * size;
+    let ta = (lo - ray.origin) * ray.inv;
+    let tb = (lo + vec3<f32>(size) - ray.origin) * ray.inv;
+    let t_exit = min(min(max(ta.x, tb.x), max(ta.y, tb.y)), max(ta.z, tb.z));
+    // The first sample at or past the exit; samples a rounding error off it still lie
+    // within the cell's one-voxel margin.
+    let k = ceil((t_exit - ray.t0) / params.step - 0.5);
+    var end = ray.steps;
+    if (k < f32(ray.steps)) {
+        end = max(u32(max(k, 0.0)), i + 1u);
+    }
+    return Span(textureLoad(grid, c, 0).xy, end);
+}
+
+// Maximum intensity: cells whose maximum cannot raise the running maximum are skipped, so
+// are cells wholly below the colormap's low limit (they all give its first entry), and the
+// ray stops once the maximum reaches the high limit (nothing after changes the colour).
+fn march_mip(ray: Ray) -> vec4<f32> {
+    let d = params.display;
+    var best = -3.4e38;
+    var found = false;
+    var i = 0u;
+    loop {
+        if (i >= ray.steps || best >= d.clim.y) {
+            break;
+        }
+        let span = cell_span(ray, i);
+        let r = span.range;
+        if (r.y < r.x || r.y <= best) {
+            i = span.end;
+            continue;
+        }
+        if (r.y < d.clim.x) {
+            best = max(best, r.x);
+            found = true;
+            i = span.end;
+            continue;
+        }
+        for (; i < span.end; i = i + 1u) {
+            let s = value_at_sample(ray, i);
             if (s.valid) {
                 best = max(best, s.value.x);
                 found = true;
             }
         }
-        if (!found) {
-            return vec4<f32>(0.0);
-        }
-        let c = colormap(d, normalize_value(d, best));
-        return vec4<f32>(c.rgb, c.a * params.opacity);
     }
-    if (params.mode == 1u) {
-        var color = vec3<f32>(0.0);
-        var alpha = 0.0;
-        for (var i = 0u; i < steps; i = i + 1u) {
-            let t = t0 + (f32(i) + 0.5) * params.step;
-            if (t >= t1 || alpha > 0.995) {
+    if (!found) {
+        return vec4<f32>(0.0);
+    }
+    let c = colormap(d, normalize_value(d, best));
+    return vec4<f32>(c.rgb, c.a * params.opacity);
+}
+
+// Front-to-back compositing until the ray is (nearly) opaque; cells whose values all map
+// to zero alpha (below the low limit, or to colormap entries of alpha 0) are skipped.
+fn march_translucent(ray: Ray) -> vec4<f32> {
+    let d = params.display;
+    var color = vec3<f32>(0.0);
+    var alpha = 0.0;
+    var i = 0u;
+    loop {
+        if (i >= ray.steps || alpha > 0.995) {
+            break;
+        }
+        let span = cell_span(ray, i);
+        let r = span.range;
+        if (r.y < r.x) {
+            i = span.end;
+            continue;
+        }
+        let top = normalize_value(d, r.y);
+        if (top == 0.0 || top < params.zero_alpha_below) {
+            i = span.end;
+            continue;
+        }
+        for (; i < span.end; i = i + 1u) {
+            if (alpha > 0.995) {
                 break;
             }
-            let s = value_at(origin + dir * t);
+            let s = value_at_sample(ray, i);
             if (s.valid) {
                 let v = normalize_value(d, s.value.x);
                 let c = colormap(d, v);
@@ -119,46 +237,75 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
                 alpha = alpha + (1.0 - alpha) * a;
             }
         }
-        if (alpha <= 0.0) {
-            return vec4<f32>(0.0);
-        }
-        return vec4<f32>(color / alpha, alpha * params.opacity);
     }
-    // Isosurface: the first crossing of the threshold, refined linearly between samples,
-    // shaded by the data gradient with a light at the eye.
+    if (alpha <= 0.0) {
+        return vec4<f32>(0.0);
+    }
+    return vec4<f32>(color / alpha, alpha * params.opacity);
+}
+
+// Isosurface: the first crossing of the threshold, refined linearly between samples,
+// shaded by the data gradient with a light at the eye. Cells whose maximum is below the
+// threshold are skipped.
+fn march_iso(ray: Ray) -> vec4<f32> {
+    let d = params.display;
     var previous = -3.4e38;
-    var previous_t = t0;
-    for (var i = 0u; i < steps; i = i + 1u) {
-        let t = t0 + (f32(i) + 0.5) * params.step;
-        if (t >= t1) {
+    var previous_t = ray.t0;
+    // The sample before the current one was skipped (its value is needed for the
+    // refinement only at a crossing).
+    var skipped = false;
+    var i = 0u;
+    loop {
+        if (i >= ray.steps) {
             break;
         }
-        let s = value_at(origin + dir * t);
-        if (!s.valid) {
+        let span = cell_span(ray, i);
+        let r = span.range;
+        if (r.y < r.x || r.y < params.threshold) {
+            i = span.end;
+            skipped = true;
             continue;
         }
-        let v = s.value.x;
-        if (v >= params.threshold) {
-            var t_hit = t;
-            if (previous > -3.0e38 && v > previous) {
-                t_hit = previous_t + (t - previous_t) * (params.threshold - previous) / (v - previous);
+        for (; i < span.end; i = i + 1u) {
+            let t = sample_t(ray, i);
+            let s = value_at_sample(ray, i);
+            if (!s.valid) {
+                continue;
             }
-            let p = origin + dir * t_hit;
-            let h = 1.0;
-            let g = vec3<f32>(
-                sample_linear(p + vec3<f32>(h, 0.0, 0.0), params.data_size).value.x - sample_linear(p - vec3<f32>(h, 0.0, 0.0), params.data_size).value.x,
-                sample_linear(p + vec3<f32>(0.0, h, 0.0), params.data_size).value.x - sample_linear(p - vec3<f32>(0.0, h, 0.0), params.data_size).value.x,
-                sample_linear(p + vec3<f32>(0.0, 0.0, h), params.data_size).value.x - sample_linear(p - vec3<f32>(0.0, 0.0, h), params.data_size).value.x,
-            );
-            var diffuse = 1.0;
-            if (length(g) > 0.0) {
-                diffuse = abs(dot(normalize(g), dir));
+            let v = s.value.x;
+            if (v >= params.threshold) {
+                if (skipped && i > 0u) {
+                    let before = value_at_sample(ray, i - 1u);
+                    previous = select(-3.4e38, before.value.x, before.valid);
+                    previous_t = sample_t(ray, i - 1u);
+                }
+                return shade_iso(ray, t, v, previous, previous_t);
             }
-            let c = colormap(d, normalize_value(d, params.threshold));
-            return vec4<f32>(c.rgb * (0.25 + 0.75 * diffuse), c.a * params.opacity);
+            previous = v;
+            previous_t = t;
+            skipped = false;
         }
-        previous = v;
-        previous_t = t;
     }
     return vec4<f32>(0.0);
+}
+
+fn shade_iso(ray: Ray, t: f32, v: f32, previous: f32, previous_t: f32) -> vec4<f32> {
+    let d = params.display;
+    var t_hit = t;
+    if (previous > -3.0e38 && v > previous) {
+        t_hit = previous_t + (t - previous_t) * (params.threshold - previous) / (v - previous);
+    }
+    let p = ray.origin + ray.dir * t_hit;
+    let h = 1.0;
+    let g = vec3<f32>(
+        sample_linear(p + vec3<f32>(h, 0.0, 0.0), params.data_size).value.x - sample_linear(p - vec3<f32>(h, 0.0, 0.0), params.data_size).value.x,
+        sample_linear(p + vec3<f32>(0.0, h, 0.0), params.data_size).value.x - sample_linear(p - vec3<f32>(0.0, h, 0.0), params.data_size).value.x,
+        sample_linear(p + vec3<f32>(0.0, 0.0, h), params.data_size).value.x - sample_linear(p - vec3<f32>(0.0, 0.0, h), params.data_size).value.x,
+    );
+    var diffuse = 1.0;
+    if (length(g) > 0.0) {
+        diffuse = abs(dot(normalize(g), ray.dir));
+    }
+    let c = colormap(d, normalize_value(d, params.threshold));
+    return vec4<f32>(c.rgb * (0.25 + 0.75 * diffuse), c.a * params.opacity);
 }
