@@ -11,15 +11,18 @@
 //!
 //! Errors are [`ViewError`]s naming the path, value or numbers involved.
 
+pub mod chunks;
 pub mod cli;
 mod error;
 pub mod input;
 pub mod layers;
 pub mod panel;
 mod progress;
+pub mod store;
 mod window;
 
 pub use error::ViewError;
 pub use layers::{Layer, LayerKind, Settings, ShowAs, View, ViewCamera};
 pub use progress::Progress;
+pub use store::ZarrInput;
 pub use window::{Frame, RedrawHandle, Viewer, ViewerReport};

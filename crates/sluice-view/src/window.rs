@@ -205,6 +205,7 @@ impl Viewer {
                 visible: true,
                 stats: crate::layers::Stats::scan(&source),
                 extent,
+                store: None,
             });
         }
         if layers.is_empty() {
