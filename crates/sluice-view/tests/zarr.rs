@@ -1,0 +1,361 @@
+//! Zarr and OME-Zarr stores through the command line: `sluice render` of a local store equals
+//! the library's offscreen render of the same lazy source, once resident, and both are the
+//! closed form the fixtures were written from, through the colormap on the CPU; `--t` and
+//! `--channel` pick what is shown; `sluice info` names the store, axes, levels, chunk grids
+//! and bytes; a missing store, an unreachable URL and a selection the store does not have each
+//! give one line and exit status 1.
+//!
+//! The fixtures are written by `tests/fixtures/write_zarr.py` (zarr-python 3.1.6, from
+//! `SLUICE_PYTHON` or the venv `.ci/run` makes); without it the fixture tests say they skipped,
+//! unless `SLUICE_REQUIRE_ZARR=1`. Renders on lavapipe with `SLUICE_BACKEND=vulkan`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use sluice_render::glam::Vec2;
+use sluice_render::{Colormap, Image, PanZoomCamera, Renderer, Scene};
+
+fn sluice(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("the sluice binary runs")
+}
+
+/// Asserts a failure with exit status 1 and one stderr line (ignoring the Vulkan loader's own
+/// lines) containing every `needle`.
+fn assert_one_line_error(out: &Output, needles: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "exit status; stderr: {stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("sluice")).collect();
+    assert_eq!(lines.len(), 1, "one line on stderr, got: {stderr}");
+    assert!(lines[0].starts_with("sluice: error: "), "{stderr}");
+    for needle in needles {
+        assert!(
+            lines[0].contains(needle),
+            "{needle:?} missing from {stderr:?}"
+        );
+    }
+    assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"));
+}
+
+fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("SLUICE_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = PathBuf::from("/tmp/sluice-venv/bin/python3");
+    if venv.exists() {
+        venv
+    } else {
+        PathBuf::from("python3")
+    }
+}
+
+/// The fixture directory, written once per test binary; `None` (after saying why) without
+/// zarr-python 3.1.6, unless `SLUICE_REQUIRE_ZARR=1`.
+fn fixtures() -> Option<&'static Path> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let py = python();
+        let check = Command::new(&py)
+            .args([
+                "-c",
+                "import zarr; assert zarr.__version__ == '3.1.6', zarr.__version__",
+            ])
+            .output();
+        let why = match &check {
+            Ok(o) if o.status.success() => None,
+            Ok(o) => Some(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(why) = why {
+            assert!(
+                std::env::var("SLUICE_REQUIRE_ZARR").as_deref() != Ok("1"),
+                "SLUICE_REQUIRE_ZARR=1 but {} has no zarr-python 3.1.6: {why}",
+                py.display()
+            );
+            eprintln!(
+                "skipped: {} has no zarr-python 3.1.6 ({why}); set SLUICE_PYTHON",
+                py.display()
+            );
+            return None;
+        }
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("view-zarr-fixtures");
+        let _ = std::fs::remove_dir_all(&dir);
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/write_zarr.py");
+        let out = Command::new(&py).arg(&script).arg(&dir).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(dir)
+    })
+    .as_deref()
+}
+
+/// `write_zarr.py`'s closed form for uint16: the seed plus index[i] times the last primes.
+fn closed_form(index: &[u64], seed: i64) -> f32 {
+    const PRIMES: [i64; 5] = [7919, 1009, 131, 31, 3];
+    let primes = &PRIMES[5 - index.len()..];
+    let v: i64 = seed
+        + index
+            .iter()
+            .zip(primes)
+            .map(|(&i, &p)| i as i64 * p)
+            .sum::<i64>();
+    (v % 65536) as f32
+}
+
+/// The colormap entry for `v` under `clim` (the convention the renderer states).
+fn expected(map: &Colormap, v: f32, [lo, hi]: [f32; 2]) -> [u8; 4] {
+    let t = ((v - lo) / (hi - lo)).clamp(0.0, 1.0);
+    let n = map.entries().len();
+    map.entries()[((t * n as f32) as usize).min(n - 1)]
+}
+
+/// Pixels of `png` (one sample per pixel) that are not `value(x, y)` through `map` and `clim`,
+/// accepting the neighbouring entry for values on an entry boundary (u16 is normalized on the
+/// GPU).
+fn wrong_pixels(
+    png: &image::RgbaImage,
+    map: &Colormap,
+    clim: [f32; 2],
+    value: impl Fn(u64, u64) -> f32,
+) -> usize {
+    let slack = (clim[1] - clim[0]) * 0.002;
+    let mut wrong = 0;
+    for y in 0..png.height() {
+        for x in 0..png.width() {
+            let v = value(u64::from(x), u64::from(y));
+            let got = png.get_pixel(x, y).0;
+            if ![-slack, 0.0, slack]
+                .iter()
+                .any(|d| expected(map, v + d, clim) == got)
+            {
+                wrong += 1;
+            }
+        }
+    }
+    wrong
+}
+
+fn render_ok(args: &[&str]) -> image::RgbaImage {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.png");
+    let mut all = vec!["render"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    let status = sluice(&all);
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    image::open(&out).unwrap().to_rgba8()
+}
+
+/// OME-Zarr 0.4, c/y/x = 2 x 90 x 130 in chunks of 1 x 40 x 40, seed 31; level 0's chunk
+/// [0, 2, 3] (channel 0, rows 80.., columns 120..) was never written: it shows the fill, 0.
+#[test]
+fn render_of_a_local_ome_zarr_matches_the_library_render_and_the_closed_form() {
+    let Some(dir) = fixtures() else { return };
+    let store = dir.join("ome04.zarr");
+    let store = store.to_str().unwrap();
+    let (w, h) = (130u32, 90u32);
+    let clim = [0.0f32, 4000.0];
+    let cli = render_ok(&[
+        store,
+        "--size",
+        &format!("{w}x{h}"),
+        "--clim",
+        "0,4000",
+        "--colormap",
+        "viridis",
+    ]);
+
+    // The same store through the library: its lazy source (channel 0) drawn offscreen, frames
+    // rendered until nothing is pending.
+    let zarr = sluice_zarr::ZarrSource::open_with(
+        store,
+        &sluice_zarr::OpenOptions {
+            channels: Some(vec![0]),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut scene = Scene::new();
+    scene.add(
+        Image::new(Arc::new(zarr.lazy().unwrap()))
+            .with_clim(0.0, 4000.0)
+            .unwrap()
+            .with_colormap(Colormap::Viridis),
+    );
+    let mut renderer =
+        Renderer::with_options(sluice_render::RendererOptions::from_env().unwrap()).unwrap();
+    let target = renderer.create_target(w, h).unwrap();
+    let camera = PanZoomCamera::fit(Vec2::ZERO, Vec2::new(w as f32, h as f32), target.size());
+    let started = Instant::now();
+    while renderer
+        .render(&scene, &camera, &target)
+        .unwrap()
+        .uploads_pending
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "never resident"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let library = renderer.read_image(&target).unwrap();
+    assert_eq!(cli.dimensions(), library.dimensions());
+    assert!(
+        cli.as_raw() == library.as_raw(),
+        "the PNG differs from the library's render"
+    );
+
+    let wrong = wrong_pixels(&cli, &Colormap::Viridis, clim, |x, y| {
+        if y >= 80 && x >= 120 {
+            0.0
+        } else {
+            closed_form(&[0, y, x], 31)
+        }
+    });
+    assert_eq!(wrong, 0, "pixels off the closed form through the colormap");
+}
+
+/// OME-Zarr 0.5, t/c/z/y/x = 2 x 3 x 10 x 72 x 100, seed 21 at level 0: `--t 1 --channel 2
+/// --as image` shows plane 5 (the middle) of time point 1, channel 2.
+#[test]
+fn time_point_and_channel_flags_choose_what_is_rendered() {
+    let Some(dir) = fixtures() else { return };
+    let store = dir.join("ome05.zarr");
+    let store = store.to_str().unwrap();
+    let clim = [10_000.0f32, 14_000.0];
+    let png = render_ok(&[
+        store,
+        "--as",
+        "image",
+        "--t",
+        "1",
+        "--channel",
+        "2",
+        "--size",
+        "100x72",
+        "--clim",
+        "10000,14000",
+        "--colormap",
+        "magma",
+    ]);
+    let wrong = wrong_pixels(&png, &Colormap::Magma, clim, |x, y| {
+        closed_form(&[1, 2, 5, y, x], 21)
+    });
+    assert_eq!(
+        wrong, 0,
+        "pixels off t = 1, c = 2, z = 5 of the closed form"
+    );
+    // Time point 0 differs by 7919 everywhere: the flag is not ignored.
+    let t0 = render_ok(&[
+        store,
+        "--as",
+        "image",
+        "--channel",
+        "2",
+        "--size",
+        "100x72",
+        "--clim",
+        "10000,14000",
+        "--colormap",
+        "magma",
+    ]);
+    assert_ne!(t0.as_raw(), png.as_raw());
+}
+
+#[test]
+fn info_names_the_store_axes_levels_chunk_grids_and_bytes() {
+    let Some(dir) = fixtures() else { return };
+    let store = dir.join("ome05.zarr");
+    let store = store.to_str().unwrap();
+    let out = sluice(&["info", store, "--t", "1"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Levels halve y and x (rounding up) and z: 10 x 72 x 100, 5 x 36 x 50, 3 x 18 x 25, in
+    // chunks of 4 x 32 x 32; u16, one channel shown.
+    let levels = [[10usize, 72, 100], [5, 36, 50], [3, 18, 25]];
+    let mut wanted = vec![
+        store.to_string(),
+        "OME-Zarr 0.5".into(),
+        "local directory".into(),
+        "t 2, c 3, z 10, y 72, x 100".into(),
+        "time point: 1 of 2".into(),
+        "channels: [0] of 3".into(),
+        "U16 x 1 channel(s)".into(),
+    ];
+    for (i, shape) in levels.iter().enumerate() {
+        let grid: Vec<usize> = shape
+            .iter()
+            .zip([4, 32, 32])
+            .map(|(s, c)| s.div_ceil(c))
+            .collect();
+        let bytes = shape.iter().product::<usize>() * 2;
+        wanted.push(format!(
+            "level {i} (/s{i}): shape {shape:?}, chunks [4, 32, 32] in a grid of {grid:?} ({} chunk(s)), {bytes} bytes",
+            grid.iter().product::<usize>()
+        ));
+    }
+    for line in &wanted {
+        assert!(
+            text.contains(line.as_str()),
+            "{line:?} missing from:\n{text}"
+        );
+    }
+
+    let sharded = dir.join("v3_sharded.zarr");
+    let out = sluice(&["info", sharded.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("shape [256, 384], chunks [32, 32] in a grid of [8, 12] (96 chunk(s), sharded), 196608 bytes"),
+        "{text}"
+    );
+}
+
+#[test]
+fn selections_the_store_does_not_have_name_the_numbers() {
+    let Some(dir) = fixtures() else { return };
+    let store = dir.join("ome05.zarr");
+    let store = store.to_str().unwrap();
+    assert_one_line_error(
+        &sluice(&["info", store, "--t", "5"]),
+        &[store, "time point 5", "2 point(s)"],
+    );
+    assert_one_line_error(
+        &sluice(&["render", store, "--channel", "7", "--out", "/tmp/never.png"]),
+        &[store, "[7]", "3 channel(s)"],
+    );
+}
+
+#[test]
+fn missing_stores_bad_channels_and_unreachable_urls_give_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none.zarr");
+    let missing = missing.to_str().unwrap();
+    assert_one_line_error(&sluice(&["info", missing]), &[missing, "No such file"]);
+    // Port 1 on the loopback: nothing listens, the connection is refused at once.
+    let url = "http://127.0.0.1:1/data.zarr";
+    assert_one_line_error(&sluice(&["info", url]), &[url, "remote read failed"]);
+    assert_one_line_error(&sluice(&["render", url, "--out", "/tmp/never.png"]), &[url]);
+    assert_one_line_error(&sluice(&["info", "gs://bucket/x.zarr"]), &["gs://"]);
+    assert_one_line_error(
+        &sluice(&["info", missing, "--channel", "0,1"]),
+        &["--channel", "3 or 4"],
+    );
+}
