@@ -6,7 +6,10 @@
 //! chunk, and [`level0_progress`] sums up their [`ChunkStatus`]es as a [`ChunkProgress`]
 //! (every level-0 chunk counted as visible).
 
+use std::sync::Arc;
+
 use sluice_core::{ChunkKey, ChunkProgress, ChunkStatus, SharedSource};
+use sluice_render::{Scene, Visual};
 
 /// Most level-0 chunks counted per source and frame: a dense level 0 fits in one texture (or
 /// its bricks), so a source with more chunks than this is not drawn whole anyway.
@@ -69,4 +72,27 @@ pub fn describe_missing(progress: &ChunkProgress) -> String {
         progress.loading,
         progress.failed.len(),
     )
+}
+
+/// The level-0 chunks of every lazy source `scene` draws, summed (each source once, however
+/// many visuals show it).
+pub fn scene_progress(scene: &Scene) -> ChunkProgress {
+    let mut total = ChunkProgress::default();
+    let mut seen: Vec<*const ()> = Vec::new();
+    for (visual, _) in scene.draw_list() {
+        let source = match visual {
+            Visual::Image(i) => i.source(),
+            Visual::Volume(v) => v.source(),
+            _ => continue,
+        };
+        let key = Arc::as_ptr(source) as *const ();
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        if let Some(progress) = level0_progress(source) {
+            add_progress(&mut total, progress);
+        }
+    }
+    total
 }

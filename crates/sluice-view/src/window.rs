@@ -652,7 +652,11 @@ impl WindowState {
             frame_ms: started.elapsed().as_secs_f64() * 1e3,
             bytes_uploaded: stats.bytes_uploaded,
             resident_bytes: self.counters.resident_bytes,
+            // The renderer holds sources under no GPU budget yet (the paged virtual texture
+            // of issue 13 brings one): the bar says "no budget".
+            gpu_budget: None,
             pixels_drawn: stats.pixels_drawn,
+            chunks: (&crate::chunks::scene_progress(&self.view.scene)).into(),
         };
         let repaint = output
             .viewport_output

@@ -359,3 +359,101 @@ fn missing_stores_bad_channels_and_unreachable_urls_give_one_line() {
         &["--channel", "3 or 4"],
     );
 }
+
+/// Renders `view` at `size` until nothing is pending (the store's chunks have loaded).
+fn render_resident(
+    renderer: &mut Renderer,
+    view: &sluice_view::View,
+    size: [u32; 2],
+) -> image::RgbaImage {
+    let target = renderer.create_target(size[0], size[1]).unwrap();
+    let camera = view.fit_camera(size);
+    let started = Instant::now();
+    while renderer
+        .render(&view.scene, &camera, &target)
+        .unwrap()
+        .uploads_pending
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "never resident"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    renderer.read_image(&target).unwrap()
+}
+
+/// The window panel's t and channel sliders (driven through egui_kittest by their
+/// accessibility actions) make the layer draw that time point and channel of the store; the
+/// status bar's chunk counts and memory say what is resident.
+#[test]
+fn panel_t_and_channel_sliders_show_that_time_point_and_channel() {
+    use egui::accesskit::Role;
+    use egui_kittest::kittest::Queryable;
+    use sluice_view::input::{self, OpenOptions};
+    use sluice_view::panel::{self, ChunkCounts, Status};
+    use sluice_view::{Settings, ShowAs, View};
+
+    let Some(dir) = fixtures() else { return };
+    let store = dir.join("ome05.zarr");
+    let input = input::open(store.to_str().unwrap(), &OpenOptions::default()).unwrap();
+    let settings = Settings {
+        show_as: ShowAs::Image,
+        clim: Some([10_000.0, 14_000.0]),
+        colormap: Some(Colormap::Magma),
+        ..Settings::default()
+    };
+    let view = View::build(&[input], &settings).unwrap();
+    let mut harness = egui_kittest::Harness::new_ui_state(
+        |ui, view: &mut View| {
+            panel::layer_controls(ui, &mut view.scene, &mut view.layers);
+        },
+        view,
+    );
+    harness.run();
+    harness
+        .get_by_role_and_label(Role::Slider, "t")
+        .set_value_accesskit(1.0);
+    harness.run();
+    harness
+        .get_by_role_and_label(Role::Slider, "channel")
+        .set_value_accesskit(2.0);
+    harness.run();
+    let view = harness.state();
+    let selection = view.layers[0].store.as_ref().unwrap().selection().clone();
+    assert_eq!((selection.time, selection.channels), (1, vec![2]));
+
+    let mut renderer =
+        Renderer::with_options(sluice_render::RendererOptions::from_env().unwrap()).unwrap();
+    let png = render_resident(&mut renderer, view, [100, 72]);
+    let wrong = wrong_pixels(&png, &Colormap::Magma, [10_000.0, 14_000.0], |x, y| {
+        closed_form(&[1, 2, 5, y, x], 21)
+    });
+    assert_eq!(
+        wrong, 0,
+        "pixels off t = 1, c = 2, z = 5 of the closed form"
+    );
+
+    // The plane is drawn from the store's level 0, 3 x 3 x 4 chunks, all resident now.
+    let chunks = ChunkCounts::from(&sluice_view::chunks::scene_progress(&view.scene));
+    assert_eq!(
+        chunks,
+        ChunkCounts {
+            wanted: 36,
+            resident: 36,
+            loading: 0,
+            failed: 0
+        }
+    );
+    assert_eq!(
+        panel::chunks_text(&chunks).unwrap(),
+        "chunks 36 / 36, 0 loading, 0 failed"
+    );
+    let resident = renderer.counters().resident_bytes;
+    assert_eq!(resident, 10 * 72 * 100 * 2, "one u16 volume texture");
+    let status = Status {
+        resident_bytes: resident,
+        ..Status::default()
+    };
+    assert_eq!(panel::memory_text(&status), "resident 0.1 MiB (no budget)");
+}
