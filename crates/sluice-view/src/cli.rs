@@ -279,8 +279,8 @@ pub fn render_view(
 
 /// [`render_view`] waiting at most `timeout` for lazy sources (Zarr stores).
 ///
-/// It renders, and while a frame leaves uploads pending or a layer's level-0 chunks are not
-/// all resident, waits for the renderer to be woken (a chunk arrived) and renders again. A
+/// It renders, and while a frame leaves uploads pending or chunks of a layer's level 0 are
+/// queued or loading, waits for the renderer to be woken (a chunk arrived) and renders again. A
 /// chunk that failed (after the loader pool's retries) is an error naming it, as is a
 /// timeout, naming what had not arrived: the PNG is written complete or not at all.
 pub fn render_view_within(
@@ -318,7 +318,10 @@ pub fn render_view_within(
                     reason: failure.error.to_string(),
                 });
             }
-            if !progress.visible_complete() {
+            // Chunks nobody asked for do not hold the frame up: the renderer reads what it
+            // draws, and a read queues what is missing (a frame that found some missing says
+            // so in `uploads_pending`).
+            if progress.queued + progress.loading > 0 {
                 complete = false;
                 if started.elapsed() >= timeout {
                     return Err(ViewError::NotResident {
