@@ -285,7 +285,9 @@ pub struct Status {
     pub bytes_uploaded: u64,
     /// Bytes of GPU memory source data holds now.
     pub resident_bytes: u64,
-    /// The GPU budget those bytes are held under; `None` where the renderer has none.
+    /// Of those, the bytes held by pages of paged sources: what a GPU budget bounds.
+    pub page_bytes: u64,
+    /// The renderer's GPU budget for pages; `None` where the renderer has none.
     pub gpu_budget: Option<u64>,
     /// Pixels the last frame redrew.
     pub pixels_drawn: u64,
@@ -318,14 +320,15 @@ impl From<&ChunkProgress> for ChunkCounts {
     }
 }
 
-/// The GPU memory part of the status bar: "resident 12.0 MiB of 512.0 MiB", or "resident
-/// 12.0 MiB (no budget)".
+/// The GPU memory part of the status bar: "resident 40.0 MiB, pages 12.0 of 512.0 MiB
+/// budget", or "resident 12.0 MiB (no budget)".
 pub fn memory_text(status: &Status) -> String {
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
     match status.gpu_budget {
         Some(budget) => format!(
-            "resident {:.1} MiB of {:.1} MiB",
+            "resident {:.1} MiB, pages {:.1} of {:.1} MiB budget",
             mib(status.resident_bytes),
+            mib(status.page_bytes),
             mib(budget)
         ),
         None => format!("resident {:.1} MiB (no budget)", mib(status.resident_bytes)),

@@ -655,6 +655,7 @@ impl WindowState {
             // The renderer holds sources under no GPU budget yet (the paged virtual texture
             // of issue 13 brings one): the bar says "no budget".
             gpu_budget: None,
+            page_bytes: 0,
             pixels_drawn: stats.pixels_drawn,
             chunks: (&crate::chunks::scene_progress(&self.view.scene)).into(),
         };

@@ -456,4 +456,14 @@ fn panel_t_and_channel_sliders_show_that_time_point_and_channel() {
         ..Status::default()
     };
     assert_eq!(panel::memory_text(&status), "resident 0.1 MiB (no budget)");
+    let budgeted = Status {
+        resident_bytes: 40 << 20,
+        page_bytes: 12 << 20,
+        gpu_budget: Some(512 << 20),
+        ..Status::default()
+    };
+    assert_eq!(
+        panel::memory_text(&budgeted),
+        "resident 40.0 MiB, pages 12.0 of 512.0 MiB budget"
+    );
 }
