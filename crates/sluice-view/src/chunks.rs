@@ -59,14 +59,14 @@ pub fn add_progress(total: &mut ChunkProgress, more: ChunkProgress) {
     total.failed.extend(more.failed);
 }
 
-/// What is missing of `progress`, in words: "3 of 12 chunks of level 0 not loaded (2 queued,
-/// 1 loading, 0 not requested yet)".
+/// What is missing of `progress`, in words: "3 of the 12 chunks the frame shows not loaded
+/// (2 queued, 1 loading, 0 failed, 0 not requested yet)".
 pub fn describe_missing(progress: &ChunkProgress) -> String {
     let missing = progress.visible_wanted - progress.visible_resident;
     let unrequested =
         missing.saturating_sub(progress.queued + progress.loading + progress.failed.len());
     format!(
-        "{missing} of {} chunks of level 0 not loaded ({} queued, {} loading, {} failed, {unrequested} not requested yet)",
+        "{missing} of the {} chunks the frame shows not loaded ({} queued, {} loading, {} failed, {unrequested} not requested yet)",
         progress.visible_wanted,
         progress.queued,
         progress.loading,
