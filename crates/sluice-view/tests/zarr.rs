@@ -5,13 +5,15 @@
 //! and bytes; a missing store, an unreachable URL and a selection the store does not have each
 //! give one line and exit status 1.
 //!
+//! The same store over HTTP (a loopback server the test starts) renders the same PNG, and a
+//! chunk the server refuses is one line naming it, with no PNG written.
+//!
 //! The fixtures are written by `tests/fixtures/write_zarr.py` (zarr-python 3.1.6, from
 //! `SLUICE_PYTHON` or the venv `.ci/run` makes); without it the fixture tests say they skipped,
 //! unless `SLUICE_REQUIRE_ZARR=1`. Renders on lavapipe with `SLUICE_BACKEND=vulkan`.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_render::glam::Vec2;
@@ -42,62 +44,12 @@ fn assert_one_line_error(out: &Output, needles: &[&str]) {
     assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"));
 }
 
-fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("SLUICE_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = PathBuf::from("/tmp/sluice-venv/bin/python3");
-    if venv.exists() {
-        venv
-    } else {
-        PathBuf::from("python3")
-    }
-}
+/// sluice-zarr's test helpers: the fixtures zarr-python writes, and a loopback HTTP server
+/// honouring Range with injectable faults.
+#[path = "../../sluice-zarr/tests/common/mod.rs"]
+mod common;
 
-/// The fixture directory, written once per test binary; `None` (after saying why) without
-/// zarr-python 3.1.6, unless `SLUICE_REQUIRE_ZARR=1`.
-fn fixtures() -> Option<&'static Path> {
-    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let py = python();
-        let check = Command::new(&py)
-            .args([
-                "-c",
-                "import zarr; assert zarr.__version__ == '3.1.6', zarr.__version__",
-            ])
-            .output();
-        let why = match &check {
-            Ok(o) if o.status.success() => None,
-            Ok(o) => Some(String::from_utf8_lossy(&o.stderr).trim().to_string()),
-            Err(e) => Some(e.to_string()),
-        };
-        if let Some(why) = why {
-            assert!(
-                std::env::var("SLUICE_REQUIRE_ZARR").as_deref() != Ok("1"),
-                "SLUICE_REQUIRE_ZARR=1 but {} has no zarr-python 3.1.6: {why}",
-                py.display()
-            );
-            eprintln!(
-                "skipped: {} has no zarr-python 3.1.6 ({why}); set SLUICE_PYTHON",
-                py.display()
-            );
-            return None;
-        }
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("view-zarr-fixtures");
-        let _ = std::fs::remove_dir_all(&dir);
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/write_zarr.py");
-        let out = Command::new(&py).arg(&script).arg(&dir).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{} failed: {}",
-            script.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Some(dir)
-    })
-    .as_deref()
-}
+use common::fixtures;
 
 /// `write_zarr.py`'s closed form for uint16: the seed plus index[i] times the last primes.
 fn closed_form(index: &[u64], seed: i64) -> f32 {
@@ -466,4 +418,54 @@ fn panel_t_and_channel_sliders_show_that_time_point_and_channel() {
         panel::memory_text(&budgeted),
         "resident 40.0 MiB, pages 12.0 of 512.0 MiB budget"
     );
+}
+
+#[test]
+fn a_store_over_http_renders_as_the_local_store_and_a_refused_chunk_is_one_line() {
+    let Some(dir) = fixtures() else { return };
+    let args = |store: &str| -> Vec<String> {
+        [
+            store,
+            "--size",
+            "130x90",
+            "--clim",
+            "0,4000",
+            "--colormap",
+            "viridis",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let local = dir.join("ome04.zarr");
+    let local = render_ok(
+        &args(local.to_str().unwrap())
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let server = common::TestServer::start(dir);
+    let url = server.url("ome04.zarr");
+    let remote = render_ok(&args(&url).iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        remote.as_raw() == local.as_raw(),
+        "the store over HTTP renders differently"
+    );
+    assert!(server.requests.load(std::sync::atomic::Ordering::Relaxed) > 0);
+
+    // Level 0's chunk (c 0, y 1, x 2) refused with 403 (final: not retried, not "absent").
+    server
+        .faults
+        .status
+        .lock()
+        .unwrap()
+        .insert("/ome04.zarr/s0/0/1/2".into(), 403);
+    let out_dir = tempfile::tempdir().unwrap();
+    let png = out_dir.path().join("never.png");
+    let mut all = vec!["render".to_string()];
+    all.extend(args(&url));
+    all.extend(["--out".to_string(), png.to_str().unwrap().to_string()]);
+    let out = sluice(&all.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_one_line_error(&out, &[&url, "chunk [0, 1, 2]", "403"]);
+    assert!(!png.exists(), "no PNG is written for an incomplete frame");
 }
