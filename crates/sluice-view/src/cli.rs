@@ -42,7 +42,8 @@ enum Command {
         inputs: InputArgs,
         #[command(flatten)]
         display: DisplayArgs,
-        /// Close after this many frames (for scripts and tests).
+        /// Close after this many complete frames (for scripts and tests; frames drawn while a
+        /// Zarr store's chunks load do not count).
         #[arg(long)]
         frames: Option<u64>,
         /// With --frames, write the last frame here as PNG.

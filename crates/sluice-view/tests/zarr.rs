@@ -469,3 +469,50 @@ fn a_store_over_http_renders_as_the_local_store_and_a_refused_chunk_is_one_line(
     assert_one_line_error(&out, &[&url, "chunk [0, 1, 2]", "403"]);
     assert!(!png.exists(), "no PNG is written for an incomplete frame");
 }
+
+/// `sluice view STORE --frames 2 --save` under a display (Xvfb): the window waits for the
+/// store's chunks before counting frames, and its last frame is what `sluice render` draws at
+/// the same size (the same fitted camera), pixel for pixel.
+#[test]
+fn view_of_a_store_saves_the_complete_frame_that_render_draws() {
+    let has_display =
+        std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    if !has_display {
+        assert!(
+            std::env::var("SLUICE_REQUIRE_WINDOW").as_deref() != Ok("1"),
+            "SLUICE_REQUIRE_WINDOW=1 but there is no display (run under xvfb-run)"
+        );
+        eprintln!("skipped: no display (DISPLAY / WAYLAND_DISPLAY unset); run under xvfb-run");
+        return;
+    }
+    let Some(dir) = fixtures() else { return };
+    let store = dir.join("ome04.zarr");
+    let store = store.to_str().unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let saved = out_dir.path().join("window.png");
+    let shown = ["--clim", "0,4000", "--colormap", "viridis"];
+    let mut args = vec![
+        "view",
+        store,
+        "--frames",
+        "2",
+        "--save",
+        saved.to_str().unwrap(),
+    ];
+    args.extend_from_slice(&shown);
+    let run = sluice(&args);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let window = image::open(&saved).unwrap().to_rgba8();
+    let size = format!("{}x{}", window.width(), window.height());
+    let mut args = vec![store, "--size", size.as_str()];
+    args.extend_from_slice(&shown);
+    let rendered = render_ok(&args);
+    assert!(
+        window.as_raw() == rendered.as_raw(),
+        "the window's last frame differs from sluice render at {size}"
+    );
+}
