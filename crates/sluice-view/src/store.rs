@@ -179,7 +179,7 @@ impl ZarrInput {
 
     /// Values for the contrast controls, read from the coarsest level (blocking, on the
     /// caller's thread, with a progress bar): evenly spaced chunks of it, all where few, at
-    /// most [`MAX_STAT_CHUNKS`] chunks and about [`MAX_STAT_SAMPLES`] values. Chunks never
+    /// most 16 chunks and about 262,144 values. Chunks never
     /// written count as the fill value, which is what they show.
     pub fn sample_stats(&self) -> Result<Stats, ViewError> {
         let z = &self.zarr;
