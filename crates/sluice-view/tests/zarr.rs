@@ -516,3 +516,35 @@ fn view_of_a_store_saves_the_complete_frame_that_render_draws() {
         "the window's last frame differs from sluice render at {size}"
     );
 }
+
+/// A store slower than `--timeout`: one line naming what had not arrived, and no PNG.
+#[test]
+fn render_gives_up_after_the_timeout_naming_the_missing_chunks() {
+    let Some(dir) = fixtures() else { return };
+    let server = common::TestServer::start(dir);
+    let url = server.url("ome04.zarr");
+    // Every answer waits 100 ms: the first frame finds level 0's chunks loading.
+    server
+        .faults
+        .latency_ms
+        .store(100, std::sync::atomic::Ordering::Relaxed);
+    let out_dir = tempfile::tempdir().unwrap();
+    let png = out_dir.path().join("never.png");
+    let out = sluice(&[
+        "render",
+        &url,
+        "--timeout",
+        "0",
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert_one_line_error(
+        &out,
+        &[
+            &url,
+            "of the 12 chunks the frame shows not loaded",
+            "after 0 s",
+        ],
+    );
+    assert!(!png.exists(), "no PNG is written for an incomplete frame");
+}
