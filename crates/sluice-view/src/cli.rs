@@ -1,8 +1,9 @@
 //! The `sluice` command line: `view`, `render`, `info` and `demo stream`.
 //!
 //! A user's mistake (a missing file, a wrong `--shape`, an unsupported `--dtype`, a bad
-//! `--clim`, a URL before Zarr support lands) ends the program with one line on stderr and
-//! exit status 1; clap's own usage errors exit with status 2.
+//! `--clim`, an unreachable URL, a store without the time point or channel asked for) ends the
+//! program with one line on stderr and exit status 1; clap's own usage errors exit with
+//! status 2.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,10 +12,11 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use sluice_core::ndarray::Array2;
-use sluice_core::{ArraySource, DataSource};
+use sluice_core::{ArraySource, DataSource, SharedSource};
 use sluice_render::glam::Vec2;
 use sluice_render::{Colormap, Image, OrbitCamera, PanZoomCamera, Renderer, Scene, VolumeMode};
 
+use crate::chunks;
 use crate::error::ViewError;
 use crate::input::{self, InputKind, OpenOptions};
 use crate::layers::{Settings, ShowAs, View, ViewCamera};
@@ -40,7 +42,8 @@ enum Command {
         inputs: InputArgs,
         #[command(flatten)]
         display: DisplayArgs,
-        /// Close after this many frames (for scripts and tests).
+        /// Close after this many complete frames (for scripts and tests; frames drawn while a
+        /// Zarr store's chunks load do not count).
         #[arg(long)]
         frames: Option<u64>,
         /// With --frames, write the last frame here as PNG.
@@ -63,6 +66,10 @@ enum Command {
         /// in degrees. Without it the view fits the data.
         #[arg(long)]
         camera: Option<String>,
+        /// Seconds to wait for the chunks of Zarr stores before giving up (the PNG is written
+        /// only once every chunk it shows has loaded).
+        #[arg(long, default_value_t = 120)]
+        timeout: u64,
     },
     /// Prints layout, element type, chunk grid, levels and the bytes each needs.
     Info {
@@ -89,7 +96,8 @@ enum Demo {
 
 #[derive(Args, Debug)]
 struct InputArgs {
-    /// Files: .npy, .png, .tif/.tiff (multi-page: a volume), or raw with --shape and --dtype.
+    /// Files: .npy, .png, .tif/.tiff (multi-page: a volume), raw with --shape and --dtype;
+    /// Zarr / OME-Zarr stores: a directory, http(s):// or s3:// URL.
     #[arg(required = true)]
     paths: Vec<String>,
     /// Shape of raw files, numpy order: ROWS,COLS or PLANES,ROWS,COLS.
@@ -101,6 +109,13 @@ struct InputArgs {
     /// Bytes to skip at the start of raw files.
     #[arg(long, default_value_t = 0)]
     offset: u64,
+    /// Zarr stores with a time axis: the time point shown (default 0).
+    #[arg(long = "t")]
+    time: Option<u64>,
+    /// Zarr stores with a channel axis: the channel shown (default 0), or 3 or 4 channels
+    /// C1,C2,C3[,C4] shown as RGB(A).
+    #[arg(long)]
+    channel: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -131,6 +146,8 @@ impl InputArgs {
             shape: self.shape.as_deref().map(input::parse_shape).transpose()?,
             dtype: self.dtype.as_deref().map(input::parse_dtype).transpose()?,
             offset: self.offset,
+            time: self.time,
+            channels: self.channel.as_deref().map(parse_channels).transpose()?,
         };
         self.paths
             .iter()
@@ -175,6 +192,30 @@ impl DisplayArgs {
             grid: self.grid,
         })
     }
+}
+
+/// Parses `--channel`: one channel index, or 3 or 4 of them separated by commas.
+pub fn parse_channels(text: &str) -> Result<Vec<u64>, ViewError> {
+    let bad = |reason: String| ViewError::BadArgument {
+        option: "--channel",
+        value: text.to_string(),
+        reason,
+    };
+    let channels = text
+        .split(',')
+        .map(|c| {
+            c.trim()
+                .parse::<u64>()
+                .map_err(|e| bad(format!("{c:?} is not a channel index: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if !matches!(channels.len(), 1 | 3 | 4) {
+        return Err(bad(format!(
+            "one channel, or 3 or 4 shown as RGB(A); got {}",
+            channels.len()
+        )));
+    }
+    Ok(channels)
 }
 
 /// A built-in colormap by name (case-insensitive).
@@ -224,17 +265,100 @@ pub fn parse_camera(text: &str, view: &View) -> Result<ViewCamera, ViewError> {
     }
 }
 
-/// Renders `view` headless at `size` with `camera` (or the fitted one) into an image.
+/// How long [`render_view`] waits for lazy sources' chunks.
+pub const DEFAULT_RENDER_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Renders `view` headless at `size` with `camera` (or the fitted one) into an image, once
+/// every chunk the frame shows has loaded (waiting at most [`DEFAULT_RENDER_TIMEOUT`]).
 pub fn render_view(
     view: &View,
     size: [u32; 2],
     camera: Option<ViewCamera>,
 ) -> Result<image::RgbaImage, ViewError> {
+    render_view_within(view, size, camera, DEFAULT_RENDER_TIMEOUT)
+}
+
+/// [`render_view`] waiting at most `timeout` for lazy sources (Zarr stores).
+///
+/// It renders, and while a frame leaves uploads pending or chunks of a layer's level 0 are
+/// queued or loading, waits for the renderer to be woken (a chunk arrived) and renders again. A
+/// chunk that failed (after the loader pool's retries) is an error naming it, as is a
+/// timeout, naming what had not arrived: the PNG is written complete or not at all.
+pub fn render_view_within(
+    view: &View,
+    size: [u32; 2],
+    camera: Option<ViewCamera>,
+    timeout: Duration,
+) -> Result<image::RgbaImage, ViewError> {
     let mut renderer = Renderer::with_options(sluice_render::RendererOptions::from_env()?)?;
+    let (woken, wakes) = std::sync::mpsc::channel::<()>();
+    renderer.set_redraw_notify(Some(Arc::new(move || {
+        let _ = woken.send(());
+    })));
     let target = renderer.create_target(size[0], size[1])?;
     let camera = camera.unwrap_or_else(|| view.fit_camera(size));
-    renderer.render(&view.scene, &camera, &target)?;
+    let sources: Vec<(&str, SharedSource)> = view
+        .layers
+        .iter()
+        .filter_map(|l| layer_source(&view.scene, l.node).map(|s| (l.name.as_str(), s)))
+        .collect();
+    let started = Instant::now();
+    loop {
+        let stats = renderer.render(&view.scene, &camera, &target)?;
+        let mut complete = !stats.uploads_pending;
+        for (name, source) in &sources {
+            let Some(progress) = chunks::level0_progress(source) else {
+                continue;
+            };
+            if let Some((key, failure)) = progress.failed.first() {
+                return Err(ViewError::ChunksFailed {
+                    input: name.to_string(),
+                    count: progress.failed.len(),
+                    level: key.level,
+                    index: key.index,
+                    reason: failure.error.to_string(),
+                });
+            }
+            // Chunks nobody asked for do not hold the frame up: the renderer reads what it
+            // draws, and a read queues what is missing (a frame that found some missing says
+            // so in `uploads_pending`).
+            if progress.queued + progress.loading > 0 {
+                complete = false;
+                if started.elapsed() >= timeout {
+                    return Err(ViewError::NotResident {
+                        input: name.to_string(),
+                        missing: chunks::describe_missing(&progress),
+                        seconds: timeout.as_secs(),
+                    });
+                }
+            }
+        }
+        if complete {
+            break;
+        }
+        let left = timeout.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return Err(ViewError::NotResident {
+                input: sources.first().map_or("the scene", |s| s.0).to_string(),
+                missing: "uploads still pending".into(),
+                seconds: timeout.as_secs(),
+            });
+        }
+        // Woken when a chunk settles; the short bound also catches a wake that came before
+        // this wait began.
+        let _ = wakes.recv_timeout(left.min(Duration::from_millis(50)));
+        renderer.take_redraw_request();
+    }
     Ok(renderer.read_image(&target)?)
+}
+
+/// The source a layer's visual draws.
+fn layer_source(scene: &Scene, node: sluice_render::NodeId) -> Option<SharedSource> {
+    match scene.visual(node)? {
+        sluice_render::Visual::Image(i) => Some(i.source().clone()),
+        sluice_render::Visual::Volume(v) => Some(v.source().clone()),
+        _ => None,
+    }
 }
 
 /// Runs the command line on `std::env::args`, printing an error as one line.
@@ -243,7 +367,13 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("sluice: error: {e}");
+            // One line, whatever the message holds (a remote error may carry several).
+            let line = e
+                .to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            eprintln!("sluice: error: {line}");
             ExitCode::FAILURE
         }
     }
@@ -276,12 +406,13 @@ pub fn run(cli: Cli) -> Result<(), ViewError> {
             out,
             size,
             camera,
+            timeout,
         } => {
             let size = input::parse_size(&size)?;
             let settings = display.settings()?;
             let view = View::build(&inputs.open()?, &settings)?;
             let camera = camera.map(|c| parse_camera(&c, &view)).transpose()?;
-            let image = render_view(&view, size, camera)?;
+            let image = render_view_within(&view, size, camera, Duration::from_secs(timeout))?;
             image.save(&out).map_err(|e| ViewError::WritePng {
                 path: out.clone(),
                 reason: e.to_string(),
@@ -303,6 +434,9 @@ pub fn run(cli: Cli) -> Result<(), ViewError> {
 
 /// What `sluice info` prints for one input.
 pub fn info(input: &input::Input) -> String {
+    if let Some(store) = &input.store {
+        return format!("{}\n{}", input.name, store.describe());
+    }
     let layout = input.source.layout();
     let kind = match InputKind::of(&input.name) {
         InputKind::Npy => "npy (memory-mapped)",

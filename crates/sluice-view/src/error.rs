@@ -35,11 +35,41 @@ pub enum ViewError {
         /// The file.
         path: PathBuf,
     },
-    /// A `.zarr` path or a URL: Zarr sources land with the chunked-source work.
-    #[error("{input}: Zarr stores and URLs are not supported yet (coming with sluice-zarr)")]
-    ZarrNotYet {
+    /// A Zarr store could not be opened or read (it names the path or URL and, for remote
+    /// stores, the HTTP status).
+    #[error(transparent)]
+    Zarr(#[from] sluice_zarr::ZarrError),
+    /// The time point or channels asked of a store are not in it.
+    #[error("{input}: {reason}")]
+    Selection {
         /// The path or URL given.
         input: String,
+        /// What was asked and what the store has.
+        reason: String,
+    },
+    /// A headless render gave up waiting for a lazy source's chunks.
+    #[error("{input}: {missing} after {seconds} s; the PNG would be incomplete (raise --timeout for slow stores)")]
+    NotResident {
+        /// The path or URL given.
+        input: String,
+        /// What had not arrived: chunks not loaded, queued, loading.
+        missing: String,
+        /// How long it waited.
+        seconds: u64,
+    },
+    /// Chunks of a lazy source failed to load (after retries): they would show the fill value.
+    #[error("{input}: {count} chunk(s) failed to load, first chunk {index:?} of level {level}: {reason}")]
+    ChunksFailed {
+        /// The path or URL given.
+        input: String,
+        /// Chunks that failed.
+        count: usize,
+        /// The first failed chunk's level.
+        level: usize,
+        /// The first failed chunk's index (numpy order, padded to three axes).
+        index: [usize; 3],
+        /// Its error.
+        reason: String,
     },
     /// An image file decoded to a pixel type sluice does not show.
     #[error("{path}: unsupported pixel type {pixel} (sluice reads 8- and 16-bit gray, gray+alpha, RGB and RGBA, and 32-bit float gray)")]

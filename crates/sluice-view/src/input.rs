@@ -1,8 +1,7 @@
 //! Opening what a user points the viewer at: `.npy`, raw files with an explicit layout, PNG and
-//! TIFF (a multi-page TIFF is a volume). Each input becomes a shared [`DataSource`].
-//!
-//! Zarr stores and URLs land with the chunked-source work: [`InputKind::of`] already tells them
-//! apart, so adding them is one arm in [`open`].
+//! TIFF (a multi-page TIFF is a volume), and Zarr / OME-Zarr stores from a directory or a URL
+//! ([`crate::store`]). Each input becomes a shared [`DataSource`](sluice_core::DataSource);
+//! a store's is lazy (its chunks load as they are drawn).
 
 use std::fs::File;
 use std::io::BufReader;
@@ -14,6 +13,7 @@ use sluice_core::{ArraySource, ElementType, Layout, MmapSource, Shape, SharedSou
 
 use crate::error::ViewError;
 use crate::progress::Progress;
+use crate::store::ZarrInput;
 
 /// How to read inputs that do not describe themselves (raw files).
 #[derive(Clone, Debug, Default)]
@@ -24,6 +24,11 @@ pub struct OpenOptions {
     pub dtype: Option<ElementType>,
     /// Bytes to skip at the start of a raw file (a header).
     pub offset: u64,
+    /// The time point of a Zarr store with a time axis (0 without it).
+    pub time: Option<u64>,
+    /// The channels of a Zarr store with a channel axis (channel 0 alone without them; three
+    /// or four are shown as RGB or RGBA).
+    pub channels: Option<Vec<u64>>,
 }
 
 /// An opened input: its name (the path as given) and its data.
@@ -33,6 +38,20 @@ pub struct Input {
     pub name: String,
     /// The data.
     pub source: SharedSource,
+    /// The Zarr store behind `source`, for a store (its description, its statistics, and
+    /// other time points and channels).
+    pub store: Option<ZarrInput>,
+}
+
+impl Input {
+    /// An input showing `source` under `name` (no store behind it).
+    pub fn new(name: impl Into<String>, source: SharedSource) -> Self {
+        Input {
+            name: name.into(),
+            source,
+            store: None,
+        }
+    }
 }
 
 impl std::fmt::Debug for Input {
@@ -80,15 +99,26 @@ impl InputKind {
     }
 }
 
-/// Opens `input` (a path, or later a URL).
+/// Opens `input` (a path, or a URL of a Zarr store).
 pub fn open(input: &str, options: &OpenOptions) -> Result<Input, ViewError> {
-    let kind = InputKind::of(input);
     let path = PathBuf::from(input);
+    let kind = match InputKind::of(input) {
+        // A directory is a store whatever its name (OME-Zarr groups are often `x.ome.zarr`,
+        // but not always).
+        InputKind::Raw if path.is_dir() => InputKind::Zarr,
+        kind => kind,
+    };
     let source: SharedSource = match kind {
         InputKind::Zarr => {
-            return Err(ViewError::ZarrNotYet {
-                input: input.to_string(),
-            })
+            if !input.contains("://") {
+                check_exists(&path)?;
+            }
+            let (store, source) = ZarrInput::open(input, options.time, options.channels.clone())?;
+            return Ok(Input {
+                name: input.to_string(),
+                source,
+                store: Some(store),
+            });
         }
         InputKind::Npy => {
             check_exists(&path)?;
@@ -115,10 +145,7 @@ pub fn open(input: &str, options: &OpenOptions) -> Result<Input, ViewError> {
             Arc::new(MmapSource::open_raw(&path, layout, options.offset)?)
         }
     };
-    Ok(Input {
-        name: input.to_string(),
-        source,
-    })
+    Ok(Input::new(input, source))
 }
 
 fn check_exists(path: &Path) -> Result<(), ViewError> {

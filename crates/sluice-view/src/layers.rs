@@ -13,6 +13,7 @@ use sluice_render::{
 
 use crate::error::ViewError;
 use crate::input::Input;
+use crate::store::ZarrInput;
 
 /// How an input is shown.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -108,7 +109,8 @@ impl Stats {
         Stats::from_values(values)
     }
 
-    fn from_values(mut values: Vec<f64>) -> Stats {
+    /// Summarizes `values` (finite ones).
+    pub(crate) fn from_values(mut values: Vec<f64>) -> Stats {
         values.sort_by(f64::total_cmp);
         let range = match (values.first(), values.last()) {
             (Some(&lo), Some(&hi)) => [lo, hi],
@@ -165,6 +167,8 @@ pub struct Layer {
     pub stats: Stats,
     /// Its size in world units: `[x, y, z]`.
     pub extent: Vec3,
+    /// The Zarr store it shows, for a store (the t / channel controls select from it).
+    pub store: Option<ZarrInput>,
 }
 
 /// A scene of layers and the box they fill.
@@ -212,7 +216,12 @@ impl View {
                     ),
                 });
             }
-            let stats = Stats::scan(&input.source);
+            // A store's source is lazy (nothing is resident yet): its statistics come from
+            // chunks of its coarsest level, read now.
+            let stats = match &input.store {
+                Some(store) => store.sample_stats()?,
+                None => Stats::scan(&input.source),
+            };
             let clim = settings.clim.unwrap_or_else(|| {
                 if layout.element().is_float() {
                     stats.range
@@ -256,6 +265,7 @@ impl View {
                 visible: true,
                 stats,
                 extent,
+                store: input.store.clone(),
             });
         }
         Ok(View {
@@ -456,4 +466,27 @@ pub fn set_plane(scene: &mut Scene, node: NodeId, z: usize) {
     if let Some(Visual::Image(i)) = scene.visual_mut(node) {
         i.set_slice(Slice::Z(z));
     }
+}
+
+/// Shows time point `time` and `channels` of a store layer: the layer's visual draws the new
+/// selection's lazy source (its display settings stay; the data is uploaded as its chunks
+/// load). The layer keeps its statistics (reading new ones would block the window on the
+/// store). A layer without a store is left alone.
+pub fn select(
+    scene: &mut Scene,
+    layer: &mut Layer,
+    time: u64,
+    channels: Vec<u64>,
+) -> Result<(), ViewError> {
+    let Some(store) = &layer.store else {
+        return Ok(());
+    };
+    let (store, source) = store.select(time, channels)?;
+    match scene.visual_mut(layer.node) {
+        Some(Visual::Image(i)) => i.set_source(source),
+        Some(Visual::Volume(v)) => v.set_source(source),
+        _ => {}
+    }
+    layer.store = Some(store);
+    Ok(())
 }

@@ -6,11 +6,14 @@
 //! layer controls and a status bar. It redraws only on input, on a control change, when a
 //! source wakes the renderer, or through a [`RedrawHandle`]: idle, it costs nothing.
 //!
-//! The `sluice` binary ([`cli`]) opens files ([`input`]) and shows them (`view`), renders them
-//! to PNG (`render`), describes them (`info`), and streams a live source (`demo stream`).
+//! The `sluice` binary ([`cli`]) opens files ([`input`]) and Zarr / OME-Zarr stores from a
+//! directory or a URL ([`store`]), and shows them (`view`), renders them to PNG (`render`, once
+//! every chunk shown has loaded), describes them (`info`), and streams a live source (`demo
+//! stream`). The status bar counts the chunks of lazy sources ([`chunks`]).
 //!
 //! Errors are [`ViewError`]s naming the path, value or numbers involved.
 
+pub mod chunks;
 pub mod cli;
 mod error;
 pub mod input;
@@ -18,9 +21,11 @@ pub mod layers;
 pub mod panel;
 mod progress;
 pub mod shared;
+pub mod store;
 mod window;
 
 pub use error::ViewError;
 pub use layers::{Layer, LayerKind, Settings, ShowAs, View, ViewCamera};
 pub use progress::Progress;
+pub use store::ZarrInput;
 pub use window::{Frame, RedrawHandle, Viewer, ViewerReport};

@@ -1,11 +1,14 @@
 //! The egui side panel: a layer list (visibility, opacity) and per layer the contrast limits
 //! over a histogram with auto-contrast, gamma, colormap, interpolation, volume mode and iso
-//! threshold, and the plane shown of a volume; and the status bar.
+//! threshold, the plane shown of a volume, the time point and channel of a multi-dimensional
+//! Zarr store; and the status bar.
 //!
-//! Every control changes display settings only: what a frame uploads stays zero (the status bar
-//! shows it).
+//! Every control but the last two changes display settings only: what a frame uploads stays
+//! zero (the status bar shows it). A time point or channel is other data: the layer's visual
+//! draws the store's new selection, whose chunks load and upload.
 
 use egui::{Color32, Rect, Sense, Stroke, Ui};
+use sluice_core::ChunkProgress;
 use sluice_render::{Colormap, Interpolation, Scene, VolumeMode};
 
 use crate::layers::{self, Layer, LayerKind};
@@ -146,6 +149,7 @@ fn one_layer(ui: &mut Ui, scene: &mut Scene, layer: &mut Layer) -> bool {
     if let Some(mode) = layers::mode(scene, node) {
         changed |= volume_mode(ui, scene, layer, mode);
     }
+    changed |= store_selection(ui, scene, layer);
     if let (LayerKind::Plane { depth }, Some(mut z)) = (layer.kind, layers::plane(scene, node)) {
         if ui
             .add(egui::Slider::new(&mut z, 0..=depth.saturating_sub(1)).text("plane"))
@@ -156,6 +160,39 @@ fn one_layer(ui: &mut Ui, scene: &mut Scene, layer: &mut Layer) -> bool {
         }
     }
     changed
+}
+
+/// The time point and channel sliders of a store layer with a time axis or several channels
+/// (several channels shown together as RGB(A) keep their selection: it is listed instead).
+fn store_selection(ui: &mut Ui, scene: &mut Scene, layer: &mut Layer) -> bool {
+    let Some(store) = layer.store.as_ref().filter(|s| s.is_multidimensional()) else {
+        return false;
+    };
+    let selection = store.selection().clone();
+    let (points, channels) = (store.time_points(), store.channel_count());
+    let mut time = selection.time;
+    let mut chosen = selection.channels.clone();
+    if points > 1 {
+        ui.add(egui::Slider::new(&mut time, 0..=points - 1).text("t"));
+    }
+    if channels > 1 {
+        if let [mut c] = chosen[..] {
+            ui.add(egui::Slider::new(&mut c, 0..=channels - 1).text("channel"));
+            chosen = vec![c];
+        } else {
+            ui.label(format!("channels {chosen:?} as RGB(A)"));
+        }
+    }
+    if time == selection.time && chosen == selection.channels {
+        return false;
+    }
+    match layers::select(scene, layer, time, chosen) {
+        Ok(()) => true,
+        Err(e) => {
+            ui.colored_label(Color32::YELLOW, e.to_string());
+            false
+        }
+    }
 }
 
 fn volume_mode(ui: &mut Ui, scene: &mut Scene, layer: &Layer, mode: VolumeMode) -> bool {
@@ -248,8 +285,65 @@ pub struct Status {
     pub bytes_uploaded: u64,
     /// Bytes of GPU memory source data holds now.
     pub resident_bytes: u64,
+    /// Of those, the bytes held by pages of paged sources: what a GPU budget bounds.
+    pub page_bytes: u64,
+    /// The renderer's GPU budget for pages; `None` where the renderer has none.
+    pub gpu_budget: Option<u64>,
     /// Pixels the last frame redrew.
     pub pixels_drawn: u64,
+    /// Chunks of the layers' lazy sources (Zarr stores) that a frame shows, and of those:
+    /// resident, loading (queued or being loaded), failed. All zero without lazy sources.
+    pub chunks: ChunkCounts,
+}
+
+/// Chunks of the layers' lazy sources, summed (see [`crate::chunks::level0_progress`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChunkCounts {
+    /// Chunks a frame shows.
+    pub wanted: usize,
+    /// Of those, ready or empty.
+    pub resident: usize,
+    /// Of those, queued or being loaded.
+    pub loading: usize,
+    /// Of those, failed (they show the fill value).
+    pub failed: usize,
+}
+
+impl From<&ChunkProgress> for ChunkCounts {
+    fn from(p: &ChunkProgress) -> Self {
+        ChunkCounts {
+            wanted: p.visible_wanted + p.prefetch_wanted,
+            resident: p.visible_resident + p.prefetch_resident,
+            loading: p.queued + p.loading,
+            failed: p.failed.len(),
+        }
+    }
+}
+
+/// The GPU memory part of the status bar: "resident 40.0 MiB, pages 12.0 of 512.0 MiB
+/// budget", or "resident 12.0 MiB (no budget)".
+pub fn memory_text(status: &Status) -> String {
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    match status.gpu_budget {
+        Some(budget) => format!(
+            "resident {:.1} MiB, pages {:.1} of {:.1} MiB budget",
+            mib(status.resident_bytes),
+            mib(status.page_bytes),
+            mib(budget)
+        ),
+        None => format!("resident {:.1} MiB (no budget)", mib(status.resident_bytes)),
+    }
+}
+
+/// The chunk part of the status bar, `None` without lazy sources: "chunks 30 / 36, 6
+/// loading, 0 failed".
+pub fn chunks_text(chunks: &ChunkCounts) -> Option<String> {
+    (chunks.wanted > 0).then(|| {
+        format!(
+            "chunks {} / {}, {} loading, {} failed",
+            chunks.resident, chunks.wanted, chunks.loading, chunks.failed
+        )
+    })
 }
 
 /// The status bar's line.
@@ -259,13 +353,18 @@ pub fn status_bar(ui: &mut Ui, status: &Status) {
         ui.separator();
         ui.label(format!("uploaded {} B", status.bytes_uploaded));
         ui.separator();
-        ui.label(format!(
-            "resident {:.1} MiB",
-            status.resident_bytes as f64 / (1 << 20) as f64
-        ));
+        ui.label(memory_text(status));
         ui.separator();
         ui.label(format!("redrew {} px", status.pixels_drawn));
         ui.separator();
+        if let Some(text) = chunks_text(&status.chunks) {
+            if status.chunks.failed > 0 {
+                ui.colored_label(Color32::YELLOW, text);
+            } else {
+                ui.label(text);
+            }
+            ui.separator();
+        }
         ui.label("R: reset view   S: screenshot   Esc: quit");
     });
 }

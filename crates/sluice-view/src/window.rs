@@ -131,8 +131,11 @@ impl Viewer {
         self
     }
 
-    /// Closes the window after `frames` frames, keeping the last one in the report (how it is
-    /// checked without a person: under Xvfb).
+    /// Closes the window after `frames` complete frames, keeping the last one in the report
+    /// (how it is checked without a person: under Xvfb). A frame is complete when it left
+    /// nothing to load: no upload pending and no chunk of a lazy source (a Zarr store)
+    /// queued or loading; frames drawn while a store loads are drawn but not counted, so the
+    /// last frame shows all the data.
     #[must_use]
     pub fn quit_after_frames(mut self, frames: u64) -> Self {
         self.quit_after = Some(frames);
@@ -205,6 +208,7 @@ impl Viewer {
                 visible: true,
                 stats: crate::layers::Stats::scan(&source),
                 extent,
+                store: None,
             });
         }
         if layers.is_empty() {
@@ -285,6 +289,9 @@ struct WindowState {
     egui_renderer: egui_wgpu::Renderer,
     view: View,
     camera: ViewCamera,
+    /// Whether the camera was moved by the mouse since it was last fitted; until then it
+    /// follows the central area's size (the panel takes its room after the first frame).
+    camera_moved: bool,
     /// The central area's size in physical pixels at the last frame.
     viewport: [u32; 2],
     /// The central area's rectangle in physical pixels at the last frame.
@@ -294,6 +301,8 @@ struct WindowState {
     counters: Counters,
     /// Frames drawn so far.
     frames: u64,
+    /// Of those, frames that left nothing to load (see [`Viewer::quit_after_frames`]).
+    complete_frames: u64,
     /// egui's texture changes not applied yet.
     pending_textures: egui::TexturesDelta,
     /// The scene's part of the last presented image, when the surface can be read back.
@@ -378,7 +387,7 @@ impl ApplicationHandler for App {
                         if self
                             .viewer
                             .quit_after
-                            .is_some_and(|n| self.report.frames >= n)
+                            .is_some_and(|n| state.complete_frames >= n)
                         {
                             let finished = state.finish(&self.viewer, &mut self.report);
                             match finished {
@@ -489,12 +498,14 @@ impl WindowState {
             egui_renderer,
             view,
             camera,
+            camera_moved: false,
             viewport,
             viewport_rect: [0, 0, viewport[0], viewport[1]],
             status: Status::default(),
             last: FrameStats::default(),
             counters: Counters::default(),
             frames: 0,
+            complete_frames: 0,
             pending_textures: egui::TexturesDelta::default(),
             last_surface: None,
         })
@@ -620,14 +631,19 @@ impl WindowState {
         let viewport = self.viewport;
         let resized = self.target.size() != viewport;
         self.fit_target(viewport)?;
+        if keys.0 {
+            self.camera_moved = false;
+        }
+        if !self.camera_moved {
+            self.camera = self.view.fit_camera(viewport);
+        }
         if drag.0 != Vec2::ZERO {
             self.camera.drag(drag.0, drag.1, viewport);
+            self.camera_moved = true;
         }
         if scroll.0 != 0.0 {
             self.camera.scroll(scroll.0, scroll.1, viewport);
-        }
-        if keys.0 {
-            self.camera = self.view.fit_camera(viewport);
+            self.camera_moved = true;
         }
         if keys.2 {
             event_loop.exit();
@@ -641,8 +657,13 @@ impl WindowState {
         }
         self.egui_state
             .handle_platform_output(&self.window, output.platform_output);
+        let chunks = crate::chunks::scene_progress(&self.view.scene);
+        let complete = !stats.uploads_pending && chunks.queued + chunks.loading == 0;
+        if complete {
+            self.complete_frames += 1;
+        }
         // The last frame of a counted run is read back from the surface for the report.
-        let last_counted = viewer.quit_after.is_some_and(|n| self.frames + 1 >= n);
+        let last_counted = complete && viewer.quit_after.is_some_and(|n| self.complete_frames >= n);
         self.present(output.shapes, output.textures_delta, ppp, last_counted)?;
         self.last = stats;
         self.frames += 1;
@@ -651,7 +672,12 @@ impl WindowState {
             frame_ms: started.elapsed().as_secs_f64() * 1e3,
             bytes_uploaded: stats.bytes_uploaded,
             resident_bytes: self.counters.resident_bytes,
+            // The renderer holds sources under no GPU budget yet (the paged virtual texture
+            // of issue 13 brings one): the bar says "no budget".
+            gpu_budget: None,
+            page_bytes: 0,
             pixels_drawn: stats.pixels_drawn,
+            chunks: (&chunks).into(),
         };
         let repaint = output
             .viewport_output

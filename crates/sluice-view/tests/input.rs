@@ -119,6 +119,7 @@ fn float_tiff_and_raw_with_offset_keep_their_samples() {
         shape: Some(vec![2, 3]),
         dtype: Some(ElementType::I16),
         offset: 16,
+        ..OpenOptions::default()
     };
     let opened = input::open(raw.to_str().unwrap(), &options).unwrap();
     assert_eq!(

@@ -64,10 +64,7 @@ fn render_and_check(renderer: &mut Renderer, view: &View, map: &Colormap, clim: 
 
 #[test]
 fn colormap_auto_contrast_and_clim_slider_change_pixels_and_upload_nothing() {
-    let input = Input {
-        name: "ramp".into(),
-        source: Arc::new(ArraySource::new(data()).unwrap()),
-    };
+    let input = Input::new("ramp", Arc::new(ArraySource::new(data()).unwrap()));
     let settings = Settings {
         clim: Some([0.0, 1.0]),
         ..Settings::default()
@@ -132,9 +129,11 @@ fn colormap_auto_contrast_and_clim_slider_change_pixels_and_upload_nothing() {
 /// until its "down" button (or the first's "up") trades their places, which uploads nothing.
 #[test]
 fn moving_a_layer_changes_which_one_is_on_top_and_uploads_nothing() {
-    let constant = |name: &str, v: f32| Input {
-        name: name.into(),
-        source: Arc::new(ArraySource::new(Array2::from_elem((H, W), v)).unwrap()),
+    let constant = |name: &str, v: f32| {
+        Input::new(
+            name,
+            Arc::new(ArraySource::new(Array2::from_elem((H, W), v)).unwrap()),
+        )
     };
     let settings = Settings {
         clim: Some([0.0, 1.0]),
