@@ -15,14 +15,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use sluice_core::{
-    Changes, DataSource, ElementType, Layout, ReadRequest, ReadStatus, Shape, SharedSource,
-    SourceError, Version,
-};
+use sluice_core::SharedSource;
 use sluice_render::glam::Mat4;
-use sluice_render::{
-    Counters, DisplaySettings, NodeId, RenderError, Scene, Slice, Visual, Volume, VolumeMode,
-};
+use sluice_render::{Counters, DisplaySettings, NodeId, Scene, Slice, Visual, VolumeMode};
 
 use crate::error::ViewError;
 use crate::window::{RedrawHandle, Viewer, ViewerReport};
@@ -63,10 +58,11 @@ impl SharedViewControl {
         self.redraw.request_redraw();
     }
 
-    /// Closes the window at its next frame; [`Viewer::show_shared`] then returns its report.
+    /// Closes the window (the frame being drawn ends first); [`Viewer::show_shared`] then
+    /// returns its report.
     pub fn close(&self) {
         self.close.store(true, Ordering::SeqCst);
-        self.redraw.request_redraw();
+        self.redraw.close();
     }
 
     /// Whether [`SharedViewControl::close`] was called.
@@ -223,37 +219,6 @@ fn apply(window: &mut Scene, node: NodeId, settings: &Synced) {
     }
 }
 
-/// The label of the source that ends a window closed through [`SharedViewControl::close`].
-const CLOSING: &str = "sluice-view: window closed by SharedViewControl::close";
-
-/// A 2-D one-sample source whose read fails, added to the window's scene as a volume (which
-/// the renderer refuses: a volume needs 3-D data) to end its event loop from inside a frame:
-/// the window has no other way to be closed from another thread.
-struct Closing;
-
-impl DataSource for Closing {
-    fn layout(&self) -> Layout {
-        Layout::new(
-            Shape::new(&[1, 1]).expect("1 x 1 is a shape"),
-            ElementType::U8,
-            1,
-        )
-        .expect("a 1 x 1 layout")
-    }
-    fn version(&self) -> Version {
-        Version(0)
-    }
-    fn changes_since(&self, _since: Version) -> Changes {
-        Changes::None
-    }
-    fn read(&self, _request: &ReadRequest<'_>, _dst: &mut [u8]) -> Result<ReadStatus, SourceError> {
-        Err(SourceError::custom(CLOSING))
-    }
-    fn label(&self) -> String {
-        CLOSING.to_string()
-    }
-}
-
 impl Viewer {
     /// Opens the window on `scene`, which other threads may keep changing (each frame shows
     /// it as it is then, see the module notes), and runs until the window is closed by its
@@ -278,27 +243,17 @@ impl Viewer {
         let close = control.close.clone();
         let frames = control.frames.clone();
         let counters = control.counters.clone();
-        let mut closing = false;
         let viewer = viewer.on_frame(move |frame| {
             *counters.lock() = frame.counters;
             frames.fetch_add(1, Ordering::SeqCst);
-            if close.load(Ordering::SeqCst) {
-                if !closing {
-                    closing = true;
-                    frame
-                        .scene
-                        .add(Volume::new(Arc::new(Closing) as SharedSource));
-                }
-                return;
+            if !close.load(Ordering::SeqCst) {
+                sync(frame.scene, &mut entries, &scene.lock());
             }
-            sync(frame.scene, &mut entries, &scene.lock());
         });
-        match viewer.show(window) {
-            Err(ViewError::Render(
-                RenderError::UnsupportedSource { source_label, .. }
-                | RenderError::Source { source_label, .. },
-            )) if source_label == CLOSING => Ok(ViewerReport::default()),
-            other => other,
+        if control.close_requested() {
+            // Closed before it opened: the close sent then found no window.
+            return Ok(ViewerReport::default());
         }
+        viewer.show(window)
     }
 }

@@ -21,18 +21,38 @@ use crate::error::ViewError;
 use crate::layers::{Layer, View, ViewCamera};
 use crate::panel::{self, Status};
 
-/// Schedules a frame of a running (or soon running) [`Viewer`] from any thread: call it after
-/// writing into a source the viewer shows.
+/// What another thread asks of a running window through its [`RedrawHandle`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wake {
+    /// Draw a frame.
+    Redraw,
+    /// Close the window.
+    Close,
+}
+
+/// Schedules a frame of a running (or soon running) [`Viewer`], or closes it, from any thread:
+/// call [`RedrawHandle::request_redraw`] after writing into a source the viewer shows.
 #[derive(Clone, Default)]
 pub struct RedrawHandle {
-    proxy: Arc<Mutex<Option<EventLoopProxy<()>>>>,
+    proxy: Arc<Mutex<Option<EventLoopProxy<Wake>>>>,
 }
 
 impl RedrawHandle {
     /// Asks the window for a frame; does nothing before the window opens or after it closed.
     pub fn request_redraw(&self) {
+        self.send(Wake::Redraw);
+    }
+
+    /// Closes the window as its user would: the frame being drawn ends, then [`Viewer::show`]
+    /// returns its report. Does nothing before the window opens or after it closed.
+    pub fn close(&self) {
+        self.send(Wake::Close);
+    }
+
+    fn send(&self, wake: Wake) {
         if let Some(proxy) = self.proxy.lock().as_ref() {
-            let _ = proxy.send_event(());
+            // Fails only once the loop is gone: the window is closed then anyway.
+            let _ = proxy.send_event(wake);
         }
     }
 }
@@ -238,7 +258,7 @@ impl Viewer {
     /// Opens the window on a [`View`] (layers with their statistics, as the command line
     /// builds them) and runs until it is closed.
     pub fn show_view(self, view: View) -> Result<ViewerReport, ViewError> {
-        let mut builder = EventLoop::<()>::with_user_event();
+        let mut builder = EventLoop::<Wake>::with_user_event();
         #[cfg(all(unix, not(target_vendor = "apple"), not(target_os = "android")))]
         {
             // The loop may run off the main thread (tests); X11 and Wayland allow it.
@@ -316,7 +336,7 @@ impl App {
     }
 }
 
-impl ApplicationHandler for App {
+impl ApplicationHandler<Wake> for App {
     fn resumed(&mut self, event_loop: &ActiveEventLoop) {
         if self.window.is_some() {
             return;
@@ -354,9 +374,14 @@ impl ApplicationHandler for App {
         }
     }
 
-    fn user_event(&mut self, _: &ActiveEventLoop, (): ()) {
-        if let Some(state) = &self.window {
-            state.window.request_redraw();
+    fn user_event(&mut self, event_loop: &ActiveEventLoop, wake: Wake) {
+        match wake {
+            Wake::Close => event_loop.exit(),
+            Wake::Redraw => {
+                if let Some(state) = &self.window {
+                    state.window.request_redraw();
+                }
+            }
         }
     }
 
