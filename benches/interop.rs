@@ -128,7 +128,10 @@ mod linux {
         for row in cuda::diagnostics::in_flight_breakdown(interop)? {
             println!("{row}");
         }
-        println!("{}", cuda::diagnostics::emulated_draw_from_staging(interop)?);
+        println!(
+            "{}",
+            cuda::diagnostics::emulated_draw_from_staging(interop)?
+        );
         Ok(())
     }
 
