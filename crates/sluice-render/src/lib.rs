@@ -65,6 +65,7 @@ pub use error::RenderError;
 pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV};
 pub use renderer::{RedrawNotify, Renderer};
 pub use scene::{NodeId, Scene};
+pub use staging::STAGING_IDLE_FRAMES;
 pub use target::RenderTarget;
 pub use target_format::TARGET_FORMAT;
 pub use visual::{
