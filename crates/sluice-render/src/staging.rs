@@ -20,10 +20,11 @@ const DEFAULT_CHUNK_BYTES: u64 = 4 << 20;
 /// Free chunks kept beyond this many bytes are dropped.
 const MAX_FREE_BYTES: u64 = 512 << 20;
 
-/// A free chunk not used for this many frames is dropped (a burst's staging goes back once
-/// the burst is over), except the [`KEEP_IDLE_CHUNKS`] most recently used default-sized ones
-/// (what a stream of small edits needs).
-pub const STAGING_IDLE_FRAMES: u64 = 8;
+/// After this many frames without a large upload (one that needs a chunk of its own) the
+/// large chunks go back, and after this many frames without any upload the default-sized
+/// ones beyond the [`KEEP_IDLE_CHUNKS`] most recently used: a burst's staging is released
+/// once the burst is over, and kept while it lasts however many frames are in flight.
+pub const STAGING_IDLE_FRAMES: u64 = 32;
 
 /// Default-sized chunks kept however long they sit idle.
 const KEEP_IDLE_CHUNKS: usize = 2;
@@ -69,6 +70,9 @@ pub(crate) struct StagingRing {
     device_copies: bool,
     /// This frame's last part submitted early (see [`StagingRing::should_flush`]).
     flushed: Option<wgpu::SubmissionIndex>,
+    /// The last frames that staged anything, and that staged into a large chunk.
+    last_staged: u64,
+    last_large: u64,
 }
 
 impl StagingRing {
@@ -86,6 +90,8 @@ impl StagingRing {
             frame: 0,
             device_copies: false,
             flushed: None,
+            last_staged: 0,
+            last_large: 0,
         }
     }
 
@@ -117,21 +123,26 @@ impl StagingRing {
         }
     }
 
-    /// Drops the free chunks idle for more than [`STAGING_IDLE_FRAMES`] frames, but the
-    /// [`KEEP_IDLE_CHUNKS`] most recently used default-sized ones.
+    /// Drops free chunks once their kind has been idle for [`STAGING_IDLE_FRAMES`] frames:
+    /// large ones after that many frames without a large upload, default-sized ones (but the
+    /// [`KEEP_IDLE_CHUNKS`] most recently used) after that many frames without any.
     fn trim_idle(&mut self) {
-        let frame = self.frame;
+        let drop_large = self.last_large + STAGING_IDLE_FRAMES < self.frame;
+        let drop_small = self.last_staged + STAGING_IDLE_FRAMES < self.frame;
+        if !drop_large && !drop_small {
+            return;
+        }
         let chunk_bytes = self.chunk_bytes;
         self.free.sort_by_key(|c| std::cmp::Reverse(c.last_used));
         let mut kept_small = 0;
         let mut dropped = 0;
         self.free.retain(|c| {
-            let small = c.buffer.size() <= chunk_bytes;
-            if small && kept_small < KEEP_IDLE_CHUNKS {
+            let keep = if c.buffer.size() > chunk_bytes {
+                !drop_large
+            } else {
                 kept_small += 1;
-                return true;
-            }
-            let keep = c.last_used + STAGING_IDLE_FRAMES >= frame;
+                !drop_small || kept_small <= KEEP_IDLE_CHUNKS
+            };
             if !keep {
                 dropped += c.buffer.size();
             }
@@ -214,6 +225,10 @@ impl StagingRing {
         };
         let chunk = &mut self.active[index];
         chunk.last_used = self.frame;
+        self.last_staged = self.frame;
+        if chunk.buffer.size() > self.chunk_bytes {
+            self.last_large = self.frame;
+        }
         let offset = chunk.cursor.next_multiple_of(STAGING_ALIGNMENT);
         chunk.cursor = offset + size;
         {
