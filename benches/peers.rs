@@ -171,6 +171,9 @@ fn parse_args() -> Res<Args> {
 
 fn main() -> Res<()> {
     let args = parse_args()?;
+    // Pipelines compiled once are kept on disk for the next process (first_frame's children
+    // among them); see RendererOptions::pipeline_cache_dir.
+    sluice::interop::install_pipeline_cache();
     if let Some(child) = &args.child {
         return match child.as_str() {
             "first_frame" => child_first_frame(&args.child_args),

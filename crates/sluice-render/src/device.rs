@@ -49,7 +49,8 @@ pub(crate) fn shared_device(
     }
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("sluice"),
-        required_features: wgpu::Features::empty(),
+        // A pipeline cache where the backend has one (see `pipeline_cache`).
+        required_features: adapter.features() & wgpu::Features::PIPELINE_CACHE,
         required_limits: adapter.limits(),
         experimental_features: wgpu::ExperimentalFeatures::disabled(),
         memory_hints: wgpu::MemoryHints::Performance,

@@ -42,6 +42,7 @@ mod image_pipeline;
 mod mesh_pipeline;
 mod options;
 mod pipeline;
+mod pipeline_cache;
 mod proxy;
 mod redraw;
 mod renderer;
@@ -62,7 +63,8 @@ pub use device_upload::{
     DeviceUpload, DeviceUploadError,
 };
 pub use error::RenderError;
-pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV};
+pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV, PIPELINE_CACHE_ENV};
+pub use pipeline_cache::{set_pipeline_cache_loader, PipelineCacheInfo, PipelineCacheLoader};
 pub use renderer::{RedrawNotify, Renderer};
 pub use scene::{NodeId, Scene};
 pub use staging::STAGING_IDLE_FRAMES;

@@ -170,6 +170,7 @@ pub(crate) fn render_pipeline(
     spec: PipelineSpec<'_>,
 ) -> wgpu::RenderPipeline {
     let _serial = pipeline_creation_lock();
+    let cache = crate::pipeline_cache::for_pipeline(device);
     device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
         label: Some(spec.label),
         layout: Some(spec.layout),
@@ -192,7 +193,7 @@ pub(crate) fn render_pipeline(
             targets: spec.targets,
         }),
         multiview_mask: None,
-        cache: None,
+        cache: cache.as_ref(),
     })
 }
 
