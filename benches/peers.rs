@@ -1293,7 +1293,7 @@ fn child_mem(args: &BTreeMap<String, String>) -> Res<()> {
     // sluice keeps a burst's staging for the frames that follow (sluice::STAGING_IDLE_FRAMES):
     // RSS again after that many frames with nothing to upload.
     for _ in 0..=sluice::STAGING_IDLE_FRAMES {
-        ctx.draw(&scene, &camera, true)?;
+        ctx.draw(&scene, &camera, false)?;
     }
     let rss_idle = rss_bytes();
     let idle = ctx.renderer.counters();

@@ -23,8 +23,12 @@ const MAX_FREE_BYTES: u64 = 512 << 20;
 /// After this many frames without a large upload (one that needs a chunk of its own) the
 /// large chunks go back, and after this many frames without any upload the default-sized
 /// ones beyond the [`KEEP_IDLE_CHUNKS`] most recently used: a burst's staging is released
-/// once the burst is over, and kept while it lasts however many frames are in flight.
-pub const STAGING_IDLE_FRAMES: u64 = 32;
+/// once the burst is over, and kept while it lasts however many frames are in flight. 120
+/// frames is two seconds at 60 frames a second: the upload bench's mix of 16-frame runs of
+/// full and region updates has 32 frames in a row without a large upload, and at 32 the ring
+/// dropped and remade three 64 MiB chunks each time (20 ms per pipelined full upload instead
+/// of 10).
+pub const STAGING_IDLE_FRAMES: u64 = 120;
 
 /// Default-sized chunks kept however long they sit idle.
 const KEEP_IDLE_CHUNKS: usize = 2;
