@@ -171,6 +171,9 @@ fn parse_args() -> Res<Args> {
 
 fn main() -> Res<()> {
     let args = parse_args()?;
+    // Pipelines compiled once are kept on disk for the next process (first_frame's children
+    // among them); see RendererOptions::pipeline_cache_dir.
+    sluice::interop::install_pipeline_cache();
     if let Some(child) = &args.child {
         return match child.as_str() {
             "first_frame" => child_first_frame(&args.child_args),
@@ -1287,12 +1290,22 @@ fn child_mem(args: &BTreeMap<String, String>) -> Res<()> {
     }
     let rss_updates = rss_bytes();
     let c = ctx.renderer.counters();
+    // sluice keeps a burst's staging for the frames that follow (sluice::STAGING_IDLE_FRAMES):
+    // RSS again after that many frames with nothing to upload.
+    for _ in 0..=sluice::STAGING_IDLE_FRAMES {
+        ctx.draw(&scene, &camera, false)?;
+    }
+    let rss_idle = rss_bytes();
+    let idle = ctx.renderer.counters();
     println!(
         "{}",
         json!({"n_visuals": nv, "shared": shared, "rss_empty_scene": rss0, "rss_after_data": rss_data,
                "rss_after_first_frame": rss_frame, "rss_after_updates": rss_updates,
                "rss_visuals_delta": rss_updates.saturating_sub(rss_data),
-               "resident_bytes": c.resident_bytes, "textures_alive": c.textures_alive})
+               "resident_bytes": c.resident_bytes, "textures_alive": c.textures_alive,
+               "staging_bytes_after_updates": c.staging_bytes,
+               "rss_after_idle_frames": rss_idle, "staging_bytes_after_idle_frames": idle.staging_bytes,
+               "host_bytes_of_sources": sources.iter().map(|s| s.host_bytes()).sum::<usize>()})
     );
     Ok(())
 }

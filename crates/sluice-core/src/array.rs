@@ -264,10 +264,15 @@ impl ArraySource {
             layout.chunks()
         };
         s.layout = layout.with_chunks(chunks);
-        s.data = Some(data);
+        let old = s.data.replace(data);
         s.pending.clear();
         s.released_at = None;
-        Ok(s.log.record_all())
+        let version = s.log.record_all();
+        drop(s);
+        // The previous array is freed on the dropping thread: unmapping its pages costs as
+        // much as copying them.
+        drop_host_data(old);
+        Ok(version)
     }
 
     /// Calls `f` with a read-only view of the whole array (with the channel axis, if any).
@@ -346,7 +351,8 @@ impl ArraySource {
             .min()
             .unwrap_or(Version::NEVER);
         if oldest >= s.log.version() && s.data.is_some() {
-            s.data = None;
+            // Called from the renderer's upload: the host copy is freed off its thread.
+            drop_host_data(s.data.take());
             s.released_at = Some(s.log.version());
         }
         if s.data.is_none() {
@@ -355,6 +361,17 @@ impl ArraySource {
                 s.pending = Vec::new();
             }
         }
+    }
+}
+
+/// Frees host storage: large arrays on the dropping thread (see [`crate::dropper`]), small
+/// ones here.
+fn drop_host_data(data: Option<Box<dyn HostVec>>) {
+    match data {
+        Some(data) if data.bytes().len() >= crate::dropper::DEFER_BYTES => {
+            crate::dropper::drop_later(data)
+        }
+        other => drop(other),
     }
 }
 

@@ -35,6 +35,7 @@ mod changes;
 mod chunk;
 mod conversion;
 mod crop;
+mod dropper;
 mod element;
 mod error;
 mod layout;

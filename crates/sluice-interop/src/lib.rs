@@ -28,8 +28,9 @@
 //!
 //! # Unsafe code
 //!
-//! sluice's `unsafe` code is in this crate, in five modules, and in `sluice-core`'s file
-//! mapping (`MmapSource`): `vulkan::device` (device creation and queries under wgpu),
+//! sluice's `unsafe` code is in this crate, in six modules, and in `sluice-core`'s file
+//! mapping (`MmapSource`): `pipeline_cache` (pipeline caches from saved bytes),
+//! `vulkan::device` (device creation and queries under wgpu),
 //! `vulkan::memory` (buffers and fds), `vulkan::semaphore` (shared timeline semaphores),
 //! `vulkan::texture` (exported images) and `cuda::driver` (CUDA driver calls). Every other
 //! module is safe code; each `unsafe` block states why it is sound.
@@ -41,6 +42,8 @@ mod error;
 mod fd_passing;
 mod handoff;
 mod interop;
+#[allow(unsafe_code)]
+mod pipeline_cache;
 pub mod ring;
 mod source;
 mod upload;
@@ -52,6 +55,7 @@ pub mod cuda;
 
 pub use error::{DeviceUuid, InteropError};
 pub use interop::Interop;
+pub use pipeline_cache::{install_pipeline_cache, VulkanPipelineCaches};
 pub use source::{Pitches, VulkanSource, COPY_ROW_ALIGNMENT};
 pub use vulkan::device::DeviceIdentity;
 pub use vulkan::memory::ExportedBuffer;

@@ -142,6 +142,7 @@ impl BufferProxy {
     ) -> Result<bool, RenderError> {
         let residency = self.source.residency();
         if !matches!(residency, Residency::Host) {
+            ctx.staging.note_device_copy();
             return self.copy_device_region(ctx, &residency, region);
         }
         let samples = region.size[2];
@@ -150,6 +151,7 @@ impl BufferProxy {
             f => f.element_bytes(),
         };
         let size = (samples * per_sample) as u64;
+        ctx.make_room(size);
         let request = ReadRequest::new(region, ctx.waker);
         let sample_bytes = self.layout.sample_bytes();
         // Convert into scratch (validating indices), then stage.

@@ -49,7 +49,10 @@ pub(crate) fn shared_device(
     }
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("sluice"),
-        required_features: crate::format::sampling_features(adapter.features()),
+        // Filterable formats where the adapter has them (see `sampling`), and a pipeline
+        // cache where the backend has one (see `pipeline_cache`).
+        required_features: crate::format::sampling_features(adapter.features())
+            | (adapter.features() & wgpu::Features::PIPELINE_CACHE),
         required_limits: adapter.limits(),
         experimental_features: wgpu::ExperimentalFeatures::disabled(),
         memory_hints: wgpu::MemoryHints::Performance,

@@ -42,6 +42,7 @@ mod image_pipeline;
 mod mesh_pipeline;
 mod options;
 mod pipeline;
+mod pipeline_cache;
 mod proxy;
 mod redraw;
 mod renderer;
@@ -64,9 +65,11 @@ pub use device_upload::{
     DeviceUpload, DeviceUploadError,
 };
 pub use error::RenderError;
-pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV};
+pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV, PIPELINE_CACHE_ENV};
+pub use pipeline_cache::{set_pipeline_cache_loader, PipelineCacheInfo, PipelineCacheLoader};
 pub use renderer::{RedrawNotify, Renderer};
 pub use scene::{NodeId, Scene};
+pub use staging::STAGING_IDLE_FRAMES;
 pub use target::RenderTarget;
 pub use target_format::TARGET_FORMAT;
 pub use visual::{

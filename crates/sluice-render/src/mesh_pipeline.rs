@@ -7,8 +7,8 @@ use glam::{Mat4, Vec3};
 
 use crate::format::SampleKind;
 use crate::pipeline::{
-    alpha_scale, lut_entry, render_pipeline, shader_source, uniform_entry, DisplayParams, PassKind,
-    PipelineSpec, ShaderParts, TexDim,
+    alpha_scale, lut_entry, render_pipeline_from, shader_source, uniform_entry, DisplayParams,
+    PassKind, PipelineSpec, ShaderParts, TexDim,
 };
 use crate::visual::{Interpolation, Mesh, Shading};
 
@@ -123,8 +123,8 @@ struct MeshShader {
 
 pub(crate) struct MeshPipelines {
     shaders: HashMap<SampleKind, MeshShader>,
-    /// By texture kind, wireframe or not, and pass kind; built on first use.
-    pipelines: HashMap<(SampleKind, bool, PassKind), wgpu::RenderPipeline>,
+    /// By texture kind, program and pass kind; built on first use.
+    pipelines: HashMap<(SampleKind, MeshProgram, PassKind), wgpu::RenderPipeline>,
 }
 
 impl MeshPipelines {
@@ -181,48 +181,53 @@ impl MeshPipelines {
         );
     }
 
-    /// Builds the triangle (or, with `wire`, wireframe) pipeline for textures of `kind` in a
-    /// `pass` if needed (after [`MeshPipelines::ensure`]). Meshes are never in a flat pass.
+    /// Builds `program`'s pipeline for textures of `kind` in a `pass` if needed (after
+    /// [`MeshPipelines::ensure`]). Meshes are never in a flat pass.
     pub fn ensure_pass(
         &mut self,
         device: &wgpu::Device,
         kind: SampleKind,
-        wire: bool,
+        program: MeshProgram,
         pass: PassKind,
     ) {
         debug_assert!(pass != PassKind::Flat, "meshes need the depth test");
         let shader = &self.shaders[&kind];
-        self.pipelines.entry((kind, wire, pass)).or_insert_with(|| {
-            let mut depth = pass.depth(true);
-            if let (Some(depth), false) = (depth.as_mut(), wire) {
-                // Push triangles back a little so their own wireframe wins the depth test.
-                depth.bias = wgpu::DepthBiasState {
-                    constant: 2,
-                    slope_scale: 1.0,
-                    clamp: 0.0,
+        let wire = program == MeshProgram::Wire;
+        self.pipelines
+            .entry((kind, program, pass))
+            .or_insert_with(|| {
+                let mut depth = pass.depth(true);
+                if let (Some(depth), false) = (depth.as_mut(), wire) {
+                    // Push triangles back a little so their own wireframe wins the depth test.
+                    depth.bias = wgpu::DepthBiasState {
+                        constant: 2,
+                        slope_scale: 1.0,
+                        clamp: 0.0,
+                    };
+                }
+                let (label, vertex, fragment) = match program {
+                    MeshProgram::Shaded => ("sluice mesh", "vs_main", "fs_main"),
+                    MeshProgram::Plain => ("sluice mesh, one colour", "vs_plain", "fs_plain"),
+                    MeshProgram::Wire => ("sluice mesh wireframe", "vs_main", "fs_wire"),
                 };
-            }
-            render_pipeline(
-                device,
-                PipelineSpec {
-                    label: if wire {
-                        "sluice mesh wireframe"
-                    } else {
-                        "sluice mesh"
+                render_pipeline_from(
+                    device,
+                    PipelineSpec {
+                        label,
+                        layout: &shader.pipeline_layout,
+                        module: &shader.module,
+                        topology: if wire {
+                            wgpu::PrimitiveTopology::LineList
+                        } else {
+                            wgpu::PrimitiveTopology::TriangleList
+                        },
+                        depth,
+                        fragment_entry: fragment,
+                        targets: &pass.targets(true),
                     },
-                    layout: &shader.pipeline_layout,
-                    module: &shader.module,
-                    topology: if wire {
-                        wgpu::PrimitiveTopology::LineList
-                    } else {
-                        wgpu::PrimitiveTopology::TriangleList
-                    },
-                    depth,
-                    fragment_entry: if wire { "fs_wire" } else { "fs_main" },
-                    targets: &pass.targets(true),
-                },
-            )
-        });
+                    vertex,
+                )
+            });
     }
 
     pub fn layout(&self, kind: SampleKind) -> &wgpu::BindGroupLayout {
@@ -230,9 +235,28 @@ impl MeshPipelines {
     }
 
     /// The pipeline built by [`MeshPipelines::ensure_pass`].
-    pub fn pipeline(&self, kind: SampleKind, wire: bool, pass: PassKind) -> &wgpu::RenderPipeline {
-        &self.pipelines[&(kind, wire, pass)]
+    pub fn pipeline(
+        &self,
+        kind: SampleKind,
+        program: MeshProgram,
+        pass: PassKind,
+    ) -> &wgpu::RenderPipeline {
+        &self.pipelines[&(kind, program, pass)]
     }
+}
+
+/// Which shaders draw a mesh.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum MeshProgram {
+    /// Triangles with every attribute (`vs_main`, `fs_main`).
+    Shaded,
+    /// Unlit triangles of the base colour: no colours, scalars or texture (`vs_plain`,
+    /// `fs_plain`). The vertex shader passes on the position alone: on a CPU driver (lavapipe)
+    /// each interpolated value costs setup work per triangle, and `vs_main`'s 15 values made
+    /// a 2M-triangle mesh's frame several times the cost of its pixels.
+    Plain,
+    /// The wireframe's lines (`vs_main`, `fs_wire`).
+    Wire,
 }
 
 /// Area-weighted vertex normals of a triangle list (`indices`, or consecutive vertices when

@@ -6,9 +6,11 @@ use crate::error::RenderError;
 pub const BACKEND_ENV: &str = "SLUICE_BACKEND";
 /// Environment variable choosing the adapter whose name contains this text (case-insensitive).
 pub const ADAPTER_ENV: &str = "SLUICE_ADAPTER";
+/// Environment variable for the pipeline cache folder: a path, or `off` for none.
+pub const PIPELINE_CACHE_ENV: &str = "SLUICE_PIPELINE_CACHE";
 
 /// How a [`crate::Renderer`] is set up.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct RendererOptions {
     /// Backends to search; `None` for all (native ones first, GL only if they have no adapter).
     pub backends: Option<wgpu::Backends>,
@@ -21,10 +23,28 @@ pub struct RendererOptions {
     /// limit. Volumes longer than this on some axis are split into bricks. Mostly for tests
     /// (to exercise bricking with small data) and to keep single allocations small.
     pub max_texture_dimension_3d: Option<u32>,
+    /// Folder of the pipeline cache kept on disk (see [`crate::PipelineCacheLoader`]); `None`
+    /// for none. Default: `$XDG_CACHE_HOME/sluice/pipelines`, else
+    /// `$HOME/.cache/sluice/pipelines`. Used where a loader is installed and the backend has
+    /// pipeline caches (Vulkan); the first renderer on a device decides for the device.
+    pub pipeline_cache_dir: Option<std::path::PathBuf>,
+}
+
+impl Default for RendererOptions {
+    fn default() -> Self {
+        RendererOptions {
+            backends: None,
+            adapter_name: None,
+            upload_budget: None,
+            max_texture_dimension_3d: None,
+            pipeline_cache_dir: crate::pipeline_cache::default_dir(),
+        }
+    }
 }
 
 impl RendererOptions {
-    /// Options from `SLUICE_BACKEND` and `SLUICE_ADAPTER`, where set.
+    /// Options from `SLUICE_BACKEND`, `SLUICE_ADAPTER` and `SLUICE_PIPELINE_CACHE` (a folder,
+    /// or `off`), where set.
     pub fn from_env() -> Result<Self, RenderError> {
         let mut options = RendererOptions::default();
         if let Ok(value) = std::env::var(BACKEND_ENV) {
@@ -34,6 +54,12 @@ impl RendererOptions {
             if !value.trim().is_empty() {
                 options.adapter_name = Some(value);
             }
+        }
+        if let Some(value) = std::env::var_os(PIPELINE_CACHE_ENV) {
+            options.pipeline_cache_dir = match value.to_str().map(str::trim) {
+                Some("off") | Some("") => None,
+                _ => Some(value.into()),
+            };
         }
         Ok(options)
     }

@@ -158,13 +158,23 @@ pub(crate) fn render_pipeline(
     device: &wgpu::Device,
     spec: PipelineSpec<'_>,
 ) -> wgpu::RenderPipeline {
+    render_pipeline_from(device, spec, "vs_main")
+}
+
+/// Builds a render pipeline from `spec` whose vertex shader is `vertex_entry`.
+pub(crate) fn render_pipeline_from(
+    device: &wgpu::Device,
+    spec: PipelineSpec<'_>,
+    vertex_entry: &str,
+) -> wgpu::RenderPipeline {
     let _serial = pipeline_creation_lock();
+    let cache = crate::pipeline_cache::for_pipeline(device);
     device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
         label: Some(spec.label),
         layout: Some(spec.layout),
         vertex: wgpu::VertexState {
             module: spec.module,
-            entry_point: Some("vs_main"),
+            entry_point: Some(vertex_entry),
             compilation_options: Default::default(),
             buffers: &[],
         },
@@ -181,7 +191,7 @@ pub(crate) fn render_pipeline(
             targets: spec.targets,
         }),
         multiview_mask: None,
-        cache: None,
+        cache: cache.as_ref(),
     })
 }
 

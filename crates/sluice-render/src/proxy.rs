@@ -63,6 +63,34 @@ pub(crate) struct UploadContext<'a> {
     pub unpack: &'a Unpacker,
 }
 
+impl UploadContext<'_> {
+    /// Submits the copies recorded so far when staging `incoming` more bytes would hold too
+    /// much staging in one submission (see [`StagingRing::should_flush`]); the frame goes on
+    /// in a new encoder. Call only between copies whose commands are all recorded.
+    pub fn make_room(&mut self, incoming: u64) {
+        if !self.staging.should_flush(incoming) {
+            return;
+        }
+        let next = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("sluice frame"),
+            });
+        let recorded = std::mem::replace(self.encoder, next);
+        self.staging.unmap_active();
+        let submitted = self.queue.submit([recorded.finish()]);
+        self.staging.recall();
+        // At most two parts in flight: wait for the one before this (its chunks come back
+        // for the next part). A failed wait only means the next part makes new chunks.
+        if let Some(previous) = self.staging.swap_flushed(submitted) {
+            let _ = self.device.poll(wgpu::PollType::Wait {
+                submission_index: Some(previous),
+                timeout: None,
+            });
+        }
+    }
+}
+
 pub(crate) struct TextureProxy {
     source: SharedSource,
     consumer: ConsumerId,
@@ -336,6 +364,7 @@ impl TextureProxy {
         if pieces.is_empty() {
             return Ok(true);
         }
+        ctx.make_room(pieces.iter().map(staged_size).sum());
         let format = self.format;
         let source = &self.source;
         let source_err = |error| RenderError::Source {
@@ -450,6 +479,7 @@ impl TextureProxy {
         let upload = ctx
             .device_upload
             .ok_or_else(|| no_device_upload(&self.source))?;
+        ctx.staging.note_device_copy();
         let whole = self.layout.shape().full_region();
         if self.bricks.len() == 1 && regions == [whole] {
             let texture = &self.bricks[0].texture;
@@ -561,10 +591,14 @@ fn stage_piece(
     format: &UploadFormat,
     scratch: &mut Vec<u8>,
 ) -> Staged {
-    let size = piece.padded_row * (piece.region.size[0] * piece.region.size[1]) as u64;
-    staging.stage(device, size, |view| {
+    staging.stage(device, staged_size(piece), |view| {
         write_rows(view, host, format, piece.padded_row as usize, scratch)
     })
+}
+
+/// Staging bytes of `piece`: its rows, `padded_row` apart.
+fn staged_size(piece: &Piece) -> u64 {
+    piece.padded_row * (piece.region.size[0] * piece.region.size[1]) as u64
 }
 
 /// Writes the rows of `host` into a staging view, `padded_row` bytes apart, converting the

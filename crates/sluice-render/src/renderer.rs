@@ -110,6 +110,7 @@ impl Renderer {
         options: &RendererOptions,
     ) -> Self {
         let info = adapter.get_info();
+        crate::pipeline_cache::attach(&info, &device, options.pipeline_cache_dir.as_deref());
         let limits = device.limits();
         let texture_limits = TextureLimits {
             d2: limits.max_texture_dimension_2d,
@@ -183,6 +184,12 @@ impl Renderer {
     /// The wgpu queue, for callers that add their own GPU work.
     pub fn queue(&self) -> &wgpu::Queue {
         &self.res.queue
+    }
+
+    /// The device's pipeline cache on disk and what it was seeded with, if it has one (see
+    /// [`crate::PipelineCacheLoader`]).
+    pub fn pipeline_cache(&self) -> Option<crate::PipelineCacheInfo> {
+        crate::pipeline_cache::info(&self.res.device)
     }
 
     /// The largest width or height of a 2-D source or target on this device.
@@ -331,6 +338,7 @@ impl Renderer {
         self.res.queue.submit([encoder.finish()]);
         self.staging.recall();
         self.unpack.frame_submitted();
+        crate::pipeline_cache::save_if_changed(&self.res.device);
         if let Some(upload) = &self.res.device_upload {
             upload.frame_submitted(&self.res.queue);
         }

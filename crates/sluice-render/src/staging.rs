@@ -20,6 +20,23 @@ const DEFAULT_CHUNK_BYTES: u64 = 4 << 20;
 /// Free chunks kept beyond this many bytes are dropped.
 const MAX_FREE_BYTES: u64 = 512 << 20;
 
+/// After this many frames without a large upload (one that needs a chunk of its own) the
+/// large chunks go back, and after this many frames without any upload the default-sized
+/// ones beyond the [`KEEP_IDLE_CHUNKS`] most recently used: a burst's staging is released
+/// once the burst is over, and kept while it lasts however many frames are in flight. 120
+/// frames is two seconds at 60 frames a second: the upload bench's mix of 16-frame runs of
+/// full and region updates has 32 frames in a row without a large upload, and at 32 the ring
+/// dropped and remade three 64 MiB chunks each time (20 ms per pipelined full upload instead
+/// of 10).
+pub const STAGING_IDLE_FRAMES: u64 = 120;
+
+/// Default-sized chunks kept however long they sit idle.
+const KEEP_IDLE_CHUNKS: usize = 2;
+
+/// Staged bytes in flight in one submission before the frame's copies so far are submitted
+/// (see [`StagingRing::should_flush`]).
+const FLUSH_BYTES: u64 = 16 << 20;
+
 struct Chunk {
     buffer: wgpu::Buffer,
     cursor: u64,
@@ -53,6 +70,13 @@ pub(crate) struct StagingRing {
     pub held_bytes: u64,
     /// Frames finished so far (for least-recently-used eviction).
     frame: u64,
+    /// Whether this frame recorded a device-resident copy: its submission is not split.
+    device_copies: bool,
+    /// This frame's last part submitted early (see [`StagingRing::should_flush`]).
+    flushed: Option<wgpu::SubmissionIndex>,
+    /// The last frames that staged anything, and that staged into a large chunk.
+    last_staged: u64,
+    last_large: u64,
 }
 
 impl StagingRing {
@@ -68,6 +92,10 @@ impl StagingRing {
             created: 0,
             held_bytes: 0,
             frame: 0,
+            device_copies: false,
+            flushed: None,
+            last_staged: 0,
+            last_large: 0,
         }
     }
 
@@ -96,6 +124,64 @@ impl StagingRing {
             let chunk = self.free.swap_remove(i);
             free_bytes -= chunk.buffer.size();
             self.held_bytes -= chunk.buffer.size();
+        }
+    }
+
+    /// Drops free chunks once their kind has been idle for [`STAGING_IDLE_FRAMES`] frames:
+    /// large ones after that many frames without a large upload, default-sized ones (but the
+    /// [`KEEP_IDLE_CHUNKS`] most recently used) after that many frames without any.
+    fn trim_idle(&mut self) {
+        let drop_large = self.last_large + STAGING_IDLE_FRAMES < self.frame;
+        let drop_small = self.last_staged + STAGING_IDLE_FRAMES < self.frame;
+        if !drop_large && !drop_small {
+            return;
+        }
+        let chunk_bytes = self.chunk_bytes;
+        self.free.sort_by_key(|c| std::cmp::Reverse(c.last_used));
+        let mut kept_small = 0;
+        let mut dropped = 0;
+        self.free.retain(|c| {
+            let keep = if c.buffer.size() > chunk_bytes {
+                !drop_large
+            } else {
+                kept_small += 1;
+                !drop_small || kept_small <= KEEP_IDLE_CHUNKS
+            };
+            if !keep {
+                dropped += c.buffer.size();
+            }
+            keep
+        });
+        self.held_bytes -= dropped;
+    }
+
+    /// Whether the commands recorded so far should be submitted before `incoming` more bytes
+    /// are staged: this submission already holds some staging, and with `incoming` it would
+    /// hold more than 16 MiB. Submitting then lets the chunks come back for the rest of the
+    /// frame once the GPU has copied them (at once on a CPU driver, whose submit copies), so
+    /// a frame that updates many sources holds a bounded amount of staging instead of all of
+    /// it (at most two parts are in flight: the proxy layer waits for the part before). Never
+    /// for a frame with device-resident copies (their synchronization is per frame).
+    pub fn should_flush(&self, incoming: u64) -> bool {
+        let held: u64 = self.active.iter().map(|c| c.cursor).sum();
+        !self.device_copies && held > 0 && held + incoming > FLUSH_BYTES
+    }
+
+    /// Records the submission of a part of this frame; returns the part submitted before it.
+    pub fn swap_flushed(&mut self, part: wgpu::SubmissionIndex) -> Option<wgpu::SubmissionIndex> {
+        self.flushed.replace(part)
+    }
+
+    /// Notes that this frame recorded a device-resident copy (see [`StagingRing::should_flush`]).
+    pub fn note_device_copy(&mut self) {
+        self.device_copies = true;
+    }
+
+    /// Unmaps the chunks filled since the last submission; call before submitting the
+    /// commands that read them, then [`StagingRing::recall`].
+    pub fn unmap_active(&mut self) {
+        for chunk in &self.active {
+            chunk.buffer.unmap();
         }
     }
 
@@ -143,6 +229,10 @@ impl StagingRing {
         };
         let chunk = &mut self.active[index];
         chunk.last_used = self.frame;
+        self.last_staged = self.frame;
+        if chunk.buffer.size() > self.chunk_bytes {
+            self.last_large = self.frame;
+        }
         let offset = chunk.cursor.next_multiple_of(STAGING_ALIGNMENT);
         chunk.cursor = offset + size;
         {
@@ -178,12 +268,15 @@ impl StagingRing {
         }
     }
 
-    /// Unmaps this frame's chunks; call before submitting the commands that read them.
+    /// Unmaps this frame's chunks; call before submitting the commands that read them. Ends
+    /// the frame: chunks idle too long are dropped.
     pub fn finish(&mut self) {
-        for chunk in &self.active {
-            chunk.buffer.unmap();
-        }
+        self.unmap_active();
         self.frame += 1;
+        self.device_copies = false;
+        self.flushed = None;
+        self.reclaim();
+        self.trim_idle();
     }
 
     /// Starts re-mapping this frame's chunks; call after submitting. They return to the free

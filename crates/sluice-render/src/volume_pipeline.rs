@@ -199,7 +199,7 @@ impl VolumePipelines {
             module: &parts.module,
             entry_point: Some("cs_main"),
             compilation_options: Default::default(),
-            cache: None,
+            cache: crate::pipeline_cache::for_pipeline(device).as_ref(),
         });
         (layout, pipeline)
     }

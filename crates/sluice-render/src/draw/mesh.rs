@@ -6,8 +6,8 @@ use sluice_core::{BufferFormat, SharedSource, Version};
 use crate::error::RenderError;
 use crate::format::SampleKind;
 use crate::mesh_pipeline::{
-    vertex_normals, wireframe_edges, MeshParams, MeshTexture, HAS_COLORS, HAS_NORMALS, HAS_SCALARS,
-    HAS_TEXTURE,
+    vertex_normals, wireframe_edges, MeshParams, MeshProgram, MeshTexture, HAS_COLORS, HAS_NORMALS,
+    HAS_SCALARS, HAS_TEXTURE,
 };
 use crate::pipeline::{PassKind, PipelineKey};
 use crate::visual::{Mesh, Shading};
@@ -73,9 +73,11 @@ impl DrawVisual for Mesh {
             return;
         };
         if let PipelineKey::Mesh(kind) = bind.key {
-            res.meshes.ensure_pass(&res.device, kind, false, pass);
+            let program = program(self, res);
+            res.meshes.ensure_pass(&res.device, kind, program, pass);
             if self.wireframe().is_some() {
-                res.meshes.ensure_pass(&res.device, kind, true, pass);
+                res.meshes
+                    .ensure_pass(&res.device, kind, MeshProgram::Wire, pass);
             }
         }
     }
@@ -87,7 +89,7 @@ impl DrawVisual for Mesh {
         let PipelineKey::Mesh(kind) = bind.key else {
             return true;
         };
-        pass.set_pipeline(res.meshes.pipeline(kind, false, mode));
+        pass.set_pipeline(res.meshes.pipeline(kind, program(mesh, res), mode));
         pass.set_bind_group(0, &bind.group, &[]);
         match v.buffers[MESH_INDICES] {
             Some(key) => {
@@ -101,11 +103,23 @@ impl DrawVisual for Mesh {
             }
         }
         if let (Some(_), Some((edges, count, _, _))) = (mesh.wireframe(), &v.derived.edges) {
-            pass.set_pipeline(res.meshes.pipeline(kind, true, mode));
+            pass.set_pipeline(res.meshes.pipeline(kind, MeshProgram::Wire, mode));
             pass.set_index_buffer(edges.slice(..), wgpu::IndexFormat::Uint32);
             pass.draw_indexed(0..*count, 0, 0..1);
         }
         true
+    }
+}
+
+/// The triangles' shaders: the one-colour program for unlit meshes with no colours, scalars
+/// or texture (what it draws is the same), the full one otherwise.
+fn program(mesh: &Mesh, res: &Resources) -> MeshProgram {
+    let v = &res.visuals[&mesh.token.id];
+    let coloured = v.buffers[MESH_COLORS].is_some() || v.buffers[MESH_SCALARS].is_some();
+    if mesh.shading() == Shading::Unlit && !coloured && v.texture.is_none() {
+        MeshProgram::Plain
+    } else {
+        MeshProgram::Shaded
     }
 }
 

@@ -155,6 +155,39 @@ fn fs_main(in: VertexOut) -> OpaqueOut {
     return OpaqueOut(vec4<f32>(base.rgb * shade, alpha), pack_depth(in.position.z));
 }
 
+// Unlit triangles of one colour (no colours, scalars or texture): what fs_main draws then,
+// with only the position and the NaN flag interpolated.
+struct PlainOut {
+    @builtin(position) position: vec4<f32>,
+    @location(0) invalid: f32,
+};
+
+@vertex
+fn vs_plain(@builtin(vertex_index) i: u32) -> PlainOut {
+    var out: PlainOut;
+    let p = vec3_at(0u, i);
+    if (is_nan(p.x) || is_nan(p.y) || is_nan(p.z)) {
+        out.position = vec4<f32>(0.0, 0.0, 0.5, 1.0);
+        out.invalid = 1.0;
+        return out;
+    }
+    out.invalid = 0.0;
+    out.position = params.mvp * vec4<f32>(p, 1.0);
+    return out;
+}
+
+@fragment
+fn fs_plain(in: PlainOut) -> OpaqueOut {
+    if (in.invalid > 0.0) {
+        discard;
+    }
+    let alpha = params.base_color.a * params.opacity;
+    if (alpha <= 0.0) {
+        discard;
+    }
+    return OpaqueOut(vec4<f32>(params.base_color.rgb, alpha), pack_depth(in.position.z));
+}
+
 @fragment
 fn fs_wire(in: VertexOut) -> OpaqueOut {
     if (in.invalid > 0.0) {
