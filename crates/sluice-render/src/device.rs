@@ -49,10 +49,7 @@ pub(crate) fn shared_device(
     }
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("sluice"),
-        // Filterable formats where the adapter has them (see `sampling`), and a pipeline
-        // cache where the backend has one (see `pipeline_cache`).
-        required_features: crate::format::sampling_features(adapter.features())
-            | (adapter.features() & wgpu::Features::PIPELINE_CACHE),
+        required_features: optional_features(adapter),
         required_limits: adapter.limits(),
         experimental_features: wgpu::ExperimentalFeatures::disabled(),
         memory_hints: wgpu::MemoryHints::Performance,
@@ -119,4 +116,13 @@ pub(crate) fn choose_adapter(
         filter: filter.map(str::to_string),
         seen,
     })
+}
+
+/// The optional device features a renderer uses where `adapter` has them: filterable formats
+/// (`FLOAT32_FILTERABLE`, `TEXTURE_FORMAT_16BIT_NORM`: hardware filtering of f32 and u16 data,
+/// see docs/architecture.md, "Sampling") and `PIPELINE_CACHE` (pipelines kept on disk). A
+/// device opened elsewhere for a renderer (sluice-interop's) asks for the same.
+pub fn optional_features(adapter: &wgpu::Adapter) -> wgpu::Features {
+    crate::format::sampling_features(adapter.features())
+        | (adapter.features() & wgpu::Features::PIPELINE_CACHE)
 }

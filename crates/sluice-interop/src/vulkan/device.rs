@@ -83,7 +83,8 @@ impl VulkanDevice {
         if info.backend != wgpu::Backend::Vulkan {
             return Err(not_vulkan(&info));
         }
-        let features = wgpu::Features::empty();
+        // What a renderer uses where the adapter has it (filterable formats, a pipeline cache).
+        let features = sluice_render::optional_features(&adapter);
         let limits = adapter.limits();
         let (open, semaphores) = {
             // SAFETY: the guard is used only inside this block and is dropped before the
