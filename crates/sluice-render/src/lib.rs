@@ -41,6 +41,7 @@ mod format;
 mod image_pipeline;
 mod mesh_pipeline;
 mod options;
+mod paged;
 mod pipeline;
 mod proxy;
 mod redraw;
@@ -62,6 +63,7 @@ pub use device_upload::{
     DeviceUpload, DeviceUploadError,
 };
 pub use error::RenderError;
+pub use paged::{Completion, Progress, DEFAULT_GPU_BUDGET};
 pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV};
 pub use renderer::{RedrawNotify, Renderer};
 pub use scene::{NodeId, Scene};

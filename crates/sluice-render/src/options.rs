@@ -21,6 +21,16 @@ pub struct RendererOptions {
     /// limit. Volumes longer than this on some axis are split into bricks. Mostly for tests
     /// (to exercise bricking with small data) and to keep single allocations small.
     pub max_texture_dimension_3d: Option<u32>,
+    /// GPU bytes the pages of all paged (lazy, multiscale or over-limit) sources may hold
+    /// together; `None` for [`crate::DEFAULT_GPU_BUDGET`] (512 MiB). Least recently used pages
+    /// not in view make room (see `docs/chunked.md`, "The virtual texture").
+    pub gpu_budget: Option<u64>,
+    /// Interior samples of a 2-D page per side; `None` for 256. Each atlas slot adds a
+    /// 1-sample border.
+    pub page_size_2d: Option<usize>,
+    /// Draw every 2-D host source through the virtual texture, not only lazy, multiscale and
+    /// over-limit ones (to compare the two paths, and to test paging with small data).
+    pub always_page_2d: bool,
 }
 
 impl RendererOptions {
