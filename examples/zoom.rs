@@ -36,7 +36,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let frames: u32 = args.next().map_or(Ok(6), |a| a.parse())?;
     let size: u32 = args.next().map_or(Ok(256), |a| a.parse())?;
     if frames < 2 || size == 0 {
-        return Err(format!("zoom [FRAMES >= 2] [SIZE >= 1]: got {frames} frames of {size} pixels").into());
+        return Err(format!(
+            "zoom [FRAMES >= 2] [SIZE >= 1]: got {frames} frames of {size} pixels"
+        )
+        .into());
     }
     let out_dir =
         PathBuf::from(std::env::var("SLUICE_OUT").unwrap_or_else(|_| "target/sluice-out".into()));
@@ -46,8 +49,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let grid = ChunkGrid::new(&[128, 128])?;
     let levels = (1..=FINER).map(|l| {
         let f = 1usize << l;
-        Level::new(Shape::d2(side0 / f, side0 / f).unwrap(), [1.0, f as f64, f as f64])
-            .with_chunks(grid)
+        Level::new(
+            Shape::d2(side0 / f, side0 / f).unwrap(),
+            [1.0, f as f64, f as f64],
+        )
+        .with_chunks(grid)
     });
     let layout = Layout::new(Shape::d2(side0, side0)?, ElementType::F32, 1)?
         .with_chunks(grid)
@@ -98,7 +104,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let zoom = 2f32.powi(e - whole);
         let camera = PanZoomCamera::new(centre, zoom);
         let t = Instant::now();
-        let done = renderer.render_until_complete(&scene, &camera, &target, Duration::from_secs(300))?;
+        let done =
+            renderer.render_until_complete(&scene, &camera, &target, Duration::from_secs(300))?;
         let path = out_dir.join(format!("zoom-{i:02}.png"));
         renderer.read_image(&target)?.save(&path)?;
         let p = &done.progress[0];

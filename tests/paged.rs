@@ -121,7 +121,10 @@ fn a_lazy_multiscale_image_shows_level_0_once_complete() {
     let img = r.read_image(&target).unwrap();
     assert_pattern(&img, 225, 200, 1);
     let c = r.counters();
-    assert!(c.pages_resident > 0 && c.page_bytes_resident <= c.gpu_budget, "{c:?}");
+    assert!(
+        c.pages_resident > 0 && c.page_bytes_resident <= c.gpu_budget,
+        "{c:?}"
+    );
 }
 
 #[test]
@@ -222,8 +225,16 @@ fn dense_and_paged_paths_give_the_same_pixels() {
     let f32_data = Array2::from_shape_fn((90, 130), |(r, c)| pattern(r, c));
     let u8_data = Array2::from_shape_fn((90, 130), |(r, c)| pattern(r, c) as u8);
     let sources: [(SharedSource, Colormap, u8); 2] = [
-        (Arc::new(ArraySource::new(f32_data).unwrap()), Colormap::Viridis, 0),
-        (Arc::new(ArraySource::new(u8_data).unwrap()), Colormap::Gray, 2),
+        (
+            Arc::new(ArraySource::new(f32_data).unwrap()),
+            Colormap::Viridis,
+            0,
+        ),
+        (
+            Arc::new(ArraySource::new(u8_data).unwrap()),
+            Colormap::Gray,
+            2,
+        ),
     ];
     for (source, colormap, tol) in sources {
         for interpolation in [Interpolation::Nearest, Interpolation::Linear] {
@@ -264,7 +275,12 @@ fn panning_and_zooming_within_resident_pages_uploads_nothing() {
     scene.add(gray_image(source.clone()));
     let target = r.create_target(128, 128).unwrap();
     let path: Vec<PanZoomCamera> = (0..6)
-        .map(|i| PanZoomCamera::new(Vec2::new(400.0 + 30.0 * i as f32, 500.0), 1.0 + 0.1 * i as f32))
+        .map(|i| {
+            PanZoomCamera::new(
+                Vec2::new(400.0 + 30.0 * i as f32, 500.0),
+                1.0 + 0.1 * i as f32,
+            )
+        })
         .collect();
     // First pass: load everything the path sees.
     for camera in &path {
@@ -338,7 +354,10 @@ fn random_camera_paths_never_exceed_the_gpu_budget() {
         }
     }
     assert!(r.counters().peak_page_bytes <= budget);
-    assert!(r.counters().pages_evicted > 0, "the paths should have made the budget evict");
+    assert!(
+        r.counters().pages_evicted > 0,
+        "the paths should have made the budget evict"
+    );
 }
 
 /// A loader whose every chunk fails (a final decode error): after the pool gives up, the view
@@ -374,7 +393,10 @@ fn failed_chunks_show_the_fill_and_progress_names_them_until_retried() {
     let p = &done.progress[0];
     assert_eq!(p.failed.len(), 1, "{p:?}");
     assert_eq!(p.failed[0].0, ChunkKey::new(0, [0, 0, 1]));
-    assert!(p.failed[0].1.error.to_string().contains("injected fault"), "{p:?}");
+    assert!(
+        p.failed[0].1.error.to_string().contains("injected fault"),
+        "{p:?}"
+    );
     let progress = r.progress(scene.visual(image).unwrap()).unwrap();
     assert_eq!(progress.failed.len(), 1);
     let img = r.read_image(&target).unwrap();
@@ -394,7 +416,10 @@ fn failed_chunks_show_the_fill_and_progress_names_them_until_retried() {
     let done = r
         .render_until_complete(&scene, &camera, &target, LONG)
         .unwrap();
-    assert!(done.complete && done.progress[0].failed.is_empty(), "{done:?}");
+    assert!(
+        done.complete && done.progress[0].failed.is_empty(),
+        "{done:?}"
+    );
     // The page may have completed before the reload; wait for the chunk, then draw again.
     let deadline = std::time::Instant::now() + LONG;
     while !matches!(
@@ -433,7 +458,10 @@ fn a_panicking_loader_does_not_take_the_renderer_down() {
     assert!(done.complete, "{done:?}");
     let failed = &done.progress[0].failed;
     assert_eq!(failed.len(), 1, "{done:?}");
-    assert!(failed[0].1.error.to_string().contains("injected panic"), "{failed:?}");
+    assert!(
+        failed[0].1.error.to_string().contains("injected panic"),
+        "{failed:?}"
+    );
     let img = r.read_image(&target).unwrap();
     assert_eq!(img.get_pixel(10, 10).0, [0, 0, 0, 255]);
     let (want, _) = expected_entry(&Colormap::Gray, pattern(10, 100), [0.0, 255.0], 1.0);
@@ -479,9 +507,16 @@ fn a_blocked_loader_never_blocks_a_frame() {
     let p = &done.progress[0];
     assert_eq!(p.pages_resident, 0);
     assert_eq!(p.missing_pages.len(), p.pages_visible);
-    assert!(p.chunks_loading + p.chunks_queued == p.chunks_visible, "{p:?}");
+    assert!(
+        p.chunks_loading + p.chunks_queued == p.chunks_visible,
+        "{p:?}"
+    );
     let img = r.read_image(&target).unwrap();
-    assert_eq!(img.get_pixel(32, 32).0, [0, 0, 0, 255], "nothing resident: background");
+    assert_eq!(
+        img.get_pixel(32, 32).0,
+        [0, 0, 0, 255],
+        "nothing resident: background"
+    );
     {
         let (lock, cv) = &*gate;
         *lock.lock() = true;

@@ -63,8 +63,8 @@ pub use device_upload::{
     DeviceUpload, DeviceUploadError,
 };
 pub use error::RenderError;
-pub use paged::{Completion, Progress, DEFAULT_GPU_BUDGET};
 pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV};
+pub use paged::{Completion, Progress, DEFAULT_GPU_BUDGET};
 pub use renderer::{RedrawNotify, Renderer};
 pub use scene::{NodeId, Scene};
 pub use target::RenderTarget;

@@ -306,24 +306,20 @@ impl Renderer {
         target: &RenderTarget,
     ) -> Result<FrameStats, RenderError> {
         let view_projection = camera.view_projection(target.size());
-        self.frame(scene, view_projection, Some(target))
+        self.frame(scene, view_projection, target.size(), Some(target))
     }
 
     /// Brings every source `scene` shows up to date on the GPU without drawing: the uploads
     /// of [`Renderer::render`] alone (within the upload budget), submitted now. For loading
     /// ahead of showing, and to measure upload cost apart from drawing.
     pub fn upload(&mut self, scene: &Scene) -> Result<FrameStats, RenderError> {
-        self.frame(scene, glam::Mat4::IDENTITY, None)
+        self.frame(scene, glam::Mat4::IDENTITY, [0, 0], None)
     }
 
     /// How far `visual`'s view is from complete, as of the last frame; `None` unless it is an
     /// image of a paged (lazy, multiscale or over-limit) source this renderer drew.
     pub fn progress(&self, visual: &Visual) -> Option<Progress> {
-        self.res
-            .paged
-            .visuals
-            .get(&kind(visual).id())
-            .map(|v| v.progress.clone())
+        self.res.paged.progress_of(&[kind(visual).id()]).pop()
     }
 
     /// Forgets the failed chunks of every paged source, so that they load again (failed chunks
@@ -332,11 +328,12 @@ impl Renderer {
         self.res.paged.retry_failed();
     }
 
-    /// Renders `scene` again and again until every paged visual's view is complete (all its
-    /// visible pages on the GPU) and no upload waits, or until `timeout` has passed; for
-    /// offscreen use. Between frames it waits for chunks to arrive (the sources' wakes), never
-    /// longer than the time left. The answer says whether the view completed and, if not,
-    /// what is missing. A scene with no paged visual completes after one frame.
+    /// Renders `scene` into `target` once every paged visual's view is complete (all its
+    /// visible pages on the GPU) and no upload waits, or once `timeout` has passed; for
+    /// offscreen use. Until then it runs the frame's visibility pass and uploads for the view
+    /// without drawing, waiting between them for chunks to arrive (the sources' wakes), never
+    /// longer than the time left; then it draws once. The answer says whether the view
+    /// completed and, if not, what is missing. A scene with no paged visual draws at once.
     pub fn render_until_complete(
         &mut self,
         scene: &Scene,
@@ -345,24 +342,22 @@ impl Renderer {
         timeout: std::time::Duration,
     ) -> Result<Completion, RenderError> {
         let deadline = std::time::Instant::now() + timeout;
+        let view_projection = camera.view_projection(target.size());
+        let ids: Vec<u64> = scene
+            .draw_list()
+            .into_iter()
+            .map(|(v, _)| kind(v).id())
+            .collect();
         let mut frames = 0;
         loop {
             self.take_redraw_request();
-            let stats = self.render(scene, camera, target)?;
+            let stats = self.frame(scene, view_projection, target.size(), None)?;
             frames += 1;
-            let ids: Vec<u64> = scene
-                .draw_list()
-                .into_iter()
-                .map(|(v, _)| kind(v).id())
-                .collect();
-            let progress: Vec<Progress> = ids
-                .iter()
-                .filter_map(|id| self.res.paged.visuals.get(id))
-                .map(|v| v.progress.clone())
-                .collect();
+            let progress = self.res.paged.progress_of(&ids);
             let complete = !stats.uploads_pending && progress.iter().all(Progress::is_complete);
             let now = std::time::Instant::now();
             if complete || now >= deadline {
+                self.render(scene, camera, target)?;
                 return Ok(Completion {
                     complete,
                     frames,
@@ -385,11 +380,11 @@ impl Renderer {
         &mut self,
         scene: &Scene,
         view_projection: glam::Mat4,
+        viewport: [u32; 2],
         target: Option<&RenderTarget>,
     ) -> Result<FrameStats, RenderError> {
         // The staging ring polls the device when it needs a chunk back (see `StagingRing`).
         self.collect_garbage();
-        let viewport = target.map_or([0, 0], RenderTarget::size);
         let draws: Vec<Draw<'_>> = scene
             .draw_list()
             .into_iter()

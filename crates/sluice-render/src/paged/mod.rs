@@ -27,13 +27,13 @@ mod progress;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::task::Waker;
+use std::time::{Duration, Instant};
 
 use glam::{DMat3, DMat4, DVec3, DVec4};
 use sluice_core::{
     chunk_wants, visible_pages_2d, AtlasAllocator, AtlasFrame, AtlasSourceId, ChunkStatus,
-    ConsumerId, Layout, PageGrid, PageKey, PageWant, PagingError, ReadRequest,
-    ReadStatus, Residency, SharedSource, Tier, UploadFormat, Version, View2d, ViewOptions2d,
-    ViewPages,
+    ConsumerId, Layout, PageGrid, PageKey, PageWant, PagingError, ReadRequest, ReadStatus,
+    Residency, SharedSource, Tier, UploadFormat, Version, View2d, ViewOptions2d, ViewPages,
 };
 
 use crate::bricking::TextureLimits;
@@ -50,6 +50,11 @@ use atlas_texture::AtlasTexture;
 use format::AtlasFormat;
 use page_table::PageTable;
 
+/// How long an unchanged wanted set goes without being requested again. Requesting costs
+/// about a hash-map entry per chunk; a view that does not move need not pay it every frame,
+/// but a chunk the host cache evicted is only queued again by a request.
+const REREQUEST: Duration = Duration::from_millis(200);
+
 /// The GPU byte budget of a renderer's paged sources when the options give none: 512 MiB.
 pub const DEFAULT_GPU_BUDGET: u64 = 512 << 20;
 
@@ -63,10 +68,7 @@ pub(crate) fn wants_paging(source: &SharedSource, limits: TextureLimits, always:
         return false;
     }
     let [_, h, w] = shape.padded();
-    always
-        || source.is_lazy()
-        || layout.levels().len() > 1
-        || h.max(w) > limits.d2 as usize
+    always || source.is_lazy() || layout.levels().len() > 1 || h.max(w) > limits.d2 as usize
 }
 
 /// Counts of the paged path, merged into [`Counters`].
@@ -90,6 +92,9 @@ struct PagedSource {
     table: PageTable,
     users: usize,
     version: Version,
+    /// The pages whose chunks were last requested, and when: an unchanged set is requested
+    /// again only after [`REREQUEST`] (for chunks the host cache evicted meanwhile).
+    requested: Option<(Vec<PageWant>, Instant)>,
     /// Pages whose read failed as a whole (not a chunk failure: those read as the fill), by
     /// key, with the error; retried when the source's version moves.
     read_errors: HashMap<PageKey, String>,
@@ -114,7 +119,6 @@ pub(crate) struct PagedVisual {
     pub uniform: wgpu::Buffer,
     pub bind: Option<(wgpu::BindGroup, u64, ColormapKey, ShaderKey)>,
     pub frame: Option<VisualFrame>,
-    pub progress: Progress,
     pub flat_depth: Option<f32>,
 }
 
@@ -220,7 +224,6 @@ impl PagedTextures {
                         uniform,
                         bind: None,
                         frame: None,
-                        progress: Progress::default(),
                         flat_depth: None,
                     },
                 );
@@ -297,6 +300,7 @@ impl PagedTextures {
             users: 0,
             version: source.version(),
             read_errors: HashMap::new(),
+            requested: None,
             layout,
         })
     }
@@ -358,7 +362,17 @@ impl PagedTextures {
         for s in self.sources.values_mut() {
             s.source.retry_failed();
             s.read_errors.clear();
+            s.requested = None;
         }
+    }
+
+    /// The progress of the paged visuals among `ids` (in that order), as of their last
+    /// visibility pass.
+    pub fn progress_of(&self, ids: &[u64]) -> Vec<Progress> {
+        ids.iter()
+            .filter_map(|id| self.visuals.get(id))
+            .map(|v| visual_progress(&self.allocator, &self.sources[&v.source], v.frame.as_ref()))
+            .collect()
     }
 
     /// Page bytes resident now (what the budget counts).
@@ -420,8 +434,16 @@ impl PagedTextures {
             }
         }
         // 2. Request their chunks, per source (an empty set for sources not drawn).
-        for (key, s) in &self.sources {
+        for (key, s) in self.sources.iter_mut() {
             let pages = wants.get(key).map_or(&[][..], Vec::as_slice);
+            let now = Instant::now();
+            if s.requested
+                .as_ref()
+                .is_some_and(|(p, t)| p == pages && now.duration_since(*t) < REREQUEST)
+            {
+                continue;
+            }
+            s.requested = Some((pages.to_vec(), now));
             let chunks = chunk_wants(&s.layout, &s.grid, pages).map_err(|e| {
                 RenderError::UnsupportedSource {
                     visual: "Image",
@@ -460,7 +482,10 @@ impl PagedTextures {
                 })
             })
             .collect();
-        let plan = self.allocator.plan_frame(&frames).map_err(|e| RenderError::Gpu(e.to_string()))?;
+        let plan = self
+            .allocator
+            .plan_frame(&frames)
+            .map_err(|e| RenderError::Gpu(e.to_string()))?;
         drop(frames);
         drop(readiness);
         self.counters.pages_evicted += plan.evictions.len() as u64;
@@ -504,11 +529,6 @@ impl PagedTextures {
             let preferred = drawn.get(&s.id).unwrap_or(&empty);
             self.counters.table_bytes_written += s.table.refresh(queue, &resident, preferred);
         }
-        // 6. Progress.
-        for v in self.visuals.values_mut() {
-            let s = &self.sources[&v.source];
-            v.progress = progress_of(&self.allocator, s, v.frame.as_ref());
-        }
         Ok(plan.deferred > 0)
     }
 
@@ -532,7 +552,8 @@ impl PagedTextures {
                         };
                         let touched = regions.iter().any(|r| {
                             (1..3).all(|a| {
-                                let (r0, r1) = (r.origin[a] as f64, (r.origin[a] + r.size[a]) as f64);
+                                let (r0, r1) =
+                                    (r.origin[a] as f64, (r.origin[a] + r.size[a]) as f64);
                                 r0 < hi[a] + 1.0 && r1 > lo[a] - 1.0
                             })
                         });
@@ -555,7 +576,13 @@ impl PagedTextures {
     pub fn bind_parts(
         &self,
         id: u64,
-    ) -> (&wgpu::TextureView, &wgpu::TextureView, &wgpu::Sampler, u64, ShaderKey) {
+    ) -> (
+        &wgpu::TextureView,
+        &wgpu::TextureView,
+        &wgpu::Sampler,
+        u64,
+        ShaderKey,
+    ) {
         let s = &self.sources[&self.visuals[&id].source];
         let sampler = if s.atlas.format.filterable {
             &self.filtering
@@ -620,7 +647,10 @@ impl PagedTextures {
         p.level = frame.view.level as u32;
         for (l, level) in levels.iter().enumerate().take(MAX_LEVELS) {
             let [_, h, w] = level.shape.padded();
-            let (ds, off) = ([level.downsample[2], level.downsample[1]], [level.offset[2], level.offset[1]]);
+            let (ds, off) = (
+                [level.downsample[2], level.downsample[1]],
+                [level.offset[2], level.offset[1]],
+            );
             let (pw, ph) = (page[2] as f64, page[1] as f64);
             let base = [
                 (frame.anchor[0] - off[0]) / ds[0],
@@ -636,12 +666,14 @@ impl PagedTextures {
                 anchor_frac: [(base[0] - pg[0] * pw) as f32, (base[1] - pg[1] * ph) as f32],
                 inv_downsample: [(1.0 / ds[0]) as f32, (1.0 / ds[1]) as f32],
                 lo: [(-pg[0] * pw) as f32, (-pg[1] * ph) as f32],
-                hi: [(w as f64 - pg[0] * pw) as f32, (h as f64 - pg[1] * ph) as f32],
+                hi: [
+                    (w as f64 - pg[0] * pw) as f32,
+                    (h as f64 - pg[1] * ph) as f32,
+                ],
             };
         }
         p
     }
-
 }
 
 /// Reads page `key` of `s` and writes it into `slot`. `Ok(None)` if a chunk is not on the host
@@ -654,8 +686,14 @@ fn upload_page(
     slot: u32,
     scratch: &mut Vec<u8>,
 ) -> Result<Option<u64>, String> {
-    let region = s.grid.sample_region(&s.layout, key).map_err(|e| e.to_string())?;
-    let offset = s.grid.offset_in_slot(&s.layout, key).map_err(|e| e.to_string())?;
+    let region = s
+        .grid
+        .sample_region(&s.layout, key)
+        .map_err(|e| e.to_string())?;
+    let offset = s
+        .grid
+        .offset_in_slot(&s.layout, key)
+        .map_err(|e| e.to_string())?;
     let bytes = s
         .layout
         .checked_region_bytes(&region)
@@ -763,10 +801,17 @@ fn view_frame(
     let mut rect = [0.0, 0.0, dw, dh];
     if corners.iter().all(Option::is_some) {
         let pts: Vec<[f64; 2]> = corners.into_iter().flatten().collect();
-        let fold = |i: usize, f: fn(f64, f64) -> f64, init: f64| pts.iter().map(|p| p[i]).fold(init, f);
+        let fold =
+            |i: usize, f: fn(f64, f64) -> f64, init: f64| pts.iter().map(|p| p[i]).fold(init, f);
         // A little margin: the bounding box of the corners, grown by 1 % of its size.
-        let (x0, x1) = (fold(0, f64::min, f64::INFINITY), fold(0, f64::max, f64::NEG_INFINITY));
-        let (y0, y1) = (fold(1, f64::min, f64::INFINITY), fold(1, f64::max, f64::NEG_INFINITY));
+        let (x0, x1) = (
+            fold(0, f64::min, f64::INFINITY),
+            fold(0, f64::max, f64::NEG_INFINITY),
+        );
+        let (y0, y1) = (
+            fold(1, f64::min, f64::INFINITY),
+            fold(1, f64::max, f64::NEG_INFINITY),
+        );
         let (mx, my) = ((x1 - x0) * 0.01, (y1 - y0) * 0.01);
         rect = [
             rect[0].max(x0 - mx),
@@ -794,7 +839,7 @@ fn view_frame(
 }
 
 /// A visual's progress from its wanted pages and their chunks' states.
-fn progress_of(
+fn visual_progress(
     allocator: &AtlasAllocator,
     s: &PagedSource,
     frame: Option<&VisualFrame>,

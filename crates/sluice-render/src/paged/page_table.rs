@@ -68,7 +68,10 @@ impl PageTable {
                 continue;
             }
             let i = self.index(key);
-            let r = (u8::from(preferred.contains(&key)) + 1, usize::MAX - key.level);
+            let r = (
+                u8::from(preferred.contains(&key)) + 1,
+                usize::MAX - key.level,
+            );
             if r > rank[i] || rank[i].0 == 0 {
                 rank[i] = r;
                 want[i] = [slot + 1, key.index[2] as u32, key.index[1] as u32, 0];
@@ -76,11 +79,7 @@ impl PageTable {
         }
         let w = self.window as usize;
         let mut written = 0;
-        for (row, (new, old)) in want
-            .chunks(w)
-            .zip(self.entries.chunks_mut(w))
-            .enumerate()
-        {
+        for (row, (new, old)) in want.chunks(w).zip(self.entries.chunks_mut(w)).enumerate() {
             if new == old {
                 continue;
             }

@@ -166,7 +166,13 @@ impl PagedPipelines {
                 count: None,
             },
         ];
-        let parts = ShaderParts::new(device, "sluice paged image", &entries, shader_source(key), &[]);
+        let parts = ShaderParts::new(
+            device,
+            "sluice paged image",
+            &entries,
+            shader_source(key),
+            &[],
+        );
         Shader {
             layout: parts.layout,
             pipeline_layout: parts.pipeline_layout,
@@ -188,7 +194,13 @@ impl PagedPipelines {
     }
 
     /// Builds the pipeline of `key` for a `pass` and opacity, where missing.
-    pub fn ensure_pass(&mut self, device: &wgpu::Device, key: ShaderKey, pass: PassKind, opacity: f32) {
+    pub fn ensure_pass(
+        &mut self,
+        device: &wgpu::Device,
+        key: ShaderKey,
+        pass: PassKind,
+        opacity: f32,
+    ) {
         let shader = self
             .shaders
             .entry(key)
@@ -214,7 +226,12 @@ impl PagedPipelines {
     }
 
     /// The pipeline of `key` for a `pass` and opacity (after [`PagedPipelines::ensure_pass`]).
-    pub fn pipeline(&self, key: ShaderKey, pass: PassKind, opacity: f32) -> Option<&wgpu::RenderPipeline> {
+    pub fn pipeline(
+        &self,
+        key: ShaderKey,
+        pass: PassKind,
+        opacity: f32,
+    ) -> Option<&wgpu::RenderPipeline> {
         self.shaders
             .get(&key)?
             .pipelines
