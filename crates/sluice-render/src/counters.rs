@@ -104,6 +104,10 @@ impl Counters {
             textures_provided: self.textures_provided - earlier.textures_provided,
             textures_created: self.textures_created - earlier.textures_created,
             staging_buffers_created: self.staging_buffers_created - earlier.staging_buffers_created,
+            pages_uploaded: self.pages_uploaded - earlier.pages_uploaded,
+            pages_evicted: self.pages_evicted - earlier.pages_evicted,
+            page_table_bytes_written: self.page_table_bytes_written
+                - earlier.page_table_bytes_written,
             device_pools: self.device_pools.since(&earlier.device_pools),
             ..*self
         }
