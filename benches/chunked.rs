@@ -122,7 +122,8 @@ fn main() -> Res<()> {
     // 1. Cost follows the view (alternating runs, medians).
     let (mut huge, mut small) = (Vec::new(), Vec::new());
     for _ in 0..iters {
-        huge.push(first_complete(100_000, 50_000.0)?);
+        // Both views start on a page boundary: 4 x 4 pages of level 0 each.
+        huge.push(first_complete(100_000, 50_176.0)?);
         small.push(first_complete(1_000, 500.0)?);
     }
     let (h, s) = (median(&huge), median(&small));

@@ -529,3 +529,58 @@ fn a_blocked_loader_never_blocks_a_frame() {
     assert!(woken.load(Ordering::SeqCst) > 0);
     assert_pattern(&r.read_image(&target).unwrap(), 0, 0, 1);
 }
+
+/// While the wanted level is still loading, the view shows the coarsest level's samples where
+/// they lie (the fallback the page table points at), exactly; then the wanted level.
+#[test]
+fn missing_pages_fall_back_to_the_coarser_level_exactly() {
+    let gate = Arc::new((parking_lot::Mutex::new(false), parking_lot::Condvar::new()));
+    let g = gate.clone();
+    let layout = pyramid_layout(256, 256, 3, [64, 64]);
+    let loader = ProceduralLoader::new(layout, move |key, region, dst| {
+        if key.level < 2 {
+            let (lock, cv) = &*g;
+            let mut open = lock.lock();
+            while !*open {
+                cv.wait(&mut open);
+            }
+        }
+        fill_pattern(key, region, dst);
+        Ok(ChunkFill::Filled)
+    });
+    let source = Arc::new(LazySource::with_options(loader, options()).unwrap());
+    let mut r = paged_renderer(64, None, None);
+    let mut scene = Scene::new();
+    scene.add(gray_image(source));
+    let target = r.create_target(128, 128).unwrap();
+    let camera = PanZoomCamera::new(Vec2::new(100.0, 90.0), 1.0);
+    let done = r
+        .render_until_complete(&scene, &camera, &target, Duration::from_millis(1500))
+        .unwrap();
+    assert!(!done.complete, "{done:?}");
+    assert_eq!(done.progress[0].level, 0);
+    let img = r.read_image(&target).unwrap();
+    // Pixel (x, y) is level-0 sample (26 + y, 36 + x), inside level-2 sample (r / 4, c / 4).
+    for y in 0..128 {
+        for x in 0..128 {
+            let (row, col) = (26 + y as usize, 36 + x as usize);
+            let v = pattern(row / 4 * 4, col / 4 * 4);
+            let (want, near) = expected_entry(&Colormap::Gray, v, [0.0, 255.0], 1.0);
+            let got = img.get_pixel(x, y).0;
+            assert!(
+                got == want || Some(got) == near,
+                "pixel ({x}, {y}) is {got:?}, expected the coarse {want:?}"
+            );
+        }
+    }
+    {
+        let (lock, cv) = &*gate;
+        *lock.lock() = true;
+        cv.notify_all();
+    }
+    let done = r
+        .render_until_complete(&scene, &camera, &target, LONG)
+        .unwrap();
+    assert!(done.complete, "{done:?}");
+    assert_pattern(&r.read_image(&target).unwrap(), 26, 36, 1);
+}

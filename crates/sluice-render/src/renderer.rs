@@ -331,7 +331,8 @@ impl Renderer {
     /// Renders `scene` into `target` once every paged visual's view is complete (all its
     /// visible pages on the GPU) and no upload waits, or once `timeout` has passed; for
     /// offscreen use. Until then it runs the frame's visibility pass and uploads for the view
-    /// without drawing, waiting between them for chunks to arrive (the sources' wakes), never
+    /// without drawing (and without a prefetch ring, which would only compete with the view's
+    /// own chunks), waiting between them for chunks to arrive (the sources' wakes), never
     /// longer than the time left; then it draws once. The answer says whether the view
     /// completed and, if not, what is missing. A scene with no paged visual draws at once.
     pub fn render_until_complete(
@@ -349,16 +350,20 @@ impl Renderer {
             .map(|(v, _)| kind(v).id())
             .collect();
         let mut frames = 0;
-        loop {
+        // Prefetching around the view only competes with the view's own chunks here.
+        let ring = std::mem::replace(&mut self.res.paged.prefetch_ring, 0);
+        let result = loop {
             self.take_redraw_request();
-            let stats = self.frame(scene, view_projection, target.size(), None)?;
+            let stats = match self.frame(scene, view_projection, target.size(), None) {
+                Ok(stats) => stats,
+                Err(e) => break Err(e),
+            };
             frames += 1;
             let progress = self.res.paged.progress_of(&ids);
             let complete = !stats.uploads_pending && progress.iter().all(Progress::is_complete);
             let now = std::time::Instant::now();
             if complete || now >= deadline {
-                self.render(scene, camera, target)?;
-                return Ok(Completion {
+                break Ok(Completion {
                     complete,
                     frames,
                     progress,
@@ -372,7 +377,11 @@ impl Renderer {
             if !self.redraw.0.load(Ordering::Acquire) {
                 condvar.wait_for(&mut guard, deadline - now);
             }
-        }
+        };
+        self.res.paged.prefetch_ring = ring;
+        let completion = result?;
+        self.render(scene, camera, target)?;
+        Ok(completion)
     }
 
     /// One frame: prepare the visuals, upload what changed, draw into `target` if any.

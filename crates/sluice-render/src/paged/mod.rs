@@ -136,6 +136,8 @@ pub(crate) struct PagedTextures {
     budget: u64,
     page_2d: usize,
     pub always: bool,
+    /// Pages of prefetch around each view (1; 0 while rendering until complete).
+    pub prefetch_ring: usize,
 }
 
 impl PagedTextures {
@@ -172,6 +174,7 @@ impl PagedTextures {
             budget,
             page_2d,
             always,
+            prefetch_ring: 1,
         }
     }
 
@@ -425,7 +428,7 @@ impl PagedTextures {
                 continue;
             };
             let s = &self.sources[&v.source];
-            v.frame = view_frame(&s.layout, &s.grid, mvp, viewport);
+            v.frame = view_frame(&s.layout, &s.grid, mvp, viewport, self.prefetch_ring);
             if let Some(frame) = &v.frame {
                 wants
                     .entry(v.source)
@@ -518,16 +521,38 @@ impl PagedTextures {
             .max(self.allocator.resident_bytes() as u64);
         // 5. Point the page tables at what is resident, drawn pages first.
         let mut drawn: HashMap<AtlasSourceId, HashSet<PageKey>> = HashMap::new();
+        let mut covering: HashMap<AtlasSourceId, Vec<(PageKey, PageKey, u32)>> = HashMap::new();
         for f in &plan.fallbacks {
-            if let Some((page, _)) = f.drawn {
-                drawn.entry(f.source).or_default().insert(page);
+            let Some((page, slot)) = f.drawn else {
+                continue;
+            };
+            drawn.entry(f.source).or_default().insert(page);
+            if page == f.wanted {
+                continue;
+            }
+            // A missing page's entry may point at its fallback when that page covers all of
+            // it, so the shader finds it in one lookup.
+            let s = &self.sources[&by_id[&f.source]];
+            let boxes = (
+                s.grid.level0_box(&s.layout, f.wanted),
+                s.grid.level0_box(&s.layout, page),
+            );
+            if let (Ok((wlo, whi)), Ok((dlo, dhi))) = boxes {
+                if (1..3).all(|a| dlo[a] <= wlo[a] && whi[a] <= dhi[a]) {
+                    covering
+                        .entry(f.source)
+                        .or_default()
+                        .push((f.wanted, page, slot));
+                }
             }
         }
         let empty = HashSet::new();
         for s in self.sources.values_mut() {
             let resident = self.allocator.resident(s.id);
             let preferred = drawn.get(&s.id).unwrap_or(&empty);
-            self.counters.table_bytes_written += s.table.refresh(queue, &resident, preferred);
+            let fallbacks = covering.get(&s.id).map_or(&[][..], Vec::as_slice);
+            self.counters.table_bytes_written +=
+                s.table.refresh(queue, &resident, preferred, fallbacks);
         }
         Ok(plan.deferred > 0)
     }
@@ -763,6 +788,7 @@ fn view_frame(
     grid: &PageGrid,
     mvp: glam::Mat4,
     viewport: [u32; 2],
+    prefetch_ring: usize,
 ) -> Option<VisualFrame> {
     if viewport[0] == 0 || viewport[1] == 0 {
         return None;
@@ -775,7 +801,10 @@ fn view_frame(
             matrix: m.to_cols_array_2d(),
             viewport: viewport.map(f64::from),
         },
-        ViewOptions2d::default(),
+        ViewOptions2d {
+            prefetch_ring,
+            ..ViewOptions2d::default()
+        },
     )
     .ok()?;
     // The plane z = 0 as a homography (x, y, 1) -> (X, Y, W).

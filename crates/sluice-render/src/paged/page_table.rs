@@ -52,29 +52,40 @@ impl PageTable {
         (key.level * w + y) * w + x
     }
 
-    /// Points the table at `resident` pages (page, slot); where two share an entry, a page of
-    /// `preferred` (this frame's drawn pages) wins, then the finer. Writes the rows that
-    /// changed; returns the bytes written.
+    /// Points the table at `resident` pages (page, slot), and the entries of missing wanted
+    /// pages at the coarser resident page covering each (`fallbacks`: wanted page, drawn page,
+    /// its slot). Where two share an entry, a page of `preferred` (this frame's drawn pages)
+    /// wins, then a fallback, then the finer page. Writes the rows that changed; returns the
+    /// bytes written.
     pub fn refresh(
         &mut self,
         queue: &wgpu::Queue,
         resident: &[(PageKey, u32)],
         preferred: &HashSet<PageKey>,
+        fallbacks: &[(PageKey, PageKey, u32)],
     ) -> u64 {
         let mut want = vec![[0u32; 4]; self.entries.len()];
         let mut rank = vec![(0u8, usize::MAX); self.entries.len()];
-        for &(key, slot) in resident {
+        let entries = resident
+            .iter()
+            .map(|&(key, slot)| {
+                let r = if preferred.contains(&key) { 3 } else { 1 };
+                (key, slot, 0, r)
+            })
+            .chain(
+                fallbacks
+                    .iter()
+                    .map(|&(wanted, drawn, slot)| (wanted, slot, drawn.level as u32 + 1, 2)),
+            );
+        for (key, slot, level, r) in entries {
             if key.level >= self.levels as usize {
                 continue;
             }
             let i = self.index(key);
-            let r = (
-                u8::from(preferred.contains(&key)) + 1,
-                usize::MAX - key.level,
-            );
-            if r > rank[i] || rank[i].0 == 0 {
+            let r = (r, usize::MAX - key.level);
+            if r > rank[i] {
                 rank[i] = r;
-                want[i] = [slot + 1, key.index[2] as u32, key.index[1] as u32, 0];
+                want[i] = [slot + 1, key.index[2] as u32, key.index[1] as u32, level];
             }
         }
         let w = self.window as usize;

@@ -73,15 +73,25 @@ fn wrap(i: i32, n: i32) -> i32 {
     return ((i % n) + n) % n;
 }
 
-// The atlas slot holding page `pg` of level `l`, or -1.
-fn lookup(l: u32, pg: vec2<i32>) -> i32 {
+// The entry of page `pg` of level `l`: (slot, level of the page the slot holds), or slot -1.
+// A missing page's entry may name the coarser resident page that covers it all (its level in
+// the entry's fourth field, plus 1), so that one lookup finds the fallback.
+fn lookup(l: u32, pg: vec2<i32>) -> vec2<i32> {
     let w = i32(params.window);
     let texel = vec2<i32>(wrap(pg.x, w), i32(l) * w + wrap(pg.y, w));
     let e = textureLoad(table, texel, 0);
     if (e.x == 0u || e.y != bitcast<u32>(pg.x) || e.z != bitcast<u32>(pg.y)) {
-        return -1;
+        return vec2<i32>(-1, 0);
     }
-    return i32(e.x) - 1;
+    return vec2<i32>(i32(e.x) - 1, select(i32(l), i32(e.w) - 1, e.w != 0u));
+}
+
+// Level `l`'s sample coordinates of the point `rel`, clamped to the level's samples (sample
+// centres for linear): the atlas's own clamping knows only the atlas's edges.
+fn level_coords(l: u32, rel: vec2<f32>, half: f32) -> vec2<f32> {
+    let lv = params.lv[l];
+    let t = lv.anchor_frac + rel * lv.inv_downsample;
+    return clamp(t, lv.lo + vec2<f32>(half), max(lv.lo + vec2<f32>(half), lv.hi - vec2<f32>(max(half, 1e-3))));
 }
 
 struct Found {
@@ -99,15 +109,16 @@ fn find(rel: vec2<f32>) -> Found {
     out.ok = false;
     let half = select(0.0, 0.5, params.linear == 1u);
     for (var l = params.level; l < params.levels; l = l + 1u) {
-        let lv = params.lv[l];
-        var t = lv.anchor_frac + rel * lv.inv_downsample;
-        // Clamp to the level's samples (sample centres for linear): the atlas's own clamping
-        // knows only the atlas's edges.
-        t = clamp(t, lv.lo + vec2<f32>(half), max(lv.lo + vec2<f32>(half), lv.hi - vec2<f32>(max(half, 1e-3))));
-        let step = floor(t / params.page);
-        let pg = lv.anchor_page.xy + vec2<i32>(step);
-        let slot = lookup(l, pg);
+        var t = level_coords(l, rel, half);
+        var step = floor(t / params.page);
+        let pg = params.lv[l].anchor_page.xy + vec2<i32>(step);
+        let found = lookup(l, pg);
+        let slot = found.x;
         if (slot >= 0) {
+            if (u32(found.y) != l) {
+                t = level_coords(u32(found.y), rel, half);
+                step = floor(t / params.page);
+            }
             let in_page = t - step * params.page;
             let per_row = params.slot.z;
             let origin = vec2<i32>(slot % per_row, slot / per_row) * params.slot.xy;
