@@ -428,7 +428,10 @@ impl PagedTextures {
                 continue;
             };
             let s = &self.sources[&v.source];
-            v.frame = view_frame(&s.layout, &s.grid, mvp, viewport, self.prefetch_ring);
+            // A frame without a target (`Renderer::upload`) keeps the last view's wants.
+            if viewport != [0, 0] {
+                v.frame = view_frame(&s.layout, &s.grid, mvp, viewport, self.prefetch_ring);
+            }
             if let Some(frame) = &v.frame {
                 wants
                     .entry(v.source)
