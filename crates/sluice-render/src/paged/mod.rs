@@ -71,6 +71,9 @@ pub(crate) fn wants_paging(source: &SharedSource, limits: TextureLimits, always:
     always || source.is_lazy() || layout.levels().len() > 1 || h.max(w) > limits.d2 as usize
 }
 
+/// Whether a page's chunks are all settled on the host (what `AtlasFrame::ready` asks).
+type Readiness<'a> = dyn Fn(PageKey) -> bool + 'a;
+
 /// Counts of the paged path, merged into [`Counters`].
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct PagedCounters {
@@ -465,7 +468,7 @@ impl PagedTextures {
                 })?;
         }
         // 3. Plan.
-        let readiness: Vec<(SourceKey, Box<dyn Fn(PageKey) -> bool + '_>)> = self
+        let readiness: Vec<(SourceKey, Box<Readiness<'_>>)> = self
             .sources
             .iter()
             .map(|(key, s)| {
@@ -475,7 +478,7 @@ impl PagedTextures {
                             .page_state(&s.layout, &*s.source, page)
                             .is_ok_and(|st| st.is_readable())
                 };
-                (*key, Box::new(ready) as Box<dyn Fn(PageKey) -> bool + '_>)
+                (*key, Box::new(ready) as Box<Readiness<'_>>)
             })
             .collect();
         let frames: Vec<AtlasFrame<'_>> = readiness
