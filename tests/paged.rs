@@ -282,12 +282,21 @@ fn panning_and_zooming_within_resident_pages_uploads_nothing() {
             )
         })
         .collect();
-    // First pass: load everything the path sees.
+    // First pass: load everything the path sees, prefetch ring included (interactive frames
+    // want it; rendering until complete does not): frames until 20 in a row upload nothing.
     for camera in &path {
         let done = r
             .render_until_complete(&scene, camera, &target, LONG)
             .unwrap();
         assert!(done.complete, "{done:?}");
+        let deadline = std::time::Instant::now() + LONG;
+        let mut quiet = 0;
+        while quiet < 20 {
+            assert!(std::time::Instant::now() < deadline, "the ring never settled");
+            let stats = r.render(&scene, camera, &target).unwrap();
+            quiet = if stats.bytes_uploaded == 0 { quiet + 1 } else { 0 };
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
     let before = r.counters();
     for camera in path.iter().rev() {
