@@ -110,7 +110,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         renderer.read_image(&target)?.save(&path)?;
         let p = &done.progress[0];
         println!(
-            "frame {i}: zoom {:>9}x, level {:>2}, {} of {} visible pages, {} chunks ({} failed), {} frames in {:.2} s{} -> {}",
+            "frame {i}: zoom {:>9}x, level {:>2}, {} of {} visible pages, {} chunks ({} failed), {} passes in {:.2} s{} -> {}",
             1u64 << e,
             p.level,
             p.pages_resident,

@@ -49,7 +49,8 @@ impl Progress {
 pub struct Completion {
     /// Whether every paged visual's view is complete and no upload is pending.
     pub complete: bool,
-    /// Frames rendered.
+    /// Visibility passes run (frames without drawing, one per wake or upload), before the
+    /// one draw at the end.
     pub frames: u32,
     /// The last frame's progress of every paged visual (the incomplete ones say what is
     /// missing).
