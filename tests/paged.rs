@@ -292,9 +292,16 @@ fn panning_and_zooming_within_resident_pages_uploads_nothing() {
         let deadline = std::time::Instant::now() + LONG;
         let mut quiet = 0;
         while quiet < 20 {
-            assert!(std::time::Instant::now() < deadline, "the ring never settled");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the ring never settled"
+            );
             let stats = r.render(&scene, camera, &target).unwrap();
-            quiet = if stats.bytes_uploaded == 0 { quiet + 1 } else { 0 };
+            quiet = if stats.bytes_uploaded == 0 {
+                quiet + 1
+            } else {
+                0
+            };
             std::thread::sleep(Duration::from_millis(5));
         }
     }
@@ -592,4 +599,53 @@ fn missing_pages_fall_back_to_the_coarser_level_exactly() {
         .unwrap();
     assert!(done.complete, "{done:?}");
     assert_pattern(&r.read_image(&target).unwrap(), 26, 36, 1);
+}
+
+/// A paged source replaced by one of another shape gets a new atlas and table: the next view
+/// shows the new data.
+#[test]
+fn a_replaced_layout_is_paged_anew() {
+    let mut options = RendererOptions::from_env().unwrap();
+    options.always_page_2d = true;
+    options.page_size_2d = Some(16);
+    let mut r = Renderer::with_options(options).unwrap();
+    let source = Arc::new(
+        ArraySource::new(Array2::from_shape_fn((40, 50), |(row, c)| pattern(row, c))).unwrap(),
+    );
+    let mut scene = Scene::new();
+    scene.add(gray_image(source.clone()));
+    let target = r.create_target(50, 40).unwrap();
+    let done = r
+        .render_until_complete(&scene, &common::pixel_camera(50, 40), &target, LONG)
+        .unwrap();
+    assert!(done.complete, "{done:?}");
+    assert_pattern(&r.read_image(&target).unwrap(), 0, 0, 1);
+    source
+        .replace(Array2::from_shape_fn((30, 60), |(row, c)| {
+            pattern(row + 7, c)
+        }))
+        .unwrap();
+    let target = r.create_target(60, 30).unwrap();
+    let done = r
+        .render_until_complete(&scene, &common::pixel_camera(60, 30), &target, LONG)
+        .unwrap();
+    assert!(done.complete, "{done:?}");
+    assert_pattern(&r.read_image(&target).unwrap(), 7, 0, 1);
+    // A written region re-uploads the pages it touches, and only those.
+    let before = r.counters();
+    source
+        .write(&[3, 20], Array2::from_elem((4, 5), 250.0f32).view())
+        .unwrap();
+    let done = r
+        .render_until_complete(&scene, &common::pixel_camera(60, 30), &target, LONG)
+        .unwrap();
+    assert!(done.complete, "{done:?}");
+    let img = r.read_image(&target).unwrap();
+    let (white, _) = expected_entry(&Colormap::Gray, 250.0, [0.0, 255.0], 1.0);
+    assert_eq!(img.get_pixel(22, 5).0, white);
+    let (want, _) = expected_entry(&Colormap::Gray, pattern(7 + 5, 40), [0.0, 255.0], 1.0);
+    assert_eq!(img.get_pixel(40, 5).0, want);
+    // Columns 20..25 of rows 3..7 lie in pages (0, 1) of 16 x 16 (and their borders).
+    let uploaded = r.counters().since(&before).pages_uploaded;
+    assert!((1..=2).contains(&uploaded), "{uploaded} pages uploaded");
 }

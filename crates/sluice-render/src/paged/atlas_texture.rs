@@ -17,7 +17,8 @@ pub(crate) struct AtlasTexture {
     rows: u32,
     /// Slot rows it may grow to.
     max_rows: u32,
-    /// Moves whenever the texture is replaced (bind groups are rebuilt).
+    /// Unique among atlases, and moves whenever the texture is replaced (bind groups are
+    /// rebuilt).
     pub generation: u64,
 }
 
@@ -50,7 +51,7 @@ impl AtlasTexture {
             per_row,
             rows,
             max_rows,
-            generation: 0,
+            generation: next_generation(),
         }
     }
 
@@ -105,9 +106,14 @@ impl AtlasTexture {
         self.view = texture.create_view(&wgpu::TextureViewDescriptor::default());
         self.texture = texture;
         self.rows = rows;
-        self.generation += 1;
+        self.generation = next_generation();
         true
     }
+}
+
+fn next_generation() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 fn create(

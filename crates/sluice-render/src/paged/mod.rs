@@ -423,7 +423,7 @@ impl PagedTextures {
         counters: &mut Counters,
         draws: &[(u64, glam::Mat4, [u32; 2])],
     ) -> Result<bool, RenderError> {
-        self.apply_changes();
+        self.apply_changes(device)?;
         // 1. What each visual's view needs.
         let mut wants: HashMap<SourceKey, Vec<PageWant>> = HashMap::new();
         for &(id, mvp, viewport) in draws {
@@ -564,8 +564,9 @@ impl PagedTextures {
     }
 
     /// Invalidates the resident pages whose data changed since the last frame.
-    fn apply_changes(&mut self) {
-        for s in self.sources.values_mut() {
+    fn apply_changes(&mut self, device: &wgpu::Device) -> Result<(), RenderError> {
+        let mut relaid = Vec::new();
+        for (key, s) in self.sources.iter_mut() {
             let now = s.source.version();
             if now == s.version {
                 continue;
@@ -574,6 +575,10 @@ impl PagedTextures {
             s.version = now;
             s.read_errors.clear();
             let layout_changed = s.source.layout() != s.layout;
+            if layout_changed {
+                relaid.push(*key);
+                continue;
+            }
             match changes {
                 sluice_core::Changes::None => {}
                 sluice_core::Changes::Regions(regions) if !layout_changed => {
@@ -600,6 +605,17 @@ impl PagedTextures {
                 }
             }
         }
+        // A new layout gets a new atlas, page table and grid (visuals rebind to them).
+        for key in relaid {
+            let old = self.sources.remove(&key).expect("listed above");
+            let users = old.users;
+            let source = old.source.clone();
+            self.retire(old);
+            let mut fresh = self.create_source(device, &source)?;
+            fresh.users = users;
+            self.sources.insert(key, fresh);
+        }
+        Ok(())
     }
 
     /// The bind group parts of visual `id`: (atlas view, table view, sampler, atlas
