@@ -19,6 +19,7 @@
 //! levels until the table has the page, so once the coarsest level is in there are no holes.
 
 mod atlas_texture;
+mod borders;
 mod format;
 mod page_table;
 mod pipeline;
@@ -31,9 +32,9 @@ use std::time::{Duration, Instant};
 
 use glam::{DMat3, DMat4, DVec3, DVec4};
 use sluice_core::{
-    chunk_wants, visible_pages_2d, AtlasAllocator, AtlasFrame, AtlasSourceId, ChunkStatus,
-    ConsumerId, Layout, PageGrid, PageKey, PageWant, PagingError, ReadRequest, ReadStatus,
-    Residency, SharedSource, Tier, UploadFormat, Version, View2d, ViewOptions2d, ViewPages,
+    visible_pages_2d, AtlasAllocator, AtlasFrame, AtlasSourceId, ChunkStatus, ConsumerId, Layout,
+    PageGrid, PageKey, PageWant, PagingError, ReadRequest, ReadStatus, Residency, SharedSource,
+    Tier, UploadFormat, Version, View2d, ViewOptions2d, ViewPages,
 };
 
 use crate::bricking::TextureLimits;
@@ -47,6 +48,7 @@ pub(crate) use pipeline::{LevelParams, PagedParams, PagedPipelines, ShaderKey, M
 pub use progress::{Completion, Progress};
 
 use atlas_texture::AtlasTexture;
+use borders::{chunks_for, upload_region, ViewRects};
 use format::AtlasFormat;
 use page_table::PageTable;
 
@@ -97,7 +99,11 @@ struct PagedSource {
     version: Version,
     /// The pages whose chunks were last requested, and when: an unchanged set is requested
     /// again only after [`REREQUEST`] (for chunks the host cache evicted meanwhile).
-    requested: Option<(Vec<PageWant>, Instant)>,
+    requested: Option<(Vec<PageWant>, Vec<[f64; 4]>, Instant)>,
+    /// This frame's level-0 view rectangles (which page sides need their border).
+    rects: ViewRects,
+    /// The sides each resident page was uploaded without a border (`borders`).
+    clamped: HashMap<PageKey, u8>,
     /// Pages whose read failed as a whole (not a chunk failure: those read as the fill), by
     /// key, with the error; retried when the source's version moves.
     read_errors: HashMap<PageKey, String>,
@@ -141,6 +147,7 @@ pub(crate) struct PagedTextures {
     pub always: bool,
     /// Pages of prefetch around each view (1; 0 while rendering until complete).
     pub prefetch_ring: usize,
+    upload_budget: Option<u64>,
 }
 
 impl PagedTextures {
@@ -178,11 +185,13 @@ impl PagedTextures {
             page_2d,
             always,
             prefetch_ring: 1,
+            upload_budget,
         }
     }
 
     /// Sets the per-frame upload budget (`None`: no limit).
     pub fn set_upload_budget(&mut self, bytes: Option<u64>) {
+        self.upload_budget = bytes;
         self.allocator.set_upload_budget(
             bytes.map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX)),
         );
@@ -307,6 +316,8 @@ impl PagedTextures {
             version: source.version(),
             read_errors: HashMap::new(),
             requested: None,
+            rects: ViewRects::default(),
+            clamped: HashMap::new(),
             layout,
         })
     }
@@ -442,24 +453,36 @@ impl PagedTextures {
                     .extend_from_slice(&frame.view.wants);
             }
         }
+        for s in self.sources.values_mut() {
+            s.rects.0.clear();
+        }
+        for v in self.visuals.values() {
+            if let (Some(f), Some(s)) = (&v.frame, self.sources.get_mut(&v.source)) {
+                let [x0, y0, x1, y1] = f.rect;
+                if x0 < x1 && y0 < y1 {
+                    let [ax, ay] = f.anchor;
+                    s.rects.0.push([x0 + ax, y0 + ay, x1 + ax, y1 + ay]);
+                }
+            }
+        }
         // 2. Request their chunks, per source (an empty set for sources not drawn).
         for (key, s) in self.sources.iter_mut() {
             let pages = wants.get(key).map_or(&[][..], Vec::as_slice);
             let now = Instant::now();
-            if s.requested
-                .as_ref()
-                .is_some_and(|(p, t)| p == pages && now.duration_since(*t) < REREQUEST)
-            {
+            if s.requested.as_ref().is_some_and(|(p, r, t)| {
+                p == pages && *r == s.rects.0 && now.duration_since(*t) < REREQUEST
+            }) {
                 continue;
             }
-            s.requested = Some((pages.to_vec(), now));
-            let chunks = chunk_wants(&s.layout, &s.grid, pages).map_err(|e| {
-                RenderError::UnsupportedSource {
-                    visual: "Image",
-                    source_label: s.source.label(),
-                    reason: e.to_string(),
-                }
-            })?;
+            s.requested = Some((pages.to_vec(), s.rects.0.clone(), now));
+            let chunks =
+                borders::chunk_wants(&s.grid, &s.layout, pages, &s.rects).map_err(|e| {
+                    RenderError::UnsupportedSource {
+                        visual: "Image",
+                        source_label: s.source.label(),
+                        reason: e.to_string(),
+                    }
+                })?;
             s.source
                 .request_chunks(s.consumer, &chunks, waker)
                 .map_err(|error| RenderError::Source {
@@ -474,9 +497,7 @@ impl PagedTextures {
             .map(|(key, s)| {
                 let ready = move |page: PageKey| {
                     !s.read_errors.contains_key(&page)
-                        && s.grid
-                            .page_state(&s.layout, &*s.source, page)
-                            .is_ok_and(|st| st.is_readable())
+                        && settled(s, page, s.rects.clamped(&s.grid, &s.layout, page))
                 };
                 (*key, Box::new(ready) as Box<Readiness<'_>>)
             })
@@ -505,7 +526,8 @@ impl PagedTextures {
         for up in &plan.uploads {
             let key = by_id[&up.source];
             let s = self.sources.get_mut(&key).expect("registered");
-            match upload_page(s, device, queue, up.key, up.slot, &mut scratch) {
+            let clamped = s.rects.clamped(&s.grid, &s.layout, up.key);
+            match upload_page(s, device, queue, up.key, up.slot, clamped, &mut scratch) {
                 Ok(Some(bytes)) => {
                     counters.bytes_uploaded += bytes;
                     counters.copies_issued += 1;
@@ -519,6 +541,33 @@ impl PagedTextures {
                     let _ = self.allocator.invalidate(up.source, up.key);
                     s.read_errors.insert(up.key, e);
                 }
+            }
+        }
+        // Resident wanted pages a view now comes near on a side uploaded without its border:
+        // upload them again with it, once its chunks are in, within the frame's budget.
+        let mut budget_left = self
+            .upload_budget
+            .map_or(u64::MAX, |b| b.saturating_sub(plan.upload_bytes as u64));
+        for f in &plan.fallbacks {
+            let Some((page, slot)) = f.drawn.filter(|(p, _)| *p == f.wanted) else {
+                continue;
+            };
+            let s = self.sources.get_mut(&by_id[&f.source]).expect("registered");
+            let had = s.clamped.get(&page).copied().unwrap_or(0);
+            // Sides only ever gain their border: a page is never uploaded again to lose one.
+            let now = had & s.rects.clamped(&s.grid, &s.layout, page);
+            if now == had || !settled(s, page, now) {
+                continue;
+            }
+            let bytes = s.grid.slot_bytes(&s.layout).unwrap_or(usize::MAX) as u64;
+            if bytes > budget_left {
+                break;
+            }
+            if let Ok(Some(bytes)) = upload_page(s, device, queue, page, slot, now, &mut scratch) {
+                budget_left = budget_left.saturating_sub(bytes);
+                counters.bytes_uploaded += bytes;
+                counters.copies_issued += 1;
+                self.counters.pages_uploaded += 1;
             }
         }
         self.counters.peak_page_bytes = self
@@ -557,8 +606,9 @@ impl PagedTextures {
             let resident = self.allocator.resident(s.id);
             let preferred = drawn.get(&s.id).unwrap_or(&empty);
             let fallbacks = covering.get(&s.id).map_or(&[][..], Vec::as_slice);
-            self.counters.table_bytes_written +=
-                s.table.refresh(queue, &resident, preferred, fallbacks);
+            self.counters.table_bytes_written += s
+                .table
+                .refresh(queue, &resident, preferred, fallbacks, &s.clamped);
         }
         Ok(plan.deferred > 0)
     }
@@ -731,16 +781,17 @@ fn upload_page(
     queue: &wgpu::Queue,
     key: PageKey,
     slot: u32,
+    clamped: u8,
     scratch: &mut Vec<u8>,
 ) -> Result<Option<u64>, String> {
-    let region = s
-        .grid
-        .sample_region(&s.layout, key)
-        .map_err(|e| e.to_string())?;
-    let offset = s
-        .grid
-        .offset_in_slot(&s.layout, key)
-        .map_err(|e| e.to_string())?;
+    let region = upload_region(&s.grid, &s.layout, key, clamped).map_err(|e| e.to_string())?;
+    let inner = s.grid.interior(&s.layout, key).map_err(|e| e.to_string())?;
+    let border = s.grid.border();
+    // Where the region starts in the slot: the interior always starts `border` in.
+    let offset = [0, 1, 2].map(|a| match a {
+        0 => 0,
+        _ => border - (inner.origin[a] - region.origin[a]).min(border),
+    });
     let bytes = s
         .layout
         .checked_region_bytes(&region)
@@ -800,7 +851,21 @@ fn upload_page(
             depth_or_array_layers: 1,
         },
     );
+    s.clamped.insert(key, clamped);
     Ok(Some((out_row * rows) as u64))
+}
+
+/// Whether every chunk of `key`'s upload region (without the `clamped` sides) is settled on
+/// the host: ready, empty or failed (a failed chunk reads as the fill value).
+fn settled(s: &PagedSource, key: PageKey, clamped: u8) -> bool {
+    chunks_for(&s.grid, &s.layout, key, clamped).is_ok_and(|chunks| {
+        chunks.into_iter().all(|c| {
+            matches!(
+                s.source.chunk_status(c),
+                ChunkStatus::Ready | ChunkStatus::Empty | ChunkStatus::Failed(_)
+            )
+        })
+    })
 }
 
 /// The pages a visual's view needs this frame, where it draws and relative to what; `None`
@@ -918,7 +983,7 @@ fn visual_progress(
             p.missing_pages.push(w.key);
         }
     }
-    let Ok(chunks) = chunk_wants(&s.layout, &s.grid, &visible) else {
+    let Ok(chunks) = borders::chunk_wants(&s.grid, &s.layout, &visible, &s.rects) else {
         return p;
     };
     p.chunks_visible = chunks.len();

@@ -3,7 +3,7 @@
 //! table of fixed size. An entry is `(slot + 1, x, y, 0)` (0: empty); the shader checks that
 //! the entry names the page it looks for, and otherwise falls back to a coarser level.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use sluice_core::PageKey;
 
@@ -56,27 +56,29 @@ impl PageTable {
     /// pages at the coarser resident page covering each (`fallbacks`: wanted page, drawn page,
     /// its slot). Where two share an entry, a page of `preferred` (this frame's drawn pages)
     /// wins, then a fallback, then the finer page. Writes the rows that changed; returns the
-    /// bytes written.
+    /// bytes written. An entry's fourth field holds the level of the page its slot holds
+    /// plus 1 for a fallback (0 for the page itself), and, from bit 8, the sides that page was
+    /// uploaded without a border (`clamped`, see `borders`).
     pub fn refresh(
         &mut self,
         queue: &wgpu::Queue,
         resident: &[(PageKey, u32)],
         preferred: &HashSet<PageKey>,
         fallbacks: &[(PageKey, PageKey, u32)],
+        clamped: &HashMap<PageKey, u8>,
     ) -> u64 {
+        let sides = |key: &PageKey| u32::from(clamped.get(key).copied().unwrap_or(0)) << 8;
         let mut want = vec![[0u32; 4]; self.entries.len()];
         let mut rank = vec![(0u8, usize::MAX); self.entries.len()];
         let entries = resident
             .iter()
             .map(|&(key, slot)| {
                 let r = if preferred.contains(&key) { 3 } else { 1 };
-                (key, slot, 0, r)
+                (key, slot, sides(&key), r)
             })
-            .chain(
-                fallbacks
-                    .iter()
-                    .map(|&(wanted, drawn, slot)| (wanted, slot, drawn.level as u32 + 1, 2)),
-            );
+            .chain(fallbacks.iter().map(|&(wanted, drawn, slot)| {
+                (wanted, slot, (drawn.level as u32 + 1) | sides(&drawn), 2)
+            }));
         for (key, slot, level, r) in entries {
             if key.level >= self.levels as usize {
                 continue;

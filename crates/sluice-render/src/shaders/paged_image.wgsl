@@ -73,17 +73,19 @@ fn wrap(i: i32, n: i32) -> i32 {
     return ((i % n) + n) % n;
 }
 
-// The entry of page `pg` of level `l`: (slot, level of the page the slot holds), or slot -1.
-// A missing page's entry may name the coarser resident page that covers it all (its level in
-// the entry's fourth field, plus 1), so that one lookup finds the fallback.
-fn lookup(l: u32, pg: vec2<i32>) -> vec2<i32> {
+// The entry of page `pg` of level `l`: (slot, level of the page the slot holds, sides it was
+// uploaded without a border), or slot -1. A missing page's entry may name the coarser
+// resident page that covers it all (its level plus 1 in the low byte of the fourth field), so
+// that one lookup finds the fallback.
+fn lookup(l: u32, pg: vec2<i32>) -> vec3<i32> {
     let w = i32(params.window);
     let texel = vec2<i32>(wrap(pg.x, w), i32(l) * w + wrap(pg.y, w));
     let e = textureLoad(table, texel, 0);
     if (e.x == 0u || e.y != bitcast<u32>(pg.x) || e.z != bitcast<u32>(pg.y)) {
-        return vec2<i32>(-1, 0);
+        return vec3<i32>(-1, 0, 0);
     }
-    return vec2<i32>(i32(e.x) - 1, select(i32(l), i32(e.w) - 1, e.w != 0u));
+    let fallback = e.w & 255u;
+    return vec3<i32>(i32(e.x) - 1, select(i32(l), i32(fallback) - 1, fallback != 0u), i32(e.w >> 8u));
 }
 
 // Level `l`'s sample coordinates of the point `rel`, clamped to the level's samples (sample
@@ -119,7 +121,16 @@ fn find(rel: vec2<f32>) -> Found {
                 t = level_coords(u32(found.y), rel, half);
                 step = floor(t / params.page);
             }
-            let in_page = t - step * params.page;
+            var in_page = t - step * params.page;
+            // Sides uploaded without their border (no view comes within a sample of them):
+            // stay half a sample inside the interior there. Bits: rows before, rows after,
+            // columns before, columns after.
+            let sides = found.z;
+            if (half > 0.0 && sides != 0) {
+                let lo = vec2<f32>(select(-1e9, half, (sides & 4) != 0), select(-1e9, half, (sides & 1) != 0));
+                let hi = vec2<f32>(select(1e9, params.page.x - half, (sides & 8) != 0), select(1e9, params.page.y - half, (sides & 2) != 0));
+                in_page = clamp(in_page, lo, hi);
+            }
             let per_row = params.slot.z;
             let origin = vec2<i32>(slot % per_row, slot / per_row) * params.slot.xy;
             out.pos = vec2<f32>(origin) + vec2<f32>(f32(params.slot.w)) + in_page;
