@@ -117,6 +117,9 @@ pub(crate) struct VisualFrame {
     pub anchor: [f64; 2],
     /// The rectangle to draw, level-0, relative to the anchor: (x0, y0, x1, y1).
     pub rect: [f64; 4],
+    /// What the view sees of the data, level-0 `(x0, y0, x1, y1)` (no margin): which page
+    /// sides need their border.
+    pub view_box: [f64; 4],
     /// Level-0 (relative to the anchor) to clip space.
     pub transform: DMat4,
 }
@@ -458,10 +461,9 @@ impl PagedTextures {
         }
         for v in self.visuals.values() {
             if let (Some(f), Some(s)) = (&v.frame, self.sources.get_mut(&v.source)) {
-                let [x0, y0, x1, y1] = f.rect;
+                let [x0, y0, x1, y1] = f.view_box;
                 if x0 < x1 && y0 < y1 {
-                    let [ax, ay] = f.anchor;
-                    s.rects.0.push([x0 + ax, y0 + ay, x1 + ax, y1 + ay]);
+                    s.rects.0.push(f.view_box);
                 }
             }
         }
@@ -915,6 +917,7 @@ fn view_frame(
         .map(|&(u, v)| unproject(u, v))
         .collect();
     let mut rect = [0.0, 0.0, dw, dh];
+    let mut view_box = rect;
     if corners.iter().all(Option::is_some) {
         let pts: Vec<[f64; 2]> = corners.into_iter().flatten().collect();
         let fold =
@@ -928,6 +931,7 @@ fn view_frame(
             fold(1, f64::min, f64::INFINITY),
             fold(1, f64::max, f64::NEG_INFINITY),
         );
+        view_box = [x0.max(0.0), y0.max(0.0), x1.min(dw), y1.min(dh)];
         let (mx, my) = ((x1 - x0) * 0.01, (y1 - y0) * 0.01);
         rect = [
             rect[0].max(x0 - mx),
@@ -950,6 +954,7 @@ fn view_frame(
         view,
         anchor,
         rect: if rect == [0.0; 4] { [0.0; 4] } else { rel },
+        view_box,
         transform,
     })
 }
