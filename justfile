@@ -12,7 +12,7 @@ test:
 # judged figure is a ratio against a ceiling measured in the same run. Then the soak: thousands
 # of frames of visuals added and removed, with memory (RSS) and counters every 500 frames.
 bench:
-    cargo bench --bench upload && cargo bench --bench visuals && cargo bench --bench frames && cargo bench --bench soak && cargo bench -p sluice-core --bench loader && cargo bench -p sluice-core --bench paging && cargo bench -p sluice-zarr --bench loader
+    cargo bench --bench upload && cargo bench --bench visuals && cargo bench --bench frames && cargo bench --bench soak && cargo bench --bench chunked && cargo bench -p sluice-core --bench loader && cargo bench -p sluice-core --bench paging && cargo bench -p sluice-zarr --bench loader
 
 # sluice's side of the pygfx / VisPy comparison (JSON in the peers' schema; see benches/peers.rs).
 # Side by side: `bash ../shared/peers/run.sh --rounds 3 -- cargo bench -q --bench peers --`

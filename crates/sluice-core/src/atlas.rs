@@ -182,6 +182,13 @@ impl AtlasAllocator {
         Ok(AtlasSourceId(self.sources.len() - 1))
     }
 
+    /// Sets the most bytes uploaded per frame from the next [`AtlasAllocator::plan_frame`]
+    /// on. Sources registered before keep their slots, even one larger than the new budget:
+    /// such a page is then uploaded alone in a frame (every frame makes progress).
+    pub fn set_upload_budget(&mut self, bytes: usize) {
+        self.upload_budget = bytes;
+    }
+
     /// Bytes of all resident pages (slot bytes per page).
     pub fn resident_bytes(&self) -> usize {
         self.resident_bytes
@@ -336,7 +343,10 @@ impl AtlasAllocator {
         let mut plan = FramePlan::default();
         for (i, &(src, want)) in missing.iter().enumerate() {
             let bytes = self.sources[src].slot_bytes;
-            if plan.upload_bytes.saturating_add(bytes) > self.upload_budget {
+            // The first page of a frame always goes (it can only be over the budget after
+            // `set_upload_budget` lowered it below a registered slot).
+            if plan.upload_bytes > 0 && plan.upload_bytes.saturating_add(bytes) > self.upload_budget
+            {
                 plan.deferred = missing.len() - i;
                 break;
             }

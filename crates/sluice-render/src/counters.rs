@@ -35,6 +35,20 @@ pub struct Counters {
     pub staging_buffers_created: u64,
     /// Bytes of staging memory held now.
     pub staging_bytes: u64,
+    /// Pages of paged sources on the GPU now.
+    pub pages_resident: u64,
+    /// Bytes those pages hold (slot bytes per page): what the GPU budget bounds.
+    pub page_bytes_resident: u64,
+    /// The most page bytes resident after any frame so far.
+    pub peak_page_bytes: u64,
+    /// The renderer's GPU budget for pages ([`crate::RendererOptions::gpu_budget`]).
+    pub gpu_budget: u64,
+    /// Pages uploaded so far (their bytes count in `bytes_uploaded`).
+    pub pages_uploaded: u64,
+    /// Pages evicted so far (to make room, or because their data changed).
+    pub pages_evicted: u64,
+    /// Bytes of page-table entries written so far.
+    pub page_table_bytes_written: u64,
     /// What the device upload path's pools did (CUDA destinations: host waits, GPU-side
     /// waits, destinations made), as the path reports it; zero without one.
     pub device_pools: DevicePoolCounters,
@@ -90,6 +104,10 @@ impl Counters {
             textures_provided: self.textures_provided - earlier.textures_provided,
             textures_created: self.textures_created - earlier.textures_created,
             staging_buffers_created: self.staging_buffers_created - earlier.staging_buffers_created,
+            pages_uploaded: self.pages_uploaded - earlier.pages_uploaded,
+            pages_evicted: self.pages_evicted - earlier.pages_evicted,
+            page_table_bytes_written: self.page_table_bytes_written
+                - earlier.page_table_bytes_written,
             device_pools: self.device_pools.since(&earlier.device_pools),
             ..*self
         }

@@ -41,6 +41,7 @@ mod format;
 mod image_pipeline;
 mod mesh_pipeline;
 mod options;
+mod paged;
 mod pipeline;
 mod pipeline_cache;
 mod proxy;
@@ -67,6 +68,7 @@ pub use device_upload::{
 };
 pub use error::RenderError;
 pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV, PIPELINE_CACHE_ENV};
+pub use paged::{Completion, Progress, DEFAULT_GPU_BUDGET};
 pub use pipeline_cache::{set_pipeline_cache_loader, PipelineCacheInfo, PipelineCacheLoader};
 pub use renderer::{RedrawNotify, Renderer};
 pub use scene::{NodeId, Scene};

@@ -23,6 +23,16 @@ pub struct RendererOptions {
     /// limit. Volumes longer than this on some axis are split into bricks. Mostly for tests
     /// (to exercise bricking with small data) and to keep single allocations small.
     pub max_texture_dimension_3d: Option<u32>,
+    /// GPU bytes the pages of all paged (lazy, multiscale or over-limit) sources may hold
+    /// together; `None` for [`crate::DEFAULT_GPU_BUDGET`] (512 MiB). Least recently used pages
+    /// not in view make room (see `docs/chunked.md`, "The virtual texture").
+    pub gpu_budget: Option<u64>,
+    /// Interior samples of a 2-D page per side; `None` for 256. Each atlas slot adds a
+    /// 1-sample border.
+    pub page_size_2d: Option<usize>,
+    /// Draw every 2-D host source through the virtual texture, not only lazy, multiscale and
+    /// over-limit ones (to compare the two paths, and to test paging with small data).
+    pub always_page_2d: bool,
     /// Folder of the pipeline cache kept on disk (see [`crate::PipelineCacheLoader`]); `None`
     /// for none. Default: `$XDG_CACHE_HOME/sluice/pipelines`, else
     /// `$HOME/.cache/sluice/pipelines`. Used where a loader is installed and the backend has
@@ -37,6 +47,9 @@ impl Default for RendererOptions {
             adapter_name: None,
             upload_budget: None,
             max_texture_dimension_3d: None,
+            gpu_budget: None,
+            page_size_2d: None,
+            always_page_2d: false,
             pipeline_cache_dir: crate::pipeline_cache::default_dir(),
         }
     }

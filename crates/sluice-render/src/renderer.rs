@@ -19,6 +19,7 @@ use crate::error::RenderError;
 use crate::image_pipeline::ImagePipelines;
 use crate::mesh_pipeline::MeshPipelines;
 use crate::options::RendererOptions;
+use crate::paged::{Completion, PagedTextures, Progress, DEFAULT_GPU_BUDGET};
 use crate::pipeline::PassKind;
 use crate::proxy::{SourceKey, TextureProxy, UploadContext};
 use crate::redraw::{screen_rect, ClearRect, DrawSignature, DrawnFrame, FrameSignature};
@@ -38,7 +39,12 @@ const _: () = {
 /// Set by sources' wakers when data that was not ready becomes ready; the notify hook (a
 /// window's event loop) hears of it at once.
 #[derive(Default)]
-struct RedrawFlag(AtomicBool, parking_lot::Mutex<Option<RedrawNotify>>);
+struct RedrawFlag(
+    AtomicBool,
+    parking_lot::Mutex<Option<RedrawNotify>>,
+    // Wakes a render_until_complete waiting for chunks.
+    (parking_lot::Mutex<()>, parking_lot::Condvar),
+);
 
 /// Called from any thread when a source wakes the renderer (see
 /// [`Renderer::set_redraw_notify`]).
@@ -47,6 +53,10 @@ pub type RedrawNotify = Arc<dyn Fn() + Send + Sync>;
 impl Wake for RedrawFlag {
     fn wake(self: Arc<Self>) {
         self.0.store(true, Ordering::Release);
+        {
+            let _guard = self.2 .0.lock();
+            self.2 .1.notify_all();
+        }
         let notify = self.1.lock().clone();
         if let Some(notify) = notify {
             notify();
@@ -126,6 +136,16 @@ impl Renderer {
         let max_buffer = device.limits().max_buffer_size.min(1 << 30);
         let redraw = Arc::new(RedrawFlag::default());
         let waker = Waker::from(redraw.clone());
+        let paged = PagedTextures::new(
+            &device,
+            options.gpu_budget.unwrap_or(DEFAULT_GPU_BUDGET),
+            upload_budget,
+            options
+                .page_size_2d
+                .unwrap_or(sluice_core::DEFAULT_PAGE_2D)
+                .max(1),
+            options.always_page_2d,
+        );
         let dummy_storage = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("sluice absent attribute"),
             size: 16,
@@ -151,6 +171,7 @@ impl Renderer {
                 waker,
                 device_upload: None,
                 texture_limits,
+                paged,
             },
             staging: StagingRing::new(max_buffer),
             upload_budget,
@@ -206,6 +227,7 @@ impl Renderer {
     /// Sets the most bytes of source data uploaded per frame (`None`: no limit).
     pub fn set_upload_budget(&mut self, bytes: Option<u64>) {
         self.upload_budget = bytes;
+        self.res.paged.set_upload_budget(bytes);
     }
 
     /// Whether a source woke the renderer (data that was not ready is ready) since the last
@@ -249,7 +271,17 @@ impl Renderer {
     /// The proxy layer's counters, after freeing what dropped visuals held.
     pub fn counters(&mut self) -> Counters {
         self.collect_garbage();
+        let paged = &self.res.paged;
         Counters {
+            resident_bytes: self.res.counters.resident_bytes + paged.texture_bytes(),
+            textures_alive: self.res.counters.textures_alive + paged.textures_alive(),
+            pages_resident: paged.resident_pages(),
+            page_bytes_resident: paged.resident_page_bytes(),
+            peak_page_bytes: paged.counters.peak_page_bytes,
+            gpu_budget: paged.budget(),
+            pages_uploaded: paged.counters.pages_uploaded,
+            pages_evicted: paged.counters.pages_evicted,
+            page_table_bytes_written: paged.counters.table_bytes_written,
             staging_buffers_created: self.staging.created,
             staging_bytes: self.staging.held_bytes,
             compute_copies: self.unpack.recorded(),
@@ -281,14 +313,82 @@ impl Renderer {
         target: &RenderTarget,
     ) -> Result<FrameStats, RenderError> {
         let view_projection = camera.view_projection(target.size());
-        self.frame(scene, view_projection, Some(target))
+        self.frame(scene, view_projection, target.size(), Some(target))
     }
 
     /// Brings every source `scene` shows up to date on the GPU without drawing: the uploads
     /// of [`Renderer::render`] alone (within the upload budget), submitted now. For loading
     /// ahead of showing, and to measure upload cost apart from drawing.
     pub fn upload(&mut self, scene: &Scene) -> Result<FrameStats, RenderError> {
-        self.frame(scene, glam::Mat4::IDENTITY, None)
+        self.frame(scene, glam::Mat4::IDENTITY, [0, 0], None)
+    }
+
+    /// How far `visual`'s view is from complete, as of the last frame; `None` unless it is an
+    /// image of a paged (lazy, multiscale or over-limit) source this renderer drew.
+    pub fn progress(&self, visual: &Visual) -> Option<Progress> {
+        self.res.paged.progress_of(&[kind(visual).id()]).pop()
+    }
+
+    /// Forgets the failed chunks of every paged source, so that they load again (failed chunks
+    /// are otherwise never fetched twice; see `docs/chunked.md`).
+    pub fn retry_failed(&mut self) {
+        self.res.paged.retry_failed();
+    }
+
+    /// Renders `scene` into `target` once every paged visual's view is complete (all its
+    /// visible pages on the GPU) and no upload waits, or once `timeout` has passed; for
+    /// offscreen use. Until then it runs the frame's visibility pass and uploads for the view
+    /// without drawing (and without a prefetch ring, which would only compete with the view's
+    /// own chunks), waiting between them for chunks to arrive (the sources' wakes), never
+    /// longer than the time left; then it draws once. The answer says whether the view
+    /// completed and, if not, what is missing. A scene with no paged visual draws at once.
+    pub fn render_until_complete(
+        &mut self,
+        scene: &Scene,
+        camera: &dyn Camera,
+        target: &RenderTarget,
+        timeout: std::time::Duration,
+    ) -> Result<Completion, RenderError> {
+        let deadline = std::time::Instant::now() + timeout;
+        let view_projection = camera.view_projection(target.size());
+        let ids: Vec<u64> = scene
+            .draw_list()
+            .into_iter()
+            .map(|(v, _)| kind(v).id())
+            .collect();
+        let mut frames = 0;
+        // Prefetching around the view only competes with the view's own chunks here.
+        let ring = std::mem::replace(&mut self.res.paged.prefetch_ring, 0);
+        let result = loop {
+            self.take_redraw_request();
+            let stats = match self.frame(scene, view_projection, target.size(), None) {
+                Ok(stats) => stats,
+                Err(e) => break Err(e),
+            };
+            frames += 1;
+            let progress = self.res.paged.progress_of(&ids);
+            let complete = !stats.uploads_pending && progress.iter().all(Progress::is_complete);
+            let now = std::time::Instant::now();
+            if complete || now >= deadline {
+                break Ok(Completion {
+                    complete,
+                    frames,
+                    progress,
+                });
+            }
+            if stats.uploads_pending || stats.bytes_uploaded > 0 {
+                continue;
+            }
+            let (lock, condvar) = &self.redraw.2;
+            let mut guard = lock.lock();
+            if !self.redraw.0.load(Ordering::Acquire) {
+                condvar.wait_for(&mut guard, deadline - now);
+            }
+        };
+        self.res.paged.prefetch_ring = ring;
+        let completion = result?;
+        self.render(scene, camera, target)?;
+        Ok(completion)
     }
 
     /// One frame: prepare the visuals, upload what changed, draw into `target` if any.
@@ -296,11 +396,11 @@ impl Renderer {
         &mut self,
         scene: &Scene,
         view_projection: glam::Mat4,
+        viewport: [u32; 2],
         target: Option<&RenderTarget>,
     ) -> Result<FrameStats, RenderError> {
         // The staging ring polls the device when it needs a chunk back (see `StagingRing`).
         self.collect_garbage();
-        let viewport = target.map_or([0, 0], RenderTarget::size);
         let draws: Vec<Draw<'_>> = scene
             .draw_list()
             .into_iter()
@@ -327,7 +427,10 @@ impl Renderer {
             });
         let before = self.res.counters;
         let list = self.upload_list(&draws);
-        let upload = self.upload_sources(&list, &mut encoder);
+        let paged_pending = self.visibility_pass(&draws);
+        let upload = self
+            .upload_sources(&list, &mut encoder)
+            .and_then(|pending| Ok(pending | paged_pending?));
         let drawn = match (&upload, target) {
             (Ok(_), Some(target)) => self.record_draws(scene, &draws, target, &mut encoder),
             _ => Ok((0, 0)),
@@ -371,7 +474,9 @@ impl Renderer {
         let mut buffer_keys: Vec<BufferKey> = Vec::new();
         let mut texture_keys: Vec<SourceKey> = Vec::new();
         for draw in draws {
-            let v = &self.res.visuals[&kind(draw.visual).id()];
+            let Some(v) = self.res.visuals.get(&kind(draw.visual).id()) else {
+                continue; // paged: the visibility pass takes care of it
+            };
             for key in v.buffers.iter().flatten() {
                 if !buffer_keys.contains(key) {
                     buffer_keys.push(*key);
@@ -382,6 +487,26 @@ impl Renderer {
             }
         }
         (buffer_keys, texture_keys)
+    }
+
+    /// The visibility pass of paged sources (see `crate::paged`): per draw of a paged image,
+    /// the pages its view needs are requested, and those on the host uploaded within the
+    /// frame's upload budget. Never waits on a read. Returns whether ready pages wait for a
+    /// later frame.
+    fn visibility_pass(&mut self, draws: &[Draw<'_>]) -> Result<bool, RenderError> {
+        let paged: Vec<(u64, glam::Mat4, [u32; 2])> = draws
+            .iter()
+            .map(|d| (kind(d.visual).id(), d.mvp, d.viewport))
+            .filter(|(id, _, _)| self.res.paged.has_visual(*id))
+            .collect();
+        let res = &mut self.res;
+        res.paged.visibility_pass(
+            &res.queue,
+            &res.device,
+            &res.waker,
+            &mut res.counters,
+            &paged,
+        )
     }
 
     /// Uploads what changed in the sources of `list` ([`Renderer::upload_list`]). Returns
@@ -555,6 +680,18 @@ impl Renderer {
             draws: Vec::with_capacity(draws.len()),
         };
         let mut contents = Vec::new();
+        if draws
+            .iter()
+            .any(|d| self.res.paged.has_visual(kind(d.visual).id()))
+        {
+            // Paged images redraw whole: a signature no later frame matches.
+            signature.renderer = u64::MAX;
+            let memory = DrawnFrame {
+                signature,
+                contents,
+            };
+            return (Damage::Full, memory);
+        }
         for draw in draws {
             let id = kind(draw.visual).id();
             let v = &self.res.visuals[&id];
@@ -655,6 +792,7 @@ impl Renderer {
 /// release-after-upload policy no longer waits for it).
 impl Drop for Renderer {
     fn drop(&mut self) {
+        self.res.paged.retire_all();
         let mut counters = self.res.counters;
         for (_, proxy) in self.res.proxies.drain() {
             proxy.retire(&mut counters);

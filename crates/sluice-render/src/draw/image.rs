@@ -17,6 +17,9 @@ impl DrawVisual for Image {
     }
 
     fn prepare(&self, res: &mut Resources) -> Result<(), RenderError> {
+        if super::paged_image::prepare(self, res)? {
+            return Ok(());
+        }
         let image = self;
         let source = image.source();
         slice_geometry(image.slice(), &source.layout().shape()).map_err(|reason| {
@@ -31,12 +34,19 @@ impl DrawVisual for Image {
     }
 
     fn update(&self, res: &mut Resources, draw: &Draw<'_>) -> Result<(), RenderError> {
+        if super::paged_image::is_paged(self, res) {
+            super::paged_image::update(self, res, draw);
+            return Ok(());
+        }
         let key = uniforms(self, res, draw.mvp);
         res.update_bind_group(self.token.id, key);
         Ok(())
     }
 
     fn pass_need(&self, res: &Resources) -> PassNeed {
+        if super::paged_image::is_paged(self, res) {
+            return super::paged_image::pass_need(self, res);
+        }
         PassNeed::Flat(res.visuals[&self.token.id].flat_depth)
     }
 
@@ -45,6 +55,9 @@ impl DrawVisual for Image {
     }
 
     fn ensure_pipelines(&self, res: &mut Resources, pass: PassKind) {
+        if super::paged_image::is_paged(self, res) {
+            return super::paged_image::ensure_pipelines(self, res, pass);
+        }
         let Some(bind) = res.visuals[&self.token.id].bind.as_ref() else {
             return;
         };
@@ -55,6 +68,9 @@ impl DrawVisual for Image {
     }
 
     fn record_opaque(&self, res: &Resources, pass: &mut RenderPass<'_>, mode: PassKind) -> bool {
+        if super::paged_image::is_paged(self, res) {
+            return super::paged_image::record_opaque(self, res, pass, mode);
+        }
         let bind = res.visuals[&self.token.id].bind.as_ref().expect("bound");
         let PipelineKey::Image(kind, dim, one_brick) = bind.key else {
             return false;

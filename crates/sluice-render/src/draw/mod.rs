@@ -10,6 +10,7 @@
 
 mod image;
 mod mesh;
+mod paged_image;
 mod volume;
 
 use std::collections::HashMap;
@@ -173,12 +174,15 @@ pub(crate) struct Resources {
     pub waker: Waker,
     pub device_upload: Option<Arc<dyn DeviceUpload>>,
     pub texture_limits: TextureLimits,
+    /// Paged (virtual-texture) sources and the visuals that show them.
+    pub paged: crate::paged::PagedTextures,
 }
 
 impl Resources {
     /// Frees the GPU state of dropped visuals (and the proxies only they used), and custom
     /// colormap tables nothing refers to any more.
     pub fn collect_garbage(&mut self) {
+        self.paged.collect_garbage();
         let dead: Vec<u64> = self
             .visuals
             .iter()

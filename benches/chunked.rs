@@ -1,0 +1,234 @@
+//! The virtual texture's costs, each a ratio against a ceiling measured in the same run:
+//!
+//! 1. **Cost follows the view**: the time to the first complete frame of a 1024 x 1024 view
+//!    (one sample per pixel) into a 100,000 x 100,000 procedural source (9 levels), against the
+//!    same view into a 1,000 x 1,000 one. Target: at most 1.5x.
+//! 2. **Loading does not slow frames**: the frame time (rendered and waited for) of a view
+//!    while about 1,000 of its chunks are loading (a loader that takes 4 ms a chunk), against
+//!    the same view once everything is resident and idle. Target: at most 1.2x.
+//! 3. **Budgets hold**: the peak GPU page bytes and host cache bytes over a scripted pan and
+//!    zoom across the huge source, against a 32 MiB GPU budget and a 64 MiB host budget.
+//!    Target: never above.
+//!
+//! `cargo bench --bench chunked`; `SLUICE_BENCH_ITERS` runs (default 3, medians reported);
+//! `SLUICE_BENCH_STRICT=1` exits with status 1 when a target is missed.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{env_usize, median, ms, Res, Verdicts};
+use sluice::prelude::*;
+use sluice::{
+    ChunkCache, ChunkFill, ChunkGrid, ChunkKey, LazyOptions, LazySource, Level, LoaderPool,
+    ProceduralLoader, Region,
+};
+
+const VIEW: u32 = 1024;
+const TIMEOUT: Duration = Duration::from_secs(600);
+
+/// A procedural f32 image of `side` x `side` level-0 samples with levels halving down to at
+/// most 1024 a side, chunked `chunk` x `chunk`; each chunk takes `delay` to load.
+fn source(side: usize, chunk: usize, delay: Duration, cache: &ChunkCache) -> Res<Arc<LazySource>> {
+    let grid = ChunkGrid::new(&[chunk, chunk])?;
+    let mut levels = Vec::new();
+    let mut f = 2usize;
+    while side.div_ceil(f / 2) > 1024 {
+        levels.push(
+            Level::new(
+                Shape::d2(side.div_ceil(f), side.div_ceil(f))?,
+                [1.0, f as f64, f as f64],
+            )
+            .with_chunks(grid),
+        );
+        f *= 2;
+    }
+    let layout = Layout::new(Shape::d2(side, side)?, ElementType::F32, 1)?
+        .with_chunks(grid)
+        .with_levels(levels)?;
+    let loader = ProceduralLoader::new(layout, move |key: ChunkKey, region: Region, dst| {
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
+        let f = (1usize << key.level) as f32;
+        for (i, v) in dst.chunks_exact_mut(4).enumerate() {
+            let r = (region.origin[1] + i / region.size[2]) as f32 * f;
+            let c = (region.origin[2] + i % region.size[2]) as f32 * f;
+            let value = (r * 0.013).sin() * (c * 0.011).cos();
+            v.copy_from_slice(&value.to_le_bytes());
+        }
+        Ok(ChunkFill::Filled)
+    });
+    let options = LazyOptions::with_pool(LoaderPool::new(4)?, cache.clone());
+    Ok(Arc::new(LazySource::with_options(loader, options)?))
+}
+
+fn renderer(gpu_budget: u64) -> Res<Renderer> {
+    let mut options = RendererOptions::from_env()?;
+    options.gpu_budget = Some(gpu_budget);
+    Ok(Renderer::with_options(options)?)
+}
+
+fn scene_of(source: SharedSource) -> Res<(Scene, sluice::NodeId)> {
+    let mut scene = Scene::new();
+    let id = scene.add(
+        Image::new(source)
+            .with_clim(-1.0, 1.0)?
+            .with_colormap(Colormap::Viridis),
+    );
+    Ok((scene, id))
+}
+
+/// Seconds to the first complete frame of a one-sample-per-pixel view at `centre` into a
+/// fresh `side`^2 source, with a fresh renderer.
+fn first_complete(side: usize, centre: f32, chunk: usize) -> Res<Duration> {
+    let cache = ChunkCache::new(256 << 20);
+    let src = source(side, chunk, Duration::ZERO, &cache)?;
+    let mut r = renderer(512 << 20)?;
+    let (scene, _) = scene_of(src)?;
+    let target = r.create_target(VIEW, VIEW)?;
+    let camera = PanZoomCamera::new(Vec2::splat(centre), 1.0);
+    let t = Instant::now();
+    let done = r.render_until_complete(&scene, &camera, &target, TIMEOUT)?;
+    r.wait_idle()?;
+    let d = t.elapsed();
+    if !done.complete {
+        return Err(format!("{side}^2: the view did not complete: {:?}", done.progress).into());
+    }
+    Ok(d)
+}
+
+fn frame(
+    r: &mut Renderer,
+    scene: &Scene,
+    camera: &PanZoomCamera,
+    target: &RenderTarget,
+) -> Res<Duration> {
+    let t = Instant::now();
+    r.render(scene, camera, target)?;
+    r.wait_idle()?;
+    Ok(t.elapsed())
+}
+
+fn main() -> Res<()> {
+    let iters = env_usize("SLUICE_BENCH_ITERS", 3)?.max(1);
+    let strict = std::env::var("SLUICE_BENCH_STRICT").is_ok_and(|v| v == "1");
+    let mut v = Verdicts {
+        lines: Vec::new(),
+        failed: 0,
+    };
+
+    // 1. Cost follows the view (alternating runs, medians). Both views start on a page
+    // boundary: 4 x 4 pages of level 0 each. Inside the huge source the pages' 1-sample borders
+    // also need the storage chunks around the view (the small source's view reaches its
+    // edges, where pages have no border): with 256^2 chunks that is 6 x 6 chunks against
+    // 4 x 4; with 64^2 chunks, 18 x 18 against 16 x 16.
+    for chunk in [256usize, 64] {
+        let (mut huge, mut small) = (Vec::new(), Vec::new());
+        for _ in 0..iters {
+            huge.push(first_complete(100_000, 50_176.0, chunk)?);
+            small.push(first_complete(1_000, 500.0, chunk)?);
+        }
+        let (h, s) = (median(&huge), median(&small));
+        println!(
+            "first complete 1024^2 frame, {chunk}^2 chunks: 100,000^2 source {:.1} ms, 1,000^2 source {:.1} ms",
+            ms(h),
+            ms(s)
+        );
+        let ratio = h.as_secs_f64() / s.as_secs_f64();
+        v.judge(
+            &format!("first complete frame, 100,000^2 / 1,000^2, {chunk}^2 chunks"),
+            format!("{ratio:.2}x"),
+            "<= 1.5x",
+            ratio <= 1.5,
+        );
+    }
+
+    // 2. Frames while ~1,000 chunks load, against idle frames of the same view. Chunks of
+    // 32^2: a 1024^2 view at level 0 needs 32^2 = 1,024 of them (and the coarsest level's).
+    let cache = ChunkCache::new(256 << 20);
+    let src = source(8_192, 32, Duration::from_millis(4), &cache)?;
+    let mut r = renderer(512 << 20)?;
+    let (scene, id) = scene_of(src.clone())?;
+    let target = r.create_target(VIEW, VIEW)?;
+    let camera = PanZoomCamera::new(Vec2::splat(4096.0), 1.0);
+    let mut loading = Vec::new();
+    let mut in_flight = Vec::new();
+    // The first frame creates pipelines: not timed.
+    r.render(&scene, &camera, &target)?;
+    for _ in 0..(5 * iters) {
+        loading.push(frame(&mut r, &scene, &camera, &target)?);
+        let p = scene
+            .visual(id)
+            .and_then(|visual| r.progress(visual))
+            .unwrap_or_default();
+        in_flight.push(p.chunks_visible - p.chunks_resident);
+    }
+    let done = r.render_until_complete(&scene, &camera, &target, TIMEOUT)?;
+    if !done.complete {
+        return Err("the loading view never completed".into());
+    }
+    let mut idle = Vec::new();
+    for _ in 0..(5 * iters) {
+        idle.push(frame(&mut r, &scene, &camera, &target)?);
+    }
+    let (l, i) = (median(&loading), median(&idle));
+    let least = in_flight.iter().min().copied().unwrap_or(0);
+    println!(
+        "1024^2 frame: {:.1} ms while {least}..{} chunks were loading, {:.1} ms idle",
+        ms(l),
+        in_flight.iter().max().copied().unwrap_or(0),
+        ms(i)
+    );
+    let ratio = l.as_secs_f64() / i.as_secs_f64();
+    v.judge(
+        "frame while ~1,000 chunks load / idle frame",
+        format!("{ratio:.2}x"),
+        "<= 1.2x",
+        ratio <= 1.2,
+    );
+    v.info(
+        "fewest chunks still loading during those frames",
+        least.to_string(),
+        "(~1,000 wanted)",
+    );
+
+    // 3. Budgets over a scripted pan and zoom.
+    let gpu_budget = 32u64 << 20;
+    let host_budget = 64usize << 20;
+    let cache = ChunkCache::new(host_budget);
+    let src = source(100_000, 256, Duration::ZERO, &cache)?;
+    let mut r = renderer(gpu_budget)?;
+    let (scene, _) = scene_of(src)?;
+    let target = r.create_target(512, 512)?;
+    for step in 0..12 {
+        let zoom = 2f32.powi(-(step % 6));
+        let centre = Vec2::new(20_000.0 + 6_000.0 * step as f32, 50_000.0);
+        let camera = PanZoomCamera::new(centre, zoom);
+        r.render_until_complete(&scene, &camera, &target, TIMEOUT)?;
+    }
+    let c = r.counters();
+    println!(
+        "pan and zoom: peak {:.1} MiB of pages on the GPU (budget {:.0} MiB), peak {:.1} MiB in the host cache (budget {:.0} MiB), {} pages evicted",
+        c.peak_page_bytes as f64 / (1 << 20) as f64,
+        gpu_budget as f64 / (1 << 20) as f64,
+        cache.peak_bytes() as f64 / (1 << 20) as f64,
+        host_budget as f64 / (1 << 20) as f64,
+        c.pages_evicted
+    );
+    v.judge(
+        "peak GPU page bytes / budget",
+        format!("{:.2}", c.peak_page_bytes as f64 / gpu_budget as f64),
+        "<= 1",
+        c.peak_page_bytes <= gpu_budget,
+    );
+    v.judge(
+        "peak host cache bytes / budget",
+        format!("{:.2}", cache.peak_bytes() as f64 / host_budget as f64),
+        "<= 1",
+        cache.peak_bytes() <= host_budget,
+    );
+    v.finish("virtual texture (benches/chunked.rs)", strict);
+    Ok(())
+}

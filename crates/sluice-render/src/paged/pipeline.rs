@@ -1,0 +1,240 @@
+//! The paged image's GPU side: its uniform block, bind group layout and pipelines (one shader
+//! per atlas sample kind and filterability).
+
+use std::collections::HashMap;
+
+use crate::format::SampleKind;
+use crate::pipeline::{
+    render_pipeline, uniform_entry, DisplayParams, PassKind, PipelineSpec, ShaderParts,
+};
+
+use super::format::AtlasFormat;
+
+const COMMON: &str = include_str!("../shaders/common.wgsl");
+const SHADER: &str = include_str!("../shaders/paged_image.wgsl");
+
+/// Levels a paged source may have (the uniform block holds one entry per level).
+pub(crate) const MAX_LEVELS: usize = 32;
+
+/// `Level` in `shaders/paged_image.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct LevelParams {
+    pub anchor_page: [i32; 4],
+    pub anchor_frac: [f32; 2],
+    pub inv_downsample: [f32; 2],
+    pub lo: [f32; 2],
+    pub hi: [f32; 2],
+}
+
+/// `Params` in `shaders/paged_image.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct PagedParams {
+    pub transform: [[f32; 4]; 4],
+    pub nan_color: [f32; 4],
+    pub display: DisplayParams,
+    pub rect: [f32; 4],
+    pub slot: [i32; 4],
+    pub atlas_size: [f32; 2],
+    pub page: [f32; 2],
+    pub level: u32,
+    pub levels: u32,
+    pub window: u32,
+    pub mode: u32,
+    pub linear: u32,
+    pub alpha_scale: f32,
+    pub opacity: f32,
+    pub value_scale: f32,
+    pub lv: [LevelParams; MAX_LEVELS],
+}
+
+/// What selects a paged shader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ShaderKey {
+    pub kind: SampleKind,
+    pub filterable: bool,
+}
+
+impl ShaderKey {
+    pub fn of(format: &AtlasFormat) -> Self {
+        ShaderKey {
+            kind: format.kind,
+            filterable: format.filterable,
+        }
+    }
+}
+
+struct Shader {
+    layout: wgpu::BindGroupLayout,
+    pipeline_layout: wgpu::PipelineLayout,
+    module: wgpu::ShaderModule,
+    pipelines: HashMap<(PassKind, bool), wgpu::RenderPipeline>,
+}
+
+/// The paged image pipelines, each built on first use.
+#[derive(Default)]
+pub(crate) struct PagedPipelines {
+    shaders: HashMap<ShaderKey, Shader>,
+}
+
+/// The linear sample inside a slot: the hardware's filter where the atlas is filterable (a
+/// 1-sample border makes it exact inside a page), four taps of the slot otherwise (NaN taps
+/// left out, as the dense path does).
+fn linear_wgsl(filterable: bool) -> &'static str {
+    if filterable {
+        "fn sample_linear_in(f: Found) -> Sample {
+    let v = textureSampleLevel(atlas, atlas_sampler, f.pos / params.atlas_size, 0.0) * params.value_scale;
+    return Sample(v, !has_nan(v));
+}"
+    } else {
+        "fn sample_linear_in(f: Found) -> Sample {
+    let q = f.pos - vec2<f32>(0.5);
+    let base = floor(q);
+    let fr = q - base;
+    let i0 = vec2<i32>(base);
+    var acc = vec4<f32>(0.0);
+    var weight = 0.0;
+    for (var k = 0u; k < 4u; k = k + 1u) {
+        let o = vec2<i32>(i32(k & 1u), i32(k >> 1u));
+        let w2 = select(vec2<f32>(1.0) - fr, fr, o == vec2<i32>(1));
+        let w = w2.x * w2.y;
+        if (w > 0.0) {
+            let v = vec4<f32>(textureLoad(atlas, clamp(i0 + o, f.lo, f.hi), 0)) * params.value_scale;
+            if (!has_nan(v)) {
+                acc = acc + w * v;
+                weight = weight + w;
+            }
+        }
+    }
+    if (weight == 0.0) {
+        return Sample(vec4<f32>(0.0), false);
+    }
+    return Sample(acc / weight, true);
+}"
+    }
+}
+
+fn shader_source(key: ShaderKey) -> String {
+    // common.wgsl's dense samplers name `fetch` and `DATA_3D`; the paged shader never calls
+    // them, but they must resolve.
+    let fetch = "const DATA_3D: bool = false;\nfn fetch(p: vec3<i32>) -> vec4<f32> { return vec4<f32>(textureLoad(atlas, p.xy, 0)); }\n";
+    let body = SHADER
+        .replace("SAMPLE_T", key.kind.wgsl())
+        .replace("MAX_LEVELS", &MAX_LEVELS.to_string())
+        .replace("LINEAR_SAMPLE", linear_wgsl(key.filterable));
+    format!("{COMMON}\n{body}\n{fetch}")
+}
+
+fn texture_entry(binding: u32, sample_type: wgpu::TextureSampleType) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::FRAGMENT,
+        ty: wgpu::BindingType::Texture {
+            sample_type,
+            view_dimension: wgpu::TextureViewDimension::D2,
+            multisampled: false,
+        },
+        count: None,
+    }
+}
+
+impl PagedPipelines {
+    fn build(device: &wgpu::Device, key: ShaderKey) -> Shader {
+        let sample_type = match key.kind {
+            SampleKind::Float => wgpu::TextureSampleType::Float {
+                filterable: key.filterable,
+            },
+            kind => kind.texture_sample_type(),
+        };
+        let entries = [
+            uniform_entry(
+                size_of::<PagedParams>(),
+                wgpu::ShaderStages::VERTEX_FRAGMENT,
+            ),
+            texture_entry(1, sample_type),
+            texture_entry(2, wgpu::TextureSampleType::Float { filterable: false }),
+            texture_entry(3, wgpu::TextureSampleType::Uint),
+            wgpu::BindGroupLayoutEntry {
+                binding: 4,
+                visibility: wgpu::ShaderStages::FRAGMENT,
+                ty: wgpu::BindingType::Sampler(if key.filterable {
+                    wgpu::SamplerBindingType::Filtering
+                } else {
+                    wgpu::SamplerBindingType::NonFiltering
+                }),
+                count: None,
+            },
+        ];
+        let parts = ShaderParts::new(
+            device,
+            "sluice paged image",
+            &entries,
+            shader_source(key),
+            &[],
+        );
+        Shader {
+            layout: parts.layout,
+            pipeline_layout: parts.pipeline_layout,
+            module: parts.module,
+            pipelines: HashMap::new(),
+        }
+    }
+
+    /// Builds the shader and bind group layout of `key` where missing.
+    pub fn ensure_shader(&mut self, device: &wgpu::Device, key: ShaderKey) {
+        self.shaders
+            .entry(key)
+            .or_insert_with(|| Self::build(device, key));
+    }
+
+    /// The bind group layout of `key` (after [`PagedPipelines::ensure_shader`]).
+    pub fn layout(&self, key: ShaderKey) -> &wgpu::BindGroupLayout {
+        &self.shaders[&key].layout
+    }
+
+    /// Builds the pipeline of `key` for a `pass` and opacity, where missing.
+    pub fn ensure_pass(
+        &mut self,
+        device: &wgpu::Device,
+        key: ShaderKey,
+        pass: PassKind,
+        opacity: f32,
+    ) {
+        let shader = self
+            .shaders
+            .entry(key)
+            .or_insert_with(|| Self::build(device, key));
+        let depth_write = opacity >= 1.0;
+        shader
+            .pipelines
+            .entry((pass, depth_write))
+            .or_insert_with(|| {
+                render_pipeline(
+                    device,
+                    PipelineSpec {
+                        label: "sluice paged image",
+                        layout: &shader.pipeline_layout,
+                        module: &shader.module,
+                        topology: wgpu::PrimitiveTopology::TriangleList,
+                        depth: pass.depth(depth_write),
+                        fragment_entry: "fs_main",
+                        targets: &pass.targets(depth_write),
+                    },
+                )
+            });
+    }
+
+    /// The pipeline of `key` for a `pass` and opacity (after [`PagedPipelines::ensure_pass`]).
+    pub fn pipeline(
+        &self,
+        key: ShaderKey,
+        pass: PassKind,
+        opacity: f32,
+    ) -> Option<&wgpu::RenderPipeline> {
+        self.shaders
+            .get(&key)?
+            .pipelines
+            .get(&(pass, opacity >= 1.0))
+    }
+}
