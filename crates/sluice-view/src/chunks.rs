@@ -1,15 +1,17 @@
 //! Where the chunks of the layers' lazy sources stand: what the status bar counts and what a
 //! headless render waits for.
 //!
-//! The renderer draws a lazy source through its dense path today: it reads level 0 whole,
-//! and a read of chunks not yet resident queues them. So what a frame needs is every level-0
-//! chunk, and [`level0_progress`] sums up their [`ChunkStatus`]es as a [`ChunkProgress`]
-//! (every level-0 chunk counted as visible).
+//! A 2-D lazy source is drawn through the renderer's virtual texture: the renderer says what
+//! its view needs ([`Renderer::progress`]: the visible pages' chunks), turned into a
+//! [`ChunkProgress`] by [`from_paged`]. Other lazy sources (volumes, planes of volumes) go
+//! through the dense path, which reads level 0 whole, a read of chunks not yet resident
+//! queuing them: what a frame needs is every level-0 chunk, and [`level0_progress`] sums up
+//! their [`ChunkStatus`]es (every level-0 chunk counted as visible).
 
 use std::sync::Arc;
 
 use sluice_core::{ChunkKey, ChunkProgress, ChunkStatus, SharedSource};
-use sluice_render::{Scene, Visual};
+use sluice_render::{Progress, Renderer, Scene, Visual};
 
 /// Most level-0 chunks counted per source and frame: a dense level 0 fits in one texture (or
 /// its bricks), so a source with more chunks than this is not drawn whole anyway.
@@ -74,12 +76,32 @@ pub fn describe_missing(progress: &ChunkProgress) -> String {
     )
 }
 
-/// The level-0 chunks of every lazy source `scene` draws, summed (each source once, however
-/// many visuals show it).
-pub fn scene_progress(scene: &Scene) -> ChunkProgress {
+/// The chunks a paged visual's view needs, as of the renderer's last frame, as a
+/// [`ChunkProgress`] (failed chunks are settled in `Progress` but not resident here).
+pub fn from_paged(progress: &Progress) -> ChunkProgress {
+    ChunkProgress {
+        visible_wanted: progress.chunks_visible,
+        visible_resident: progress
+            .chunks_resident
+            .saturating_sub(progress.failed.len()),
+        queued: progress.chunks_queued,
+        loading: progress.chunks_loading,
+        failed: progress.failed.clone(),
+        ..ChunkProgress::default()
+    }
+}
+
+/// The chunks every lazy source `scene` draws needs, summed: a paged visual's from
+/// `renderer`'s progress, other lazy sources' level 0 (each source once, however many
+/// visuals show it).
+pub fn scene_progress(scene: &Scene, renderer: &Renderer) -> ChunkProgress {
     let mut total = ChunkProgress::default();
     let mut seen: Vec<*const ()> = Vec::new();
     for (visual, _) in scene.draw_list() {
+        if let Some(progress) = renderer.progress(visual) {
+            add_progress(&mut total, from_paged(&progress));
+            continue;
+        }
         let source = match visual {
             Visual::Image(i) => i.source(),
             Visual::Volume(v) => v.source(),

@@ -297,17 +297,23 @@ pub fn render_view_within(
     })));
     let target = renderer.create_target(size[0], size[1])?;
     let camera = camera.unwrap_or_else(|| view.fit_camera(size));
-    let sources: Vec<(&str, SharedSource)> = view
+    let sources: Vec<(&str, sluice_render::NodeId, SharedSource)> = view
         .layers
         .iter()
-        .filter_map(|l| layer_source(&view.scene, l.node).map(|s| (l.name.as_str(), s)))
+        .filter_map(|l| layer_source(&view.scene, l.node).map(|s| (l.name.as_str(), l.node, s)))
         .collect();
     let started = Instant::now();
     loop {
         let stats = renderer.render(&view.scene, &camera, &target)?;
         let mut complete = !stats.uploads_pending;
-        for (name, source) in &sources {
-            let Some(progress) = chunks::level0_progress(source) else {
+        for (name, node, source) in &sources {
+            // A paged visual's view (what the renderer says it needs), else level 0.
+            let paged = view.scene.visual(*node).and_then(|v| renderer.progress(v));
+            let Some(progress) = paged
+                .as_ref()
+                .map(chunks::from_paged)
+                .or_else(|| chunks::level0_progress(source))
+            else {
                 continue;
             };
             if let Some((key, failure)) = progress.failed.first() {
@@ -322,7 +328,7 @@ pub fn render_view_within(
             // Chunks nobody asked for do not hold the frame up: the renderer reads what it
             // draws, and a read queues what is missing (a frame that found some missing says
             // so in `uploads_pending`).
-            if progress.queued + progress.loading > 0 {
+            if progress.queued + progress.loading > 0 || paged.is_some_and(|p| !p.is_complete()) {
                 complete = false;
                 if started.elapsed() >= timeout {
                     return Err(ViewError::NotResident {

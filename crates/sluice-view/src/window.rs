@@ -682,7 +682,7 @@ impl WindowState {
         }
         self.egui_state
             .handle_platform_output(&self.window, output.platform_output);
-        let chunks = crate::chunks::scene_progress(&self.view.scene);
+        let chunks = crate::chunks::scene_progress(&self.view.scene, &self.renderer);
         let complete = !stats.uploads_pending && chunks.queued + chunks.loading == 0;
         if complete {
             self.complete_frames += 1;
@@ -697,10 +697,8 @@ impl WindowState {
             frame_ms: started.elapsed().as_secs_f64() * 1e3,
             bytes_uploaded: stats.bytes_uploaded,
             resident_bytes: self.counters.resident_bytes,
-            // The renderer holds sources under no GPU budget yet (the paged virtual texture
-            // of issue 13 brings one): the bar says "no budget".
-            gpu_budget: None,
-            page_bytes: 0,
+            gpu_budget: Some(self.counters.gpu_budget),
+            page_bytes: self.counters.page_bytes_resident,
             pixels_drawn: stats.pixels_drawn,
             chunks: (&chunks).into(),
         };

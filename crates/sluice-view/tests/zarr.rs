@@ -387,7 +387,7 @@ fn panel_t_and_channel_sliders_show_that_time_point_and_channel() {
     );
 
     // The plane is drawn from the store's level 0, 3 x 3 x 4 chunks, all resident now.
-    let chunks = ChunkCounts::from(&sluice_view::chunks::scene_progress(&view.scene));
+    let chunks = ChunkCounts::from(&sluice_view::chunks::scene_progress(&view.scene, &renderer));
     assert_eq!(
         chunks,
         ChunkCounts {
@@ -545,4 +545,48 @@ fn render_gives_up_after_the_timeout_naming_the_missing_chunks() {
         &[&url, "chunks the frame shows not loaded", "after 0 s"],
     );
     assert!(!png.exists(), "no PNG is written for an incomplete frame");
+}
+
+/// A 2-D store is drawn through the renderer's virtual texture: once complete, the status
+/// bar's chunks are the chunks the view needs, all resident, and the memory is its pages
+/// against the GPU budget.
+#[test]
+fn a_two_dimensional_store_is_paged_and_the_status_counts_its_view() {
+    use sluice_view::input::{self, OpenOptions};
+    use sluice_view::panel::{self, ChunkCounts, Status};
+    use sluice_view::{Settings, View};
+
+    let Some(dir) = fixtures() else { return };
+    let store = dir.join("ome04.zarr");
+    let input = input::open(store.to_str().unwrap(), &OpenOptions::default()).unwrap();
+    let view = View::build(&[input], &Settings::default()).unwrap();
+    let mut renderer =
+        Renderer::with_options(sluice_render::RendererOptions::from_env().unwrap()).unwrap();
+    let target = renderer.create_target(130, 90).unwrap();
+    let camera = view.fit_camera(target.size());
+    let done = renderer
+        .render_until_complete(&view.scene, &camera, &target, Duration::from_secs(60))
+        .unwrap();
+    assert!(done.complete, "{:?}", done.progress);
+    let visual = view.scene.visual(view.layers[0].node).unwrap();
+    let progress = renderer
+        .progress(visual)
+        .expect("a lazy 2-D source is paged");
+    assert!(progress.is_complete());
+    let chunks = ChunkCounts::from(&sluice_view::chunks::scene_progress(&view.scene, &renderer));
+    assert_eq!(chunks.wanted, progress.chunks_visible);
+    assert!(chunks.wanted > 0);
+    assert_eq!(
+        (chunks.resident, chunks.loading, chunks.failed),
+        (chunks.wanted, 0, 0)
+    );
+    let counters = renderer.counters();
+    assert!(counters.page_bytes_resident > 0);
+    let status = Status {
+        resident_bytes: counters.resident_bytes,
+        page_bytes: counters.page_bytes_resident,
+        gpu_budget: Some(counters.gpu_budget),
+        ..Status::default()
+    };
+    assert!(panel::memory_text(&status).contains("of 512.0 MiB budget"));
 }

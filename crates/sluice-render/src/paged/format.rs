@@ -1,7 +1,7 @@
 //! The atlas format of a paged source: filterable where the device allows it, so that the
 //! hardware's linear sampler does the interpolation inside a page.
 
-use sluice_core::{ElementType, UploadFormat};
+use sluice_core::UploadFormat;
 
 use crate::format::{texture_format, SampleKind};
 
@@ -18,47 +18,21 @@ pub(crate) struct AtlasFormat {
 }
 
 impl AtlasFormat {
-    /// The atlas format for samples uploaded as `upload` on a device with `features`:
-    /// - `u8` in a unorm texture (filterable; the shader multiplies by 255, exact);
-    /// - `f16` in a float texture (filterable);
+    /// The atlas format for samples uploaded as `upload` on a device with `features`: the
+    /// dense path's choice for host data (`crate::format::texture_format`), so both paths
+    /// filter the same formats in hardware:
+    /// - `u8` in a unorm texture (the shader multiplies by 255, exact);
+    /// - `u16` in a unorm texture where the device has `TEXTURE_FORMAT_16BIT_NORM`;
+    /// - `f16` in a float texture;
     /// - `f32` (and `f64`, narrowed) in a float texture, filterable with `FLOAT32_FILTERABLE`;
-    /// - everything else as the dense path stores it (integer textures, four taps).
+    /// - everything else in integer textures, interpolated by four taps inside the slot.
     pub fn for_upload(upload: &UploadFormat, features: wgpu::Features) -> Self {
-        use wgpu::TextureFormat as F;
-        let pick = |one: F, two: F, four: F| match upload.channels {
-            1 => one,
-            2 => two,
-            _ => four,
-        };
-        let (format, kind, filterable, scale) = match upload.element {
-            ElementType::U8 => (
-                pick(F::R8Unorm, F::Rg8Unorm, F::Rgba8Unorm),
-                SampleKind::Float,
-                true,
-                255.0,
-            ),
-            ElementType::F16 => (
-                pick(F::R16Float, F::Rg16Float, F::Rgba16Float),
-                SampleKind::Float,
-                true,
-                1.0,
-            ),
-            ElementType::F32 | ElementType::F64 => (
-                pick(F::R32Float, F::Rg32Float, F::Rgba32Float),
-                SampleKind::Float,
-                features.contains(wgpu::Features::FLOAT32_FILTERABLE),
-                1.0,
-            ),
-            _ => {
-                let (format, kind) = texture_format(upload);
-                (format, kind, false, 1.0)
-            }
-        };
+        let (format, kind) = texture_format(upload, true, features);
         AtlasFormat {
             format,
             kind,
-            filterable,
-            value_scale_bits: f32::to_bits(scale),
+            filterable: kind.filterable(),
+            value_scale_bits: f32::to_bits(kind.value_scale()),
         }
     }
 
