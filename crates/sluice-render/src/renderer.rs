@@ -376,7 +376,9 @@ impl Renderer {
                     progress,
                 });
             }
-            if stats.uploads_pending || stats.bytes_uploaded > 0 {
+            // Something arrived and was uploaded: look again at once. Otherwise what is missing
+            // is loading: sleep until a source wakes the renderer.
+            if stats.bytes_uploaded > 0 {
                 continue;
             }
             let (lock, condvar) = &self.redraw.2;
@@ -491,22 +493,34 @@ impl Renderer {
 
     /// The visibility pass of paged sources (see `crate::paged`): per draw of a paged image,
     /// the pages its view needs are requested, and those on the host uploaded within the
-    /// frame's upload budget. Never waits on a read. Returns whether ready pages wait for a
-    /// later frame.
+    /// frame's upload budget. Never waits on a read. Returns whether uploads wait for a later
+    /// frame: ready pages over the budget, or visible pages whose chunks are still loading
+    /// (as a dense source's data that is not ready yet; failed chunks show the fill and do
+    /// not count).
     fn visibility_pass(&mut self, draws: &[Draw<'_>]) -> Result<bool, RenderError> {
         let paged: Vec<(u64, glam::Mat4, [u32; 2])> = draws
             .iter()
             .map(|d| (kind(d.visual).id(), d.mvp, d.viewport))
             .filter(|(id, _, _)| self.res.paged.has_visual(*id))
             .collect();
+        if paged.is_empty() {
+            return Ok(false);
+        }
         let res = &mut self.res;
-        res.paged.visibility_pass(
+        let ready_left = res.paged.visibility_pass(
             &res.queue,
             &res.device,
             &res.waker,
             &mut res.counters,
             &paged,
-        )
+        )?;
+        let ids: Vec<u64> = paged.iter().map(|&(id, _, _)| id).collect();
+        let incomplete = res
+            .paged
+            .progress_of(&ids)
+            .iter()
+            .any(|p| !p.is_complete());
+        Ok(ready_left || incomplete)
     }
 
     /// Uploads what changed in the sources of `list` ([`Renderer::upload_list`]). Returns
