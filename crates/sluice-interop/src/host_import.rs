@@ -31,14 +31,13 @@ use std::sync::{Arc, Weak};
 use ash::vk;
 use parking_lot::{Mutex, RwLock};
 use sluice_core::{
-    check_read, ChangeLog, Changes, DataSource, HostImportedMemory, HostView, Layout,
-    LendOutcome, ReadRequest, ReadStatus, Region, Residency, SourceError, Version,
+    check_read, ChangeLog, Changes, DataSource, HostImportedMemory, HostView, Layout, LendOutcome,
+    ReadRequest, ReadStatus, Region, Residency, SourceError, Version,
 };
 use wgpu::hal::api::Vulkan;
 
 use crate::error::InteropError;
 use crate::interop::Interop;
-use crate::vulkan::device::{BUFFER_USAGE, WGPU_BUFFER_USAGE};
 
 /// How many region changes the source remembers before answering "everything changed".
 const CHANGE_LOG_CAPACITY: usize = 1024;
@@ -62,11 +61,15 @@ impl Pages {
             reason: format!("{size} bytes rounded up to the alignment {align} overflow"),
         };
         let rounded = size.checked_next_multiple_of(align).ok_or_else(too_big)?;
-        let layout = AllocLayout::from_size_align(rounded.max(align), align).map_err(|_| too_big())?;
+        let layout =
+            AllocLayout::from_size_align(rounded.max(align), align).map_err(|_| too_big())?;
         // SAFETY: `layout` has a non-zero size (at least `align`, a power of two).
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).ok_or_else(|| InteropError::HostImport {
-            reason: format!("allocating {} bytes at alignment {align} failed", layout.size()),
+            reason: format!(
+                "allocating {} bytes at alignment {align} failed",
+                layout.size()
+            ),
         })?;
         Ok(Pages { ptr, layout })
     }
@@ -110,7 +113,10 @@ fn registry() -> &'static Mutex<HashMap<u64, Weak<Imported>>> {
 }
 
 /// The imported source `memory` names, if it still lives and was imported on `interop`.
-pub(crate) fn lookup(interop: &Interop, memory: &HostImportedMemory) -> Result<Arc<Imported>, InteropError> {
+pub(crate) fn lookup(
+    interop: &Interop,
+    memory: &HostImportedMemory,
+) -> Result<Arc<Imported>, InteropError> {
     let found = registry().lock().get(&memory.id).and_then(Weak::upgrade);
     let imported = found.ok_or(InteropError::HostImport {
         reason: format!("host import {} no longer exists", memory.id),
@@ -190,7 +196,10 @@ impl HostImportSource {
         // Without an import, any alignment does; a cache line keeps copies fast.
         let page = 64;
         let (align, fallback) = match (&dev.host_memory, import) {
-            (_, false) => (page, Some("host import turned off (HostImportSource::host_only)".to_string())),
+            (_, false) => (
+                page,
+                Some("host import turned off (HostImportSource::host_only)".to_string()),
+            ),
             (None, true) => (
                 page,
                 Some(format!(
@@ -202,7 +211,9 @@ impl HostImportSource {
                 let align = usize::try_from(host.alignment).unwrap_or(usize::MAX);
                 if !align.is_power_of_two() {
                     return Err(InteropError::HostImport {
-                        reason: format!("minImportedHostPointerAlignment {align} is not a power of two"),
+                        reason: format!(
+                            "minImportedHostPointerAlignment {align} is not a power of two"
+                        ),
                     });
                 }
                 (align.max(page), None)
@@ -330,7 +341,8 @@ impl HostImportSource {
             };
         };
         let gpu = &imported.gpu;
-        let outstanding = || gpu.done.load(Ordering::Acquire) < gpu.recorded.load(Ordering::Acquire);
+        let outstanding =
+            || gpu.done.load(Ordering::Acquire) < gpu.recorded.load(Ordering::Acquire);
         loop {
             while outstanding() {
                 let _ = self
@@ -375,7 +387,7 @@ fn padded(region: Region, shape: &sluice_core::Shape) -> Result<Region, SourceEr
     if !inside {
         return Err(SourceError::OutOfBounds {
             region,
-            shape: shape.clone(),
+            shape: *shape,
         });
     }
     Ok(region)
@@ -383,11 +395,18 @@ fn padded(region: Region, shape: &sluice_core::Shape) -> Result<Region, SourceEr
 
 /// Imports `pages` as a buffer of `size` bytes on `interop`'s device. The buffer's drop
 /// callback destroys the `VkBuffer` and frees the memory, then drops its hold on the pages.
-fn import_pages(interop: &Interop, pages: &Arc<Pages>, size: u64) -> Result<wgpu::Buffer, InteropError> {
+fn import_pages(
+    interop: &Interop,
+    pages: &Arc<Pages>,
+    size: u64,
+) -> Result<wgpu::Buffer, InteropError> {
     let dev = interop.vulkan();
-    let host = dev.host_memory.as_ref().ok_or_else(|| InteropError::HostImport {
-        reason: "the device has no VK_EXT_external_memory_host".into(),
-    })?;
+    let host = dev
+        .host_memory
+        .as_ref()
+        .ok_or_else(|| InteropError::HostImport {
+            reason: "the device has no VK_EXT_external_memory_host".into(),
+        })?;
     let handle_type = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
     let mut props = vk::MemoryHostPointerPropertiesEXT::default();
     // SAFETY: the extension is enabled on `dev.raw` (it was added at device creation), the
@@ -402,12 +421,18 @@ fn import_pages(interop: &Interop, pages: &Arc<Pages>, size: u64) -> Result<wgpu
         )
     };
     if result != vk::Result::SUCCESS {
-        return Err(InteropError::vulkan("vkGetMemoryHostPointerPropertiesEXT", result));
+        return Err(InteropError::vulkan(
+            "vkGetMemoryHostPointerPropertiesEXT",
+            result,
+        ));
     }
     let mut external = vk::ExternalMemoryBufferCreateInfo::default().handle_types(handle_type);
     let info = vk::BufferCreateInfo::default()
         .size(pages.len() as u64)
-        .usage(BUFFER_USAGE)
+        // A copy source only: the renderer then copies with `copy_buffer_to_texture` (one
+        // command per update), not with its compute unpack pass, which reads buffers with
+        // `STORAGE` usage texel by texel (far slower on CPU drivers such as lavapipe).
+        .usage(vk::BufferUsageFlags::TRANSFER_SRC)
         .sharing_mode(vk::SharingMode::EXCLUSIVE)
         .push_next(&mut external);
     // SAFETY: a valid create info whose pNext chain lives until the call returns.
@@ -477,11 +502,11 @@ fn import_pages(interop: &Interop, pages: &Arc<Pages>, size: u64) -> Result<wgpu
     let desc = wgpu::BufferDescriptor {
         label: Some("sluice host-imported pages"),
         size,
-        usage: WGPU_BUFFER_USAGE,
+        usage: wgpu::BufferUsages::COPY_SRC,
         mapped_at_creation: false,
     };
-    // SAFETY: the buffer was created on this device with at least `size` bytes and the usages
-    // `WGPU_BUFFER_USAGE` maps to, and is bound to memory whose contents are the pages'.
+    // SAFETY: the buffer was created on this device with at least `size` bytes and transfer
+    // source usage (wgpu's `COPY_SRC`), and is bound to memory whose contents are the pages'.
     Ok(unsafe { dev.device.create_buffer_from_hal::<Vulkan>(hal, &desc) })
 }
 
@@ -561,7 +586,11 @@ impl DataSource for HostImportSource {
             self.layout.shape(),
             self.layout.element(),
             self.layout.channels(),
-            if self.is_imported() { ", imported" } else { ", staged" }
+            if self.is_imported() {
+                ", imported"
+            } else {
+                ", staged"
+            }
         )
     }
 }
