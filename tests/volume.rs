@@ -454,3 +454,44 @@ fn a_long_volume_is_bricked_along_its_long_axis_and_too_many_bricks_are_refused(
         assert!(e.contains(needle), "{e:?} should name {needle}");
     }
 }
+
+/// The default step (one sample per voxel along the ray's dominant axis) samples every voxel
+/// centre of an axis-aligned ray, so trilinear MIP equals the CPU's maximum along z exactly;
+/// an explicit step is honoured (2 voxels: only the odd planes are sampled).
+#[test]
+fn the_default_step_gives_the_cpu_mip_and_an_explicit_step_is_kept() {
+    let n = 24usize;
+    let data = Array3::<u8>::from_shape_fn((n, n, n), |(z, y, x)| {
+        ((x * 7 + y * 13 + z * 29 + x * z * 3) % 251) as u8
+    });
+    let source = Arc::new(ArraySource::new(data.clone()).unwrap());
+    let default = Volume::new(source.clone()).with_colormap(Colormap::Viridis);
+    assert!(default.is_auto_step());
+    let explicit = Volume::new(source)
+        .with_colormap(Colormap::Viridis)
+        .with_interpolation(Interpolation::Nearest)
+        .with_step(2.0)
+        .unwrap();
+    assert!(!explicit.is_auto_step());
+    let mut r = renderer();
+    for (volume, planes) in [
+        (default, (0..n).collect::<Vec<_>>()),
+        (explicit, (1..n).step_by(2).collect()),
+    ] {
+        let mut scene = Scene::new();
+        scene.add(volume);
+        let img = render(&mut r, &scene, &Front { n: n as f32 }, n as u32, n as u32);
+        for y in 0..n {
+            for x in 0..n {
+                let max = planes.iter().map(|&z| data[[z, y, x]]).max().unwrap();
+                let (want, near) =
+                    expected_entry(&Colormap::Viridis, max as f32, [0.0, 255.0], 1.0);
+                let got = img.get_pixel(x as u32, y as u32).0;
+                assert!(
+                    got == want || Some(got) == near,
+                    "pixel ({x}, {y}) of planes {planes:?}: {got:?}, MIP {max} -> {want:?}"
+                );
+            }
+        }
+    }
+}

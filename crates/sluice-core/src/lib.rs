@@ -75,7 +75,7 @@ pub use pages::{PageGrid, PageKey, PageState, PagingError, DEFAULT_PAGE_2D, DEFA
 pub use plan::{plan_chunked, plan_exact, UploadPlan};
 pub use pool::{default_threads, LoaderPool, RetryPolicy};
 pub use region::{Region, Shape};
-pub use residency::{CudaMemory, Residency};
+pub use residency::{CudaMemory, HostImportedMemory, Residency};
 #[cfg(unix)]
 pub use residency::{TimelineSemaphore, VulkanMemory};
 pub use source::{

@@ -20,6 +20,20 @@ pub enum Residency {
     /// In Vulkan memory exported as a file descriptor.
     #[cfg(unix)]
     Vulkan(VulkanMemory),
+    /// In host pages the renderer's Vulkan device imported as device memory
+    /// (`VK_EXT_external_memory_host`): copied by the GPU straight from those pages.
+    HostImported(HostImportedMemory),
+}
+
+/// Host memory a Vulkan device imported (`VK_EXT_external_memory_host`), named by the
+/// importer's id; the importer (`sluice-interop`'s `HostImportSource`) keeps the pages and the
+/// imported buffer alive. Samples are packed in C order from offset 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostImportedMemory {
+    /// UUID of the Vulkan device that imported the pages.
+    pub device_uuid: [u8; 16],
+    /// The importer's id for the imported buffer.
+    pub id: u64,
 }
 
 /// A region of CUDA device memory holding a source's level-0 data.

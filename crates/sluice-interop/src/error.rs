@@ -88,6 +88,13 @@ pub enum InteropError {
         /// What it is needed for.
         needed_for: &'static str,
     },
+    /// Host memory could not be imported (`VK_EXT_external_memory_host`), or a host-imported
+    /// source was drawn where it cannot be.
+    #[error("host memory import: {reason}")]
+    HostImport {
+        /// What went wrong, with the numbers.
+        reason: String,
+    },
     /// The driver refused to open the device.
     #[error("could not open a Vulkan device with interop extensions on {adapter}: {reason}")]
     OpenDevice {

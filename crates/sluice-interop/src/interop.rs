@@ -89,6 +89,13 @@ impl Interop {
         self.shared.vulkan.semaphore_fd.is_some()
     }
 
+    /// The driver's `minImportedHostPointerAlignment` where it has
+    /// `VK_EXT_external_memory_host` (host pages can then be imported, see
+    /// [`crate::HostImportSource`]); `None` without the extension.
+    pub fn host_import_alignment(&self) -> Option<u64> {
+        self.shared.vulkan.host_memory.as_ref().map(|h| h.alignment)
+    }
+
     /// The wgpu device, for the caller's own GPU work on shared buffers.
     pub fn device(&self) -> &wgpu::Device {
         &self.shared.vulkan.device

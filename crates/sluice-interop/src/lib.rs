@@ -11,6 +11,9 @@
 //!   process to fill; [`Interop::import_buffer`]: memory others exported.
 //! - [`VulkanSource`]: a source whose bytes are in such memory; its residency carries the fd,
 //!   size, offset, pitches and (optionally) a timeline semaphore the renderer waits on.
+//! - [`HostImportSource`]: host data allocated at the driver's alignment and imported as
+//!   device memory (`VK_EXT_external_memory_host`), so that an upload is one GPU copy from the
+//!   user's pages; a plain staged host source where the driver lacks the extension.
 //! - [`ring`]: frames shared between a producer process and a display process over a Unix
 //!   socket, with a ring of slots so the producer never waits for the display.
 //! - `cuda` (feature `cuda`): sources in CUDA memory, copied device to device on the
@@ -28,8 +31,9 @@
 //!
 //! # Unsafe code
 //!
-//! sluice's `unsafe` code is in this crate, in six modules, and in `sluice-core`'s file
+//! sluice's `unsafe` code is in this crate, in seven modules, and in `sluice-core`'s file
 //! mapping (`MmapSource`): `pipeline_cache` (pipeline caches from saved bytes),
+//! `host_import` (host pages imported as device memory, `VK_EXT_external_memory_host`),
 //! `vulkan::device` (device creation and queries under wgpu),
 //! `vulkan::memory` (buffers and fds), `vulkan::semaphore` (shared timeline semaphores),
 //! `vulkan::texture` (exported images) and `cuda::driver` (CUDA driver calls). Every other
@@ -41,6 +45,8 @@
 mod error;
 mod fd_passing;
 mod handoff;
+#[allow(unsafe_code)]
+mod host_import;
 mod interop;
 #[allow(unsafe_code)]
 mod pipeline_cache;
@@ -54,6 +60,7 @@ mod vulkan;
 pub mod cuda;
 
 pub use error::{DeviceUuid, InteropError};
+pub use host_import::HostImportSource;
 pub use interop::Interop;
 pub use pipeline_cache::{install_pipeline_cache, VulkanPipelineCaches};
 pub use source::{Pitches, VulkanSource, COPY_ROW_ALIGNMENT};

@@ -43,6 +43,9 @@ pub(crate) struct InteropUpload {
     /// (semaphore, wait value) pairs the frame being recorded already waits on and signals
     /// after, and whether its copies of that data go ahead (`false`: being rewritten, skip).
     frame: Mutex<HashMap<(usize, u64), bool>>,
+    /// Host-imported sources copied from in the frame being recorded, told when it was
+    /// submitted (so their writers can wait for the copies).
+    host_frame: Mutex<Vec<Arc<crate::host_import::Imported>>>,
     #[cfg(feature = "cuda")]
     cuda: crate::cuda::staging::CudaStaging,
     #[cfg(feature = "cuda")]
@@ -60,6 +63,7 @@ impl InteropUpload {
             imports: Mutex::new(HashMap::new()),
             semaphores: Mutex::new(HashMap::new()),
             frame: Mutex::new(HashMap::new()),
+            host_frame: Mutex::new(Vec::new()),
         }
     }
 
@@ -84,6 +88,9 @@ impl InteropUpload {
                 Ok(())
             }
             Residency::Cuda(memory) => self.check_cuda(memory, layout),
+            Residency::HostImported(memory) => {
+                crate::host_import::lookup(&self.interop, memory).map(drop)
+            }
             _ => Ok(()),
         }
     }
@@ -102,6 +109,28 @@ impl InteropUpload {
         Err(InteropError::CudaUnavailable(
             "this build of sluice has no CUDA support: enable the `cuda` feature",
         ))
+    }
+
+    /// Records the copy of a host-imported source's region from its pages.
+    fn copy_host_imported(
+        &self,
+        copy: &mut DeviceCopy<'_>,
+        memory: &sluice_core::HostImportedMemory,
+    ) -> Result<(), InteropError> {
+        let imported = crate::host_import::lookup(&self.interop, memory)?;
+        let layout = copy.layout;
+        let sample = layout.sample_bytes() as u64;
+        let d = layout.shape().padded();
+        let row_pitch = d[2] as u64 * sample;
+        let plane_pitch = d[1] as u64 * row_pitch;
+        let region = copy.region;
+        let first = region.origin[0] as u64 * plane_pitch
+            + region.origin[1] as u64 * row_pitch
+            + region.origin[2] as u64 * sample;
+        imported.recorded(layout.region_bytes(&region) as u64);
+        copy.copy_from_buffer(&imported.buffer, first, row_pitch, plane_pitch);
+        self.host_frame.lock().push(imported);
+        Ok(())
     }
 
     /// The imported buffer for `memory`, importing it on first use.
@@ -313,6 +342,9 @@ impl DeviceUpload for InteropUpload {
         };
         let result = match copy.residency {
             Residency::Vulkan(memory) => self.copy_vulkan(&mut copy, memory).map(copied),
+            Residency::HostImported(memory) => self
+                .copy_host_imported(&mut copy, memory)
+                .map(|()| DeviceCopyOutcome::Copied),
             #[cfg(feature = "cuda")]
             Residency::Cuda(memory) => self
                 .cuda
@@ -351,8 +383,11 @@ impl DeviceUpload for InteropUpload {
         }
     }
 
-    fn frame_submitted(&self, _queue: &wgpu::Queue) {
+    fn frame_submitted(&self, queue: &wgpu::Queue) {
         self.frame.lock().clear();
+        for imported in self.host_frame.lock().drain(..) {
+            imported.submitted(queue);
+        }
         self.imports.lock().retain(|_, i| i.fd.strong_count() > 0);
         self.semaphores
             .lock()

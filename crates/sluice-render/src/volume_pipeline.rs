@@ -74,7 +74,7 @@ impl VolumeParams {
             data_size: [w as i32, h as i32, d as i32],
             mode,
             viewport: [viewport[0] as f32, viewport[1] as f32],
-            step: volume.step(),
+            step: volume.shader_step(),
             linear: u32::from(volume.interpolation() == Interpolation::Linear),
             attenuation,
             threshold,

@@ -100,7 +100,8 @@ enum Synced {
     Volume {
         display: DisplaySettings,
         mode: VolumeMode,
-        step: f32,
+        /// `None`: chosen per ray.
+        step: Option<f32>,
     },
     /// Meshes (and visuals of later kinds): their settings are not mirrored.
     Other,
@@ -116,7 +117,7 @@ fn settings_of(visual: &Visual) -> Synced {
         Visual::Volume(v) => Synced::Volume {
             display: v.display().clone(),
             mode: v.mode(),
-            step: v.step(),
+            step: (!v.is_auto_step()).then(|| v.step()),
         },
         _ => Synced::Other,
     }
@@ -212,7 +213,12 @@ fn apply(window: &mut Scene, node: NodeId, settings: &Synced) {
                 volume.set_display(display.clone());
                 // Both were checked when the shared visual took them.
                 let _ = volume.set_mode(*mode);
-                let _ = volume.set_step(*step);
+                match step {
+                    Some(step) => {
+                        let _ = volume.set_step(*step);
+                    }
+                    None => volume.set_auto_step(),
+                }
             }
         }
         Synced::Other => {}

@@ -6,7 +6,7 @@
 //! valid as long as the `wgpu::Device` they came with, which [`VulkanDevice`] holds beside
 //! them.
 
-use ash::{khr, vk};
+use ash::{ext, khr, vk};
 use wgpu::hal::api::Vulkan;
 use wgpu::hal::vulkan::CreateDeviceCallbackArgs;
 
@@ -73,6 +73,16 @@ pub(crate) struct VulkanDevice {
     pub memory_types: Vec<vk::MemoryType>,
     pub identity: DeviceIdentity,
     pub buffers: BufferSharing,
+    /// Present where the driver has `VK_EXT_external_memory_host` (enabled at creation).
+    pub host_memory: Option<HostMemory>,
+}
+
+/// `VK_EXT_external_memory_host` on a device: host allocations imported as device memory.
+#[derive(Clone)]
+pub(crate) struct HostMemory {
+    pub ext: ext::external_memory_host::Device,
+    /// `minImportedHostPointerAlignment`: pointers and sizes imported must be multiples of it.
+    pub alignment: u64,
 }
 
 impl VulkanDevice {
@@ -86,7 +96,7 @@ impl VulkanDevice {
         // What a renderer uses where the adapter has it (filterable formats, a pipeline cache).
         let features = sluice_render::optional_features(&adapter);
         let limits = adapter.limits();
-        let (open, semaphores) = {
+        let (open, semaphores, host) = {
             // SAFETY: the guard is used only inside this block and is dropped before the
             // device is created from the adapter; nothing it refers to is destroyed.
             let hal_adapter =
@@ -101,10 +111,12 @@ impl VulkanDevice {
             }
             let semaphores = caps.supports_extension(khr::external_semaphore_fd::NAME)
                 && caps.properties().api_version >= vk::API_VERSION_1_2;
+            let host = caps.supports_extension(ext::external_memory_host::NAME);
             let callback = Box::new(move |args: CreateDeviceCallbackArgs<'_, '_, '_>| {
                 let wanted = [
                     Some(khr::external_memory_fd::NAME),
                     semaphores.then_some(khr::external_semaphore_fd::NAME),
+                    host.then_some(ext::external_memory_host::NAME),
                 ];
                 for extension in wanted.into_iter().flatten() {
                     if !args.extensions.contains(&extension) {
@@ -126,7 +138,7 @@ impl VulkanDevice {
                 adapter: info.name.clone(),
                 reason: e.to_string(),
             })?;
-            (open, semaphores)
+            (open, semaphores, host)
         };
         let raw = open.device.raw_device().clone();
         let physical = open.device.raw_physical_device();
@@ -139,6 +151,10 @@ impl VulkanDevice {
         let memory_types = memory.memory_types_as_slice().to_vec();
         let identity = identity(&instance, physical, &info);
         let buffers = buffer_sharing(&instance, physical);
+        let host_memory = host.then(|| HostMemory {
+            ext: ext::external_memory_host::Device::new(&instance, &raw),
+            alignment: host_pointer_alignment(&instance, physical),
+        });
 
         let desc = wgpu::DeviceDescriptor {
             label: Some("sluice interop"),
@@ -167,6 +183,7 @@ impl VulkanDevice {
             memory_types,
             identity,
             buffers,
+            host_memory,
         })
     }
 
@@ -231,6 +248,15 @@ fn identity(
             .trim()
             .to_string(),
     }
+}
+
+fn host_pointer_alignment(instance: &ash::Instance, physical: vk::PhysicalDevice) -> u64 {
+    let mut host = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
+    let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut host);
+    // SAFETY: `physical` is live and has `VK_EXT_external_memory_host` (checked by the
+    // caller), whose properties structure is the only one in the chain.
+    unsafe { instance.get_physical_device_properties2(physical, &mut props) };
+    host.min_imported_host_pointer_alignment
 }
 
 fn buffer_sharing(instance: &ash::Instance, physical: vk::PhysicalDevice) -> BufferSharing {

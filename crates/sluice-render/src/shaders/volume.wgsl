@@ -16,7 +16,8 @@ struct Params {
     // 0: maximum intensity projection; 1: translucent; 2: isosurface.
     mode: u32,
     viewport: vec2<f32>,
-    // Distance between samples along a ray, in voxels.
+    // Distance between samples along a ray, in voxels; 0: chosen per ray (one sample per
+    // voxel along the ray's dominant axis, `1 / max |dir|`).
     step: f32,
     // 0: nearest; 1: trilinear.
     linear: u32,
@@ -82,9 +83,13 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
         return vec4<f32>(0.0);
     }
 
+    // The default step: one sample per voxel along the axis the ray moves fastest on, so
+    // every plane of voxels across it is sampled once (a unit `dir` in voxel coordinates).
+    let a = abs(dir);
+    let step = select(params.step, 1.0 / max(max(a.x, a.y), a.z), params.step <= 0.0);
     // Samples i at t0 + (i + 0.5) * step for every such t before t1.
-    let steps = min(u32(max(ceil((t1 - t0) / params.step - 0.5), 0.0)), params.max_steps);
-    let first = origin + dir * (t0 + 0.5 * params.step);
+    let steps = min(u32(max(ceil((t1 - t0) / step - 0.5), 0.0)), params.max_steps);
+    let first = origin + dir * (t0 + 0.5 * step);
     let inv_size = 1.0 / size;
     let ray = Ray(
         origin,
@@ -93,9 +98,10 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
         t0,
         steps,
         first,
-        dir * params.step,
+        dir * step,
         first * inv_size,
-        dir * params.step * inv_size,
+        dir * step * inv_size,
+        step,
     );
     if (params.mode == 0u) {
         return march_mip(ray);
@@ -119,10 +125,12 @@ struct Ray {
     delta: vec3<f32>,
     first_uvw: vec3<f32>,
     delta_uvw: vec3<f32>,
+    // Distance between samples, in voxels.
+    step: f32,
 };
 
 fn sample_t(ray: Ray, i: u32) -> f32 {
-    return ray.t0 + (f32(i) + 0.5) * params.step;
+    return ray.t0 + (f32(i) + 0.5) * ray.step;
 }
 
 fn sample_p(ray: Ray, i: u32) -> vec3<f32> {
@@ -155,7 +163,7 @@ fn cell_span(ray: Ray, i: u32) -> Span {
     let t_exit = min(min(max(ta.x, tb.x), max(ta.y, tb.y)), max(ta.z, tb.z));
     // The first sample at or past the exit; samples a rounding error off it still lie
     // within the cell's one-voxel margin.
-    let k = ceil((t_exit - ray.t0) / params.step - 0.5);
+    let k = ceil((t_exit - ray.t0) / ray.step - 0.5);
     var end = ray.steps;
     if (k < f32(ray.steps)) {
         end = max(u32(max(k, 0.0)), i + 1u);
@@ -232,7 +240,7 @@ fn march_translucent(ray: Ray) -> vec4<f32> {
             if (s.valid) {
                 let v = normalize_value(d, s.value.x);
                 let c = colormap(d, v);
-                let a = 1.0 - exp(-params.attenuation * c.a * v * params.step);
+                let a = 1.0 - exp(-params.attenuation * c.a * v * ray.step);
                 color = color + (1.0 - alpha) * a * c.rgb;
                 alpha = alpha + (1.0 - alpha) * a;
             }

@@ -47,21 +47,23 @@ pub struct Volume {
     display: DisplaySettings,
     source: SharedSource,
     mode: VolumeMode,
-    step: f32,
+    /// `None`: chosen per ray (see [`Volume::set_auto_step`]).
+    step: Option<f32>,
 }
 
 impl Volume {
     display_methods!("Volume");
 
     /// A maximum intensity projection of `source` with the element type's contrast limits, a
-    /// gray colormap, trilinear sampling and half-voxel steps.
+    /// gray colormap, trilinear sampling and the step chosen per ray
+    /// ([`Volume::set_auto_step`]).
     pub fn new(source: impl IntoSource) -> Self {
         Volume {
             token: Token::new(),
             display: DisplaySettings::new(Colormap::Gray, Interpolation::Linear),
             source: source.into_source(),
             mode: VolumeMode::Mip,
-            step: 0.5,
+            step: None,
         }
     }
 
@@ -118,13 +120,39 @@ impl Volume {
                 "a finite number of voxels >= 0.01",
             ));
         }
-        self.step = step;
+        self.step = Some(step);
         Ok(())
     }
 
-    /// The step, in voxels.
+    /// Goes back to the default step, chosen per ray from the data and the view: one sample
+    /// per voxel along the axis of the volume's voxel grid the ray moves fastest on
+    /// (`1 / max(|dx|, |dy|, |dz|)` voxels for a unit direction `d` in voxel coordinates), so
+    /// each plane of voxels across that axis is sampled once: a ray along an axis samples
+    /// every voxel centre it passes, an oblique ray takes longer steps than one voxel.
+    pub fn set_auto_step(&mut self) {
+        self.step = None;
+    }
+
+    /// [`Volume::set_auto_step`], builder style.
+    pub fn with_auto_step(mut self) -> Self {
+        self.set_auto_step();
+        self
+    }
+
+    /// Whether the step is chosen per ray (the default) rather than set.
+    pub fn is_auto_step(&self) -> bool {
+        self.step.is_none()
+    }
+
+    /// The step, in voxels: the one set, or with the default, the step of a ray along an
+    /// axis (1 voxel; see [`Volume::set_auto_step`] for oblique rays).
     pub fn step(&self) -> f32 {
-        self.step
+        self.step.unwrap_or(1.0)
+    }
+
+    /// The step the marcher is given: the one set, or 0 (chosen per ray).
+    pub(crate) fn shader_step(&self) -> f32 {
+        self.step.unwrap_or(0.0)
     }
 
     /// Shows another source.
