@@ -186,7 +186,7 @@ class Volume:
         clim: tuple[float, float] | None = None,
         gamma: float = 1.0,
         colormap: Colormap | None = None,
-        step: float = 0.5,
+        step: float | None = None,
         interpolation: Interpolation = "linear",
         opacity: float = 1.0,
     ) -> None: ...
@@ -198,7 +198,7 @@ class Volume:
     @property
     def gamma(self) -> float: ...
     colormap: Colormap
-    step: float
+    step: float | None
     @property
     def interpolation(self) -> Interpolation: ...
     @property

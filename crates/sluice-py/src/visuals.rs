@@ -200,7 +200,7 @@ pub struct PyVolume {
 #[pymethods]
 impl PyVolume {
     #[new]
-    #[pyo3(signature = (source, *, mode = "mip", attenuation = 1.0, threshold = 0.5, clim = None, gamma = 1.0, colormap = None, step = 0.5, interpolation = "linear", opacity = 1.0))]
+    #[pyo3(signature = (source, *, mode = "mip", attenuation = 1.0, threshold = 0.5, clim = None, gamma = 1.0, colormap = None, step = None, interpolation = "linear", opacity = 1.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         source: &Bound<'_, PyAny>,
@@ -210,7 +210,7 @@ impl PyVolume {
         clim: Option<(f64, f64)>,
         gamma: f32,
         colormap: Option<&Bound<'_, PyAny>>,
-        step: f32,
+        step: Option<f32>,
         interpolation: &str,
         opacity: f32,
     ) -> PyResult<Self> {
@@ -329,18 +329,25 @@ impl PyVolume {
         self.slot.write(py, move |v| v.set_colormap(colormap))
     }
 
-    /// Ray step in voxels.
+    /// Ray step in voxels, or `None` for the automatic step (the default: about one sample
+    /// per voxel along each ray, from the volume's shape and the ray's direction).
     #[getter]
-    fn step(&self, py: Python<'_>) -> PyResult<f32> {
-        self.slot.read(py, |v| v.step())
+    fn step(&self, py: Python<'_>) -> PyResult<Option<f32>> {
+        self.slot
+            .read(py, |v| (!v.is_auto_step()).then(|| v.step()))
     }
 
     #[setter]
-    fn set_step(&mut self, py: Python<'_>, step: f32) -> PyResult<()> {
-        let step = settings::positive("step", step)?;
-        self.slot
-            .write(py, move |v| v.set_step(step))?
-            .map_err(render_error)
+    fn set_step(&mut self, py: Python<'_>, step: Option<f32>) -> PyResult<()> {
+        match step {
+            None => self.slot.write(py, |v| v.set_auto_step()),
+            Some(step) => {
+                let step = settings::positive("step", step)?;
+                self.slot
+                    .write(py, move |v| v.set_step(step))?
+                    .map_err(render_error)
+            }
+        }
     }
 
     /// `"nearest"` or `"linear"`.

@@ -515,11 +515,7 @@ impl Renderer {
             &paged,
         )?;
         let ids: Vec<u64> = paged.iter().map(|&(id, _, _)| id).collect();
-        let incomplete = res
-            .paged
-            .progress_of(&ids)
-            .iter()
-            .any(|p| !p.is_complete());
+        let incomplete = res.paged.progress_of(&ids).iter().any(|p| !p.is_complete());
         Ok(ready_left || incomplete)
     }
 
