@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 use glam::{DMat3, DMat4, DVec3, DVec4};
 use sluice_core::{
     visible_pages_2d, AtlasAllocator, AtlasFrame, AtlasSourceId, ChunkStatus, ConsumerId, Layout,
-    PageGrid, PageKey, PageWant, PagingError, ReadRequest, ReadStatus, Residency, SharedSource,
-    Tier, UploadFormat, Version, View2d, ViewOptions2d, ViewPages,
+    LevelPolicy, PageGrid, PageKey, PageWant, PagingError, ReadRequest, ReadStatus, Residency,
+    SharedSource, Tier, UploadFormat, Version, View2d, ViewOptions2d, ViewPages,
 };
 
 use crate::bricking::TextureLimits;
@@ -132,6 +132,8 @@ pub(crate) struct PagedVisual {
     pub bind: Option<(wgpu::BindGroup, u64, ColormapKey, ShaderKey)>,
     pub frame: Option<VisualFrame>,
     pub flat_depth: Option<f32>,
+    /// The visual's level bias or lock (`Image::set_level_policy`).
+    pub policy: LevelPolicy,
 }
 
 /// Every paged source and visual of one renderer, and the allocator of their pages.
@@ -200,6 +202,13 @@ impl PagedTextures {
         );
     }
 
+    /// Sets visual `id`'s level bias or lock (checked by the caller against its source).
+    pub fn set_policy(&mut self, id: u64, policy: LevelPolicy) {
+        if let Some(v) = self.visuals.get_mut(&id) {
+            v.policy = policy;
+        }
+    }
+
     /// Whether visual `id` is drawn through the virtual texture.
     pub fn has_visual(&self, id: u64) -> bool {
         self.visuals.contains_key(&id)
@@ -243,6 +252,7 @@ impl PagedTextures {
                         bind: None,
                         frame: None,
                         flat_depth: None,
+                        policy: LevelPolicy::default(),
                     },
                 );
                 self.sources.get_mut(&key).expect("created").users += 1;
@@ -447,7 +457,16 @@ impl PagedTextures {
             let s = &self.sources[&v.source];
             // A frame without a target (`Renderer::upload`) keeps the last view's wants.
             if viewport != [0, 0] {
-                v.frame = view_frame(&s.layout, &s.grid, mvp, viewport, self.prefetch_ring);
+                v.frame = view_frame(
+                    &s.layout,
+                    &s.grid,
+                    mvp,
+                    viewport,
+                    ViewOptions2d {
+                        prefetch_ring: self.prefetch_ring,
+                        policy: v.policy,
+                    },
+                );
             }
             if let Some(frame) = &v.frame {
                 wants
@@ -877,7 +896,7 @@ fn view_frame(
     grid: &PageGrid,
     mvp: glam::Mat4,
     viewport: [u32; 2],
-    prefetch_ring: usize,
+    options: ViewOptions2d,
 ) -> Option<VisualFrame> {
     if viewport[0] == 0 || viewport[1] == 0 {
         return None;
@@ -890,10 +909,7 @@ fn view_frame(
             matrix: m.to_cols_array_2d(),
             viewport: viewport.map(f64::from),
         },
-        ViewOptions2d {
-            prefetch_ring,
-            ..ViewOptions2d::default()
-        },
+        options,
     )
     .ok()?;
     // The plane z = 0 as a homography (x, y, 1) -> (X, Y, W).

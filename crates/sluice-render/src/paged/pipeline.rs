@@ -116,9 +116,10 @@ fn linear_wgsl(filterable: bool) -> &'static str {
 }
 
 fn shader_source(key: ShaderKey) -> String {
-    // common.wgsl's dense samplers name `fetch` and `DATA_3D`; the paged shader never calls
-    // them, but they must resolve.
-    let fetch = "const DATA_3D: bool = false;\nfn fetch(p: vec3<i32>) -> vec4<f32> { return vec4<f32>(textureLoad(atlas, p.xy, 0)); }\n";
+    // common.wgsl's dense samplers name the sampling prelude's declarations (`DATA_3D`,
+    // `VALUE_SCALE`, `MAY_BE_NAN`, `FILTERED`, `fetch`, `sample_hw`: see `sampling.rs`); the
+    // paged shader never calls them (it samples its atlas itself), but they must resolve.
+    let fetch = "const DATA_3D: bool = false;\nconst VALUE_SCALE: f32 = 1.0;\nconst MAY_BE_NAN: bool = true;\nconst FILTERED: bool = false;\nfn fetch(p: vec3<i32>) -> vec4<f32> { return vec4<f32>(textureLoad(atlas, p.xy, 0)); }\nfn sample_hw(p: vec3<f32>, size: vec3<i32>) -> Sample { return sample_taps(p, size); }\n";
     let body = SHADER
         .replace("SAMPLE_T", key.kind.wgsl())
         .replace("MAX_LEVELS", &MAX_LEVELS.to_string())
