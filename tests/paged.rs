@@ -832,3 +832,56 @@ fn a_level_lock_past_the_levels_is_refused_naming_the_numbers() {
     let err = r.render(&scene, &camera, &target).unwrap_err().to_string();
     assert!(err.contains("level 2") && err.contains("2 levels"), "{err}");
 }
+
+#[test]
+fn a_per_frame_upload_time_budget_spreads_pages_over_frames() {
+    let source = procedural(pyramid_layout(600, 600, 3, [64, 64]));
+    let mut r = paged_renderer(64, None, None);
+    // No time at all: each frame uploads its first planned page only.
+    r.set_page_upload_time_budget(Some(Duration::ZERO));
+    let mut scene = Scene::new();
+    let node = scene.add(gray_image(source));
+    let target = r.create_target(200, 150).unwrap();
+    let camera = PanZoomCamera::new(Vec2::new(300.0, 300.0), 1.0);
+    let (mut most, mut pending_frames) = (0, 0);
+    let started = std::time::Instant::now();
+    loop {
+        let before = r.counters().pages_uploaded;
+        let stats = r.render(&scene, &camera, &target).unwrap();
+        let uploaded = r.counters().pages_uploaded - before;
+        most = most.max(uploaded);
+        pending_frames += u32::from(stats.uploads_pending);
+        let p = r.progress(scene.visual(node).unwrap()).unwrap();
+        if p.is_complete() && !stats.uploads_pending {
+            break;
+        }
+        assert!(started.elapsed() < LONG, "{p:?}");
+        if uploaded == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    assert_eq!(
+        most, 1,
+        "at most one page per frame under a zero time budget"
+    );
+    let pages = r.counters().pages_uploaded;
+    assert!(pages >= 12, "{pages} pages");
+    assert!(pending_frames > 0, "frames reported uploads pending");
+    r.render(&scene, &camera, &target).unwrap();
+    assert_pattern(&r.read_image(&target).unwrap(), 225, 200, 1);
+    // Without the time budget the same view uploads several pages in one frame.
+    let mut fresh = paged_renderer(64, None, None);
+    let fresh_target = fresh.create_target(200, 150).unwrap();
+    let source = procedural(pyramid_layout(600, 600, 3, [64, 64]));
+    let mut scene = Scene::new();
+    scene.add(gray_image(source));
+    let done = fresh
+        .render_until_complete(&scene, &camera, &fresh_target, LONG)
+        .unwrap();
+    assert!(done.complete);
+    assert!(
+        u64::from(done.frames) < pages,
+        "{} frames for {pages} pages",
+        done.frames
+    );
+}

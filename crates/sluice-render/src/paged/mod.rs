@@ -153,6 +153,9 @@ pub(crate) struct PagedTextures {
     /// Pages of prefetch around each view (1; 0 while rendering until complete).
     pub prefetch_ring: usize,
     upload_budget: Option<u64>,
+    /// The most time the frame's page uploads may take (`None`: no limit); see
+    /// [`PagedTextures::set_upload_time_budget`].
+    upload_time_budget: Option<Duration>,
 }
 
 impl PagedTextures {
@@ -191,7 +194,15 @@ impl PagedTextures {
             always,
             prefetch_ring: 1,
             upload_budget,
+            upload_time_budget: None,
         }
+    }
+
+    /// Sets the most time one frame spends reading and writing pages (`None`: no limit). At
+    /// least one planned page uploads per frame, so a view always progresses; the pages left
+    /// give their slots back and wait for a later frame (the frame reports uploads pending).
+    pub fn set_upload_time_budget(&mut self, budget: Option<Duration>) {
+        self.upload_time_budget = budget;
     }
 
     /// Sets the per-frame upload budget (`None`: no limit).
@@ -544,7 +555,17 @@ impl PagedTextures {
         let by_id: HashMap<AtlasSourceId, SourceKey> =
             self.sources.iter().map(|(k, s)| (s.id, *k)).collect();
         let mut scratch = Vec::new();
+        let (started, time_budget) = (Instant::now(), self.upload_time_budget);
+        let out_of_time =
+            |uploaded: bool| uploaded && time_budget.is_some_and(|t| started.elapsed() >= t);
+        let (mut uploaded_any, mut deferred_by_time) = (false, 0usize);
         for up in &plan.uploads {
+            if out_of_time(uploaded_any) {
+                // Over the frame's time budget: the slot goes back, the page waits.
+                let _ = self.allocator.invalidate(up.source, up.key);
+                deferred_by_time += 1;
+                continue;
+            }
             let key = by_id[&up.source];
             let s = self.sources.get_mut(&key).expect("registered");
             let clamped = s.rects.clamped(&s.grid, &s.layout, up.key);
@@ -553,6 +574,7 @@ impl PagedTextures {
                     counters.bytes_uploaded += bytes;
                     counters.copies_issued += 1;
                     self.counters.pages_uploaded += 1;
+                    uploaded_any = true;
                 }
                 Ok(None) => {
                     // A chunk left the host cache since it was seen ready: load it again.
@@ -570,6 +592,10 @@ impl PagedTextures {
             .upload_budget
             .map_or(u64::MAX, |b| b.saturating_sub(plan.upload_bytes as u64));
         for f in &plan.fallbacks {
+            if out_of_time(uploaded_any) {
+                deferred_by_time += 1;
+                break;
+            }
             let Some((page, slot)) = f.drawn.filter(|(p, _)| *p == f.wanted) else {
                 continue;
             };
@@ -585,6 +611,7 @@ impl PagedTextures {
                 break;
             }
             if let Ok(Some(bytes)) = upload_page(s, device, queue, page, slot, now, &mut scratch) {
+                uploaded_any = true;
                 budget_left = budget_left.saturating_sub(bytes);
                 counters.bytes_uploaded += bytes;
                 counters.copies_issued += 1;
@@ -631,7 +658,7 @@ impl PagedTextures {
                 .table
                 .refresh(queue, &resident, preferred, fallbacks, &s.clamped);
         }
-        Ok(plan.deferred > 0)
+        Ok(plan.deferred > 0 || deferred_by_time > 0)
     }
 
     /// Invalidates the resident pages whose data changed since the last frame.
