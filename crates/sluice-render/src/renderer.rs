@@ -392,10 +392,14 @@ impl Renderer {
                 condvar.wait_for(&mut guard, deadline - now);
             }
         };
+        // The one draw keeps the ring off too: an offscreen run would fetch chunks around the
+        // view that it never shows.
+        let drawn = result.and_then(|completion| {
+            self.render(scene, camera, target)?;
+            Ok(completion)
+        });
         self.res.paged.prefetch_ring = ring;
-        let completion = result?;
-        self.render(scene, camera, target)?;
-        Ok(completion)
+        drawn
     }
 
     /// One frame: prepare the visuals, upload what changed, draw into `target` if any.
