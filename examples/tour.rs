@@ -7,7 +7,11 @@
 //!   is read);
 //! - a custom source (the Mandelbrot set, computed when the renderer asks for it);
 //! - in a second picture, a 3-D scene: the volume ray-marched (translucent), one of its
-//!   planes as an image from the same 3-D texture, and a mesh, composited by depth.
+//!   planes as an image from the same 3-D texture, and a mesh, composited by depth;
+//! - in a third picture, a lazy multiscale source far larger than the GPU (a procedural
+//!   65,536² image in 4 levels, computed chunk by chunk on the loader pool), drawn through
+//!   the virtual texture: a few frames while it loads, printing the view's progress (visible
+//!   chunks needed and resident, queued, in flight, failed), then rendered until complete.
 //!
 //! Run with `cargo run --release --example tour`; it prints where the PNG went.
 
@@ -18,7 +22,8 @@ use std::sync::Arc;
 use sluice::ndarray::Array3;
 use sluice::prelude::*;
 use sluice::{
-    npy_header, Changes, Mesh, OrbitCamera, ReadRequest, ReadStatus, Slice, Volume, VolumeMode,
+    npy_header, Changes, ChunkFill, ChunkGrid, LazySource, Level, Mesh, OrbitCamera,
+    ProceduralLoader, ReadRequest, ReadStatus, Slice, Volume, VolumeMode,
 };
 
 const PANEL: usize = 256;
@@ -155,9 +160,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         volume.layout().total_bytes(),
         c3.bytes_uploaded - volume.layout().total_bytes() as u64
     );
+    let path_lazy = lazy_part(&mut renderer, &out_dir)?;
     println!("wrote {}", std::fs::canonicalize(&path)?.display());
     println!("wrote {}", std::fs::canonicalize(&edited)?.display());
     println!("wrote {}", std::fs::canonicalize(&path3d)?.display());
+    println!("wrote {}", std::fs::canonicalize(&path_lazy)?.display());
     Ok(())
 }
 
@@ -209,6 +216,92 @@ fn ring_mesh() -> Result<Mesh, Box<dyn std::error::Error>> {
     .with_scalars(Arc::new(ArraySource::new(Array1::from_vec(angle))?))
     .with_colormap(Colormap::Viridis)
     .with_clim(0.0, 1.0)?)
+}
+
+/// The lazy part: a procedural 4-level pyramid of 65,536² f32 samples (16 GiB at level 0,
+/// never all computed) through the virtual texture. A few frames draw what has arrived and
+/// print the progress; then it renders until the view is complete.
+fn lazy_part(
+    renderer: &mut Renderer,
+    out_dir: &std::path::Path,
+) -> Result<PathBuf, Box<dyn std::error::Error>> {
+    const SIDE: usize = 65_536;
+    let grid = ChunkGrid::new(&[128, 128])?;
+    let coarser = (1..4).map(|l| {
+        let f = 1usize << l;
+        Level::new(
+            Shape::d2(SIDE / f, SIDE / f).unwrap(),
+            [1.0, f as f64, f as f64],
+        )
+        .with_chunks(grid)
+    });
+    let layout = Layout::new(Shape::d2(SIDE, SIDE)?, ElementType::F32, 1)?
+        .with_chunks(grid)
+        .with_levels(coarser)?;
+    // Rings around the image centre, finer than any one level shows in full.
+    let loader = ProceduralLoader::new(layout, |key, region, dst| {
+        let f = (1usize << key.level) as f32;
+        for (i, v) in dst.chunks_exact_mut(4).enumerate() {
+            let y = (region.origin[1] + i / region.size[2]) as f32 * f - SIDE as f32 / 2.0;
+            let x = (region.origin[2] + i % region.size[2]) as f32 * f - SIDE as f32 / 2.0;
+            let r = (x * x + y * y).sqrt();
+            v.copy_from_slice(&(0.5 + 0.5 * (r / 40.0).sin() * (x / 300.0).cos()).to_le_bytes());
+        }
+        Ok(ChunkFill::Filled)
+    })
+    .with_label("rings (lazy, 65536 x 65536, 4 levels)");
+    let source = Arc::new(LazySource::new(loader)?);
+    let mut scene = Scene::new();
+    let node = scene.add(
+        Image::new(source)
+            .with_clim(0.0, 1.0)?
+            .with_colormap(Colormap::Magma),
+    );
+    let target = renderer.create_target(512, 512)?;
+    // Near the centre, a quarter of a pixel per level-0 sample: level 2 is drawn.
+    let camera = PanZoomCamera::new(Vec2::new(SIDE as f32 / 2.0, SIDE as f32 / 2.0), 0.25);
+    let print = |when: &str, p: &sluice::Progress| {
+        println!(
+            "lazy image, {when}: level {}, {} of {} visible pages on the GPU; chunks: {} needed, {} resident, {} queued, {} in flight, {} failed",
+            p.level,
+            p.pages_resident,
+            p.pages_visible,
+            p.chunks_visible,
+            p.chunks_resident,
+            p.chunks_queued,
+            p.chunks_loading,
+            p.failed.len()
+        );
+    };
+    for i in 0..3 {
+        renderer.render(&scene, &camera, &target)?;
+        if let Some(p) = scene.visual(node).and_then(|v| renderer.progress(v)) {
+            print(&format!("frame {i}"), &p);
+        }
+    }
+    let started = std::time::Instant::now();
+    let done = renderer.render_until_complete(
+        &scene,
+        &camera,
+        &target,
+        std::time::Duration::from_secs(60),
+    )?;
+    print(
+        &format!(
+            "{} after {} more passes in {:.2} s",
+            if done.complete {
+                "complete"
+            } else {
+                "timed out"
+            },
+            done.frames,
+            started.elapsed().as_secs_f64()
+        ),
+        &done.progress[0],
+    );
+    let path = out_dir.join("tour-lazy.png");
+    renderer.read_image(&target)?.save(&path)?;
+    Ok(path)
 }
 
 /// A custom source: escape counts of the Mandelbrot set, computed on request.

@@ -12,7 +12,7 @@ use common::{expected_entry, renderer};
 use sluice::prelude::*;
 use sluice::{
     ChunkCache, ChunkFill, ChunkGrid, ChunkKey, ChunkStatus, LazyOptions, LazySource, Level,
-    LoaderPool, ProceduralLoader, Region, RetryPolicy,
+    LevelPolicy, LoaderPool, ProceduralLoader, Region, RetryPolicy,
 };
 
 const LONG: Duration = Duration::from_secs(60);
@@ -656,4 +656,232 @@ fn a_replaced_layout_is_paged_anew() {
     // Columns 20..25 of rows 3..7 lie in pages (0, 1) of 16 x 16 (and their borders).
     let uploaded = r.counters().since(&before).pages_uploaded;
     assert!((1..=2).contains(&uploaded), "{uploaded} pages uploaded");
+}
+
+/// Asserts every pixel of `img` (a `PanZoomCamera` at `centre`, `zoom` pixels per level-0
+/// sample) shows the nearest sample of `level` (2^level level-0 samples a side), skipping
+/// pixels within 1e-3 of a sample edge and outside `extent` level-0 samples. Returns the
+/// pixels checked.
+#[track_caller]
+fn assert_level(img: &image::RgbaImage, centre: f64, zoom: f64, level: u32, extent: f64) -> usize {
+    let f = f64::from(1u32 << level);
+    let (w, h) = (img.width(), img.height());
+    let mut checked = 0;
+    for y in 0..h {
+        for x in 0..w {
+            let at = |p: u32, side: u32| {
+                (centre + (f64::from(p) + 0.5 - f64::from(side) / 2.0) / zoom) / f
+            };
+            let (cx, cy) = (at(x, w), at(y, h));
+            let edge = |v: f64| (v - v.round()).abs() < 1e-3;
+            if edge(cx) || edge(cy) || cx < 0.0 || cy < 0.0 || cx * f >= extent || cy * f >= extent
+            {
+                continue;
+            }
+            let s = 1usize << level;
+            let v = pattern(s * cy.floor() as usize, s * cx.floor() as usize);
+            let (want, near) = expected_entry(&Colormap::Gray, v, [0.0, 255.0], 1.0);
+            let got = img.get_pixel(x, y).0;
+            assert!(
+                got == want || Some(got) == near,
+                "pixel ({x}, {y}) is {got:?}, expected {want:?} (level-{level} sample {cy}, {cx})"
+            );
+            checked += 1;
+        }
+    }
+    checked
+}
+
+/// A procedural pyramid source counting the chunks its loader filled per level.
+fn counting_procedural(layout: Layout, per_level: Arc<[AtomicU32; 3]>) -> Arc<LazySource> {
+    let loader = ProceduralLoader::new(layout, move |key, region, dst| {
+        per_level[key.level].fetch_add(1, Ordering::SeqCst);
+        fill_pattern(key, region, dst);
+        Ok(ChunkFill::Filled)
+    });
+    Arc::new(LazySource::with_options(loader, options()).unwrap())
+}
+
+#[test]
+fn a_level_lock_or_bias_draws_that_level_exactly() {
+    let (w, h) = (160u32, 120u32);
+    // (policy, zoom, the level drawn): zoom 1 wants level 0, zoom 0.4999 level 1.
+    let cases = [
+        (
+            LevelPolicy {
+                bias: 0,
+                lock: Some(1),
+            },
+            1.0,
+            1u32,
+        ),
+        (
+            LevelPolicy {
+                bias: 0,
+                lock: Some(2),
+            },
+            1.0,
+            2,
+        ),
+        (
+            LevelPolicy {
+                bias: 0,
+                lock: Some(0),
+            },
+            0.2499,
+            0,
+        ),
+        (
+            LevelPolicy {
+                bias: 1,
+                lock: None,
+            },
+            1.0,
+            1,
+        ),
+        (
+            LevelPolicy {
+                bias: 1,
+                lock: None,
+            },
+            0.4999,
+            2,
+        ),
+        (
+            LevelPolicy {
+                bias: 5,
+                lock: None,
+            },
+            1.0,
+            2,
+        ),
+        (
+            LevelPolicy {
+                bias: -1,
+                lock: None,
+            },
+            0.4999,
+            0,
+        ),
+    ];
+    for (policy, zoom, level) in cases {
+        let per_level = Arc::new([AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)]);
+        let source = counting_procedural(pyramid_layout(600, 600, 3, [50, 50]), per_level.clone());
+        let mut r = paged_renderer(64, None, None);
+        let mut scene = Scene::new();
+        let mut image = gray_image(source);
+        image.set_level_policy(policy).unwrap();
+        assert_eq!(image.level_policy(), policy);
+        scene.add(image);
+        let target = r.create_target(w, h).unwrap();
+        let camera = PanZoomCamera::new(Vec2::new(300.0, 300.0), zoom as f32);
+        let done = r
+            .render_until_complete(&scene, &camera, &target, LONG)
+            .unwrap();
+        assert!(done.complete, "{policy:?}: {done:?}");
+        assert_eq!(
+            done.progress[0].level, level as usize,
+            "{policy:?} at zoom {zoom}"
+        );
+        let img = r.read_image(&target).unwrap();
+        let checked = assert_level(&img, 300.0, f64::from(zoom as f32), level, 600.0);
+        assert!(checked > 10_000, "{policy:?}: {checked} pixels checked");
+        // Nothing finer than the level drawn was fetched: a coarser lock costs less.
+        for (l, n) in per_level.iter().enumerate().take(level as usize) {
+            assert_eq!(
+                n.load(Ordering::SeqCst),
+                0,
+                "{policy:?}: level {l} chunks were fetched"
+            );
+        }
+        assert!(
+            per_level[level as usize].load(Ordering::SeqCst) > 0,
+            "{policy:?}"
+        );
+    }
+}
+
+#[test]
+fn a_level_lock_past_the_levels_is_refused_naming_the_numbers() {
+    let source = procedural(pyramid_layout(600, 600, 3, [64, 64]));
+    let err = gray_image(source.clone())
+        .with_level_lock(3)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("level 3") && err.contains("3 levels"), "{err}");
+    let mut image = gray_image(source).with_level_lock(2).unwrap();
+    let before = image.level_policy();
+    assert!(image
+        .set_level_policy(LevelPolicy {
+            bias: 0,
+            lock: Some(7)
+        })
+        .is_err());
+    assert_eq!(
+        image.level_policy(),
+        before,
+        "a refused lock keeps the old policy"
+    );
+    // The source changes under the lock: the frame reports it with the level count.
+    image.set_source(procedural(pyramid_layout(600, 600, 2, [64, 64])));
+    let mut r = paged_renderer(64, None, None);
+    let mut scene = Scene::new();
+    scene.add(image);
+    let target = r.create_target(64, 64).unwrap();
+    let camera = PanZoomCamera::new(Vec2::new(300.0, 300.0), 1.0);
+    let err = r.render(&scene, &camera, &target).unwrap_err().to_string();
+    assert!(err.contains("level 2") && err.contains("2 levels"), "{err}");
+}
+
+#[test]
+fn a_per_frame_upload_time_budget_spreads_pages_over_frames() {
+    let source = procedural(pyramid_layout(600, 600, 3, [64, 64]));
+    let mut r = paged_renderer(64, None, None);
+    // No time at all: each frame uploads its first planned page only.
+    r.set_page_upload_time_budget(Some(Duration::ZERO));
+    let mut scene = Scene::new();
+    let node = scene.add(gray_image(source));
+    let target = r.create_target(200, 150).unwrap();
+    let camera = PanZoomCamera::new(Vec2::new(300.0, 300.0), 1.0);
+    let (mut most, mut pending_frames) = (0, 0);
+    let started = std::time::Instant::now();
+    loop {
+        let before = r.counters().pages_uploaded;
+        let stats = r.render(&scene, &camera, &target).unwrap();
+        let uploaded = r.counters().pages_uploaded - before;
+        most = most.max(uploaded);
+        pending_frames += u32::from(stats.uploads_pending);
+        let p = r.progress(scene.visual(node).unwrap()).unwrap();
+        if p.is_complete() && !stats.uploads_pending {
+            break;
+        }
+        assert!(started.elapsed() < LONG, "{p:?}");
+        if uploaded == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    assert_eq!(
+        most, 1,
+        "at most one page per frame under a zero time budget"
+    );
+    let pages = r.counters().pages_uploaded;
+    assert!(pages >= 12, "{pages} pages");
+    assert!(pending_frames > 0, "frames reported uploads pending");
+    r.render(&scene, &camera, &target).unwrap();
+    assert_pattern(&r.read_image(&target).unwrap(), 225, 200, 1);
+    // Without the time budget the same view uploads several pages in one frame.
+    let mut fresh = paged_renderer(64, None, None);
+    let fresh_target = fresh.create_target(200, 150).unwrap();
+    let source = procedural(pyramid_layout(600, 600, 3, [64, 64]));
+    let mut scene = Scene::new();
+    scene.add(gray_image(source));
+    let done = fresh
+        .render_until_complete(&scene, &camera, &fresh_target, LONG)
+        .unwrap();
+    assert!(done.complete);
+    assert!(
+        u64::from(done.frames) < pages,
+        "{} frames for {pages} pages",
+        done.frames
+    );
 }

@@ -230,6 +230,13 @@ impl Renderer {
         self.res.paged.set_upload_budget(bytes);
     }
 
+    /// Sets the most time one frame spends uploading pages of paged sources (`None`, the
+    /// default: no limit), on top of the byte budget. At least one page uploads per frame; the
+    /// rest wait for later frames (`FrameStats::uploads_pending`).
+    pub fn set_page_upload_time_budget(&mut self, budget: Option<std::time::Duration>) {
+        self.res.paged.set_upload_time_budget(budget);
+    }
+
     /// Whether a source woke the renderer (data that was not ready is ready) since the last
     /// call: render again to show it.
     pub fn take_redraw_request(&self) -> bool {
@@ -387,10 +394,14 @@ impl Renderer {
                 condvar.wait_for(&mut guard, deadline - now);
             }
         };
+        // The one draw keeps the ring off too: an offscreen run would fetch chunks around the
+        // view that it never shows.
+        let drawn = result.and_then(|completion| {
+            self.render(scene, camera, target)?;
+            Ok(completion)
+        });
         self.res.paged.prefetch_ring = ring;
-        let completion = result?;
-        self.render(scene, camera, target)?;
-        Ok(completion)
+        drawn
     }
 
     /// One frame: prepare the visuals, upload what changed, draw into `target` if any.

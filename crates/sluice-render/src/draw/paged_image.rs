@@ -16,6 +16,8 @@ use super::{Draw, PassNeed, Resources};
 pub(super) fn prepare(image: &Image, res: &mut Resources) -> Result<bool, RenderError> {
     let id = image.token.id;
     let source = image.source();
+    // A lock set before the source was replaced by one with fewer levels fails here.
+    crate::visual::check_level_policy(image.level_policy(), source.layout().levels().len())?;
     if !wants_paging(source, res.texture_limits, res.paged.always) {
         res.paged.remove_visual(id);
         return Ok(false);
@@ -34,6 +36,7 @@ pub(super) fn prepare(image: &Image, res: &mut Resources) -> Result<bool, Render
         res.release_users(v.texture, &v.buffers);
     }
     res.paged.bind_visual(&res.device, &image.token, source)?;
+    res.paged.set_policy(id, image.level_policy());
     res.colormap_gpu(image.colormap());
     Ok(true)
 }

@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 use glam::{DMat3, DMat4, DVec3, DVec4};
 use sluice_core::{
     visible_pages_2d, AtlasAllocator, AtlasFrame, AtlasSourceId, ChunkStatus, ConsumerId, Layout,
-    PageGrid, PageKey, PageWant, PagingError, ReadRequest, ReadStatus, Residency, SharedSource,
-    Tier, UploadFormat, Version, View2d, ViewOptions2d, ViewPages,
+    LevelPolicy, PageGrid, PageKey, PageWant, PagingError, ReadRequest, ReadStatus, Residency,
+    SharedSource, Tier, UploadFormat, Version, View2d, ViewOptions2d, ViewPages,
 };
 
 use crate::bricking::TextureLimits;
@@ -132,6 +132,8 @@ pub(crate) struct PagedVisual {
     pub bind: Option<(wgpu::BindGroup, u64, ColormapKey, ShaderKey)>,
     pub frame: Option<VisualFrame>,
     pub flat_depth: Option<f32>,
+    /// The visual's level bias or lock (`Image::set_level_policy`).
+    pub policy: LevelPolicy,
 }
 
 /// Every paged source and visual of one renderer, and the allocator of their pages.
@@ -151,6 +153,9 @@ pub(crate) struct PagedTextures {
     /// Pages of prefetch around each view (1; 0 while rendering until complete).
     pub prefetch_ring: usize,
     upload_budget: Option<u64>,
+    /// The most time the frame's page uploads may take (`None`: no limit); see
+    /// [`PagedTextures::set_upload_time_budget`].
+    upload_time_budget: Option<Duration>,
 }
 
 impl PagedTextures {
@@ -189,7 +194,15 @@ impl PagedTextures {
             always,
             prefetch_ring: 1,
             upload_budget,
+            upload_time_budget: None,
         }
+    }
+
+    /// Sets the most time one frame spends reading and writing pages (`None`: no limit). At
+    /// least one planned page uploads per frame, so a view always progresses; the pages left
+    /// give their slots back and wait for a later frame (the frame reports uploads pending).
+    pub fn set_upload_time_budget(&mut self, budget: Option<Duration>) {
+        self.upload_time_budget = budget;
     }
 
     /// Sets the per-frame upload budget (`None`: no limit).
@@ -198,6 +211,13 @@ impl PagedTextures {
         self.allocator.set_upload_budget(
             bytes.map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX)),
         );
+    }
+
+    /// Sets visual `id`'s level bias or lock (checked by the caller against its source).
+    pub fn set_policy(&mut self, id: u64, policy: LevelPolicy) {
+        if let Some(v) = self.visuals.get_mut(&id) {
+            v.policy = policy;
+        }
     }
 
     /// Whether visual `id` is drawn through the virtual texture.
@@ -243,6 +263,7 @@ impl PagedTextures {
                         bind: None,
                         frame: None,
                         flat_depth: None,
+                        policy: LevelPolicy::default(),
                     },
                 );
                 self.sources.get_mut(&key).expect("created").users += 1;
@@ -447,7 +468,16 @@ impl PagedTextures {
             let s = &self.sources[&v.source];
             // A frame without a target (`Renderer::upload`) keeps the last view's wants.
             if viewport != [0, 0] {
-                v.frame = view_frame(&s.layout, &s.grid, mvp, viewport, self.prefetch_ring);
+                v.frame = view_frame(
+                    &s.layout,
+                    &s.grid,
+                    mvp,
+                    viewport,
+                    ViewOptions2d {
+                        prefetch_ring: self.prefetch_ring,
+                        policy: v.policy,
+                    },
+                );
             }
             if let Some(frame) = &v.frame {
                 wants
@@ -525,7 +555,17 @@ impl PagedTextures {
         let by_id: HashMap<AtlasSourceId, SourceKey> =
             self.sources.iter().map(|(k, s)| (s.id, *k)).collect();
         let mut scratch = Vec::new();
+        let (started, time_budget) = (Instant::now(), self.upload_time_budget);
+        let out_of_time =
+            |uploaded: bool| uploaded && time_budget.is_some_and(|t| started.elapsed() >= t);
+        let (mut uploaded_any, mut deferred_by_time) = (false, 0usize);
         for up in &plan.uploads {
+            if out_of_time(uploaded_any) {
+                // Over the frame's time budget: the slot goes back, the page waits.
+                let _ = self.allocator.invalidate(up.source, up.key);
+                deferred_by_time += 1;
+                continue;
+            }
             let key = by_id[&up.source];
             let s = self.sources.get_mut(&key).expect("registered");
             let clamped = s.rects.clamped(&s.grid, &s.layout, up.key);
@@ -534,6 +574,7 @@ impl PagedTextures {
                     counters.bytes_uploaded += bytes;
                     counters.copies_issued += 1;
                     self.counters.pages_uploaded += 1;
+                    uploaded_any = true;
                 }
                 Ok(None) => {
                     // A chunk left the host cache since it was seen ready: load it again.
@@ -551,6 +592,10 @@ impl PagedTextures {
             .upload_budget
             .map_or(u64::MAX, |b| b.saturating_sub(plan.upload_bytes as u64));
         for f in &plan.fallbacks {
+            if out_of_time(uploaded_any) {
+                deferred_by_time += 1;
+                break;
+            }
             let Some((page, slot)) = f.drawn.filter(|(p, _)| *p == f.wanted) else {
                 continue;
             };
@@ -566,6 +611,7 @@ impl PagedTextures {
                 break;
             }
             if let Ok(Some(bytes)) = upload_page(s, device, queue, page, slot, now, &mut scratch) {
+                uploaded_any = true;
                 budget_left = budget_left.saturating_sub(bytes);
                 counters.bytes_uploaded += bytes;
                 counters.copies_issued += 1;
@@ -612,7 +658,7 @@ impl PagedTextures {
                 .table
                 .refresh(queue, &resident, preferred, fallbacks, &s.clamped);
         }
-        Ok(plan.deferred > 0)
+        Ok(plan.deferred > 0 || deferred_by_time > 0)
     }
 
     /// Invalidates the resident pages whose data changed since the last frame.
@@ -877,7 +923,7 @@ fn view_frame(
     grid: &PageGrid,
     mvp: glam::Mat4,
     viewport: [u32; 2],
-    prefetch_ring: usize,
+    options: ViewOptions2d,
 ) -> Option<VisualFrame> {
     if viewport[0] == 0 || viewport[1] == 0 {
         return None;
@@ -890,10 +936,7 @@ fn view_frame(
             matrix: m.to_cols_array_2d(),
             viewport: viewport.map(f64::from),
         },
-        ViewOptions2d {
-            prefetch_ring,
-            ..ViewOptions2d::default()
-        },
+        options,
     )
     .ok()?;
     // The plane z = 0 as a homography (x, y, 1) -> (X, Y, W).

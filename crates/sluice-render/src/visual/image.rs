@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use sluice_core::SharedSource;
+use sluice_core::{LevelPolicy, SharedSource};
 
 use super::display::display_methods;
 use super::{debug_visual, DisplaySettings, IntoSource, Token};
@@ -73,6 +73,7 @@ pub struct Image {
     source: SharedSource,
     nan_color: [f32; 4],
     slice: Option<Slice>,
+    level_policy: LevelPolicy,
 }
 
 impl Image {
@@ -87,7 +88,41 @@ impl Image {
             source: source.into_source(),
             nan_color: [0.0; 4],
             slice: None,
+            level_policy: LevelPolicy::default(),
         }
+    }
+
+    /// Draws `bias` levels coarser than the view needs (negative: finer), for slow links: a
+    /// bias of +1 fetches about a quarter of the bytes. Clamped to the source's levels. Only
+    /// multiscale sources (drawn through the virtual texture) have levels to choose from.
+    #[must_use]
+    pub fn with_level_bias(mut self, bias: i32) -> Self {
+        self.level_policy = LevelPolicy { bias, lock: None };
+        self
+    }
+
+    /// Draws level `level` whatever the zoom. Fails, naming both numbers, if the source has
+    /// no such level (a source shown later with fewer levels fails at its frame instead).
+    pub fn with_level_lock(mut self, level: usize) -> Result<Self, RenderError> {
+        self.set_level_policy(LevelPolicy {
+            bias: 0,
+            lock: Some(level),
+        })?;
+        Ok(self)
+    }
+
+    /// Sets the level bias or lock; uploads nothing itself (the next frame requests the
+    /// pages of the new level). On a lock past the source's levels returns the error and
+    /// keeps the old policy.
+    pub fn set_level_policy(&mut self, policy: LevelPolicy) -> Result<(), RenderError> {
+        check_level_policy(policy, self.source.layout().levels().len())?;
+        self.level_policy = policy;
+        Ok(())
+    }
+
+    /// The level bias or lock (by default none: about one data sample per screen pixel).
+    pub fn level_policy(&self) -> LevelPolicy {
+        self.level_policy
     }
 
     /// Shows plane `slice` of a 3-D source.
@@ -150,6 +185,23 @@ impl Image {
     }
 }
 
+/// A lock must name one of the source's `levels` levels.
+pub(crate) fn check_level_policy(policy: LevelPolicy, levels: usize) -> Result<(), RenderError> {
+    match policy.lock {
+        Some(lock) if lock >= levels => Err(RenderError::InvalidParameter {
+            visual: "Image",
+            parameter: "level lock",
+            value: format!(
+                "level {lock}, but the source has {levels} level{} (0..={})",
+                if levels == 1 { "" } else { "s" },
+                levels.saturating_sub(1)
+            ),
+            expected: "one of the source's levels",
+        }),
+        _ => Ok(()),
+    }
+}
+
 impl fmt::Debug for Image {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         debug_visual(
@@ -157,7 +209,7 @@ impl fmt::Debug for Image {
             "Image",
             &self.source,
             &self.display,
-            &[("slice", &self.slice)],
+            &[("slice", &self.slice), ("level_policy", &self.level_policy)],
         )
     }
 }

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use display::DisplaySettings;
+pub(crate) use image::check_level_policy;
 pub use image::{Image, Interpolation, Slice};
 pub use mesh::{Mesh, Shading};
 pub use volume::{Volume, VolumeMode};
