@@ -509,9 +509,13 @@ impl Renderer {
             &paged,
         )?;
         // Paged volumes (3-D pages, `paged/volume.rs`): the same draws, their own pass.
-        let volumes =
-            res.paged
-                .volume_pass(&res.queue, &res.device, &res.waker, &mut res.counters, &paged)?;
+        let volumes = res.paged.volume_pass(
+            &res.queue,
+            &res.device,
+            &res.waker,
+            &mut res.counters,
+            &paged,
+        )?;
         Ok(pending | volumes)
     }
 

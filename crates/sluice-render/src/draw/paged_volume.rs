@@ -117,7 +117,11 @@ fn params(volume: &Volume, s: &VolumeSource, draw: &Draw<'_>, lut_size: u32) -> 
         let ds = level.downsample;
         let g = s.grid.grid_size(&level.shape);
         lv[l] = LevelParams3d {
-            inv_ds: [(1.0 / ds[2]) as f32, (1.0 / ds[1]) as f32, (1.0 / ds[0]) as f32],
+            inv_ds: [
+                (1.0 / ds[2]) as f32,
+                (1.0 / ds[1]) as f32,
+                (1.0 / ds[0]) as f32,
+            ],
             ds: ds[0].max(ds[1]).max(ds[2]) as f32,
             offset: [
                 level.offset[2] as f32,
@@ -232,11 +236,16 @@ pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
                 },
             ],
         });
-        res.paged.volumes.visuals.get_mut(&id).expect("prepared").bind =
-            Some((group, generation, colormap_key));
+        res.paged
+            .volumes
+            .visuals
+            .get_mut(&id)
+            .expect("prepared")
+            .bind = Some((group, generation, colormap_key));
     }
     let v = &res.paged.volumes.visuals[&id];
-    res.queue.write_buffer(&v.uniform, 0, bytemuck::bytes_of(&p));
+    res.queue
+        .write_buffer(&v.uniform, 0, bytemuck::bytes_of(&p));
 }
 
 fn build(
@@ -281,8 +290,8 @@ fn build(
             count: None,
         },
     ];
-    // common.wgsl's dense samplers name `fetch` and `DATA_3D`; this shader never calls them.
-    let stub = "const DATA_3D: bool = true;\nfn fetch(p: vec3<i32>) -> vec4<f32> { return textureLoad(atlas, p, 0); }\n";
+    // common.wgsl's dense samplers name these; this shader never calls them.
+    let stub = "const DATA_3D: bool = true;\nconst MAY_BE_NAN: bool = true;\nconst VALUE_SCALE: f32 = 1.0;\nconst FILTERED: bool = false;\nfn fetch(p: vec3<i32>) -> vec4<f32> { return textureLoad(atlas, p, 0); }\nfn sample_hw(p: vec3<f32>, size: vec3<i32>) -> Sample { return sample_taps(p, size); }\n";
     let body = SHADER.replace("MAX_LEVELS", &MAX_LEVELS_3D.to_string());
     let source = format!("{COMMON}\n{body}\n{stub}");
     let parts = ShaderParts::new(

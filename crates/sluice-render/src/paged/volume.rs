@@ -39,19 +39,23 @@ pub(crate) const MAX_LEVELS_3D: usize = 16;
 const MAX_WINDOW_3D: usize = 32;
 
 /// Whether a volume's source is drawn through 3-D pages: a 3-D host source that loads lazily,
-/// has several levels, or needs more than the dense path's bricks (or any 3-D host source
-/// when `always` is set).
+/// has several levels, or needs more than the dense path's bricks where a page fits the 3-D
+/// texture limit (or any 3-D host source when `always` is set).
 pub(crate) fn wants_paging_3d(source: &SharedSource, limits: TextureLimits, always: bool) -> bool {
     let layout = source.layout();
     let shape = layout.shape();
     if shape.ndim() != 3 || !matches!(source.residency(), Residency::Host) {
         return false;
     }
+    // Over the brick limit, pages help only where a slot fits the 3-D limit (else the dense
+    // path's `TooManyBricks` names the numbers).
+    let slot_fits = DEFAULT_PAGE_3D + 2 <= limits.d3 as usize;
     always
         || source.is_lazy()
         || layout.levels().len() > 1
-        || sluice_core::pieces::plan_bricks(shape.padded(), limits.d3 as usize, BRICK_SLOTS)
-            .is_none()
+        || (slot_fits
+            && sluice_core::pieces::plan_bricks(shape.padded(), limits.d3 as usize, BRICK_SLOTS)
+                .is_none())
 }
 
 /// A source's 3-D atlas: slots of `side`^3 texels, `per[0]` x `per[1]` per layer of slots,
@@ -554,9 +558,8 @@ impl PagedTextures {
             .sources
             .iter()
             .map(|(key, s)| {
-                let ready = move |page: PageKey| {
-                    !s.read_errors.contains_key(&page) && settled_3d(s, page)
-                };
+                let ready =
+                    move |page: PageKey| !s.read_errors.contains_key(&page) && settled_3d(s, page);
                 (*key, Box::new(ready) as Ready<'_>)
             })
             .collect();
@@ -815,10 +818,18 @@ mod tests {
         let c = camera_of(ortho, [100, 100]).expect("camera");
         assert!((c.pixel_size - 1.0).abs() < 1e-9 && c.pixel_spread == 0.0);
         let proj = Mat4::perspective_rh(1.0, 1.0, 0.1, 100.0);
-        let view = Mat4::look_at_rh(glam::Vec3::new(5.0, 6.0, 7.0), glam::Vec3::ZERO, glam::Vec3::Y);
+        let view = Mat4::look_at_rh(
+            glam::Vec3::new(5.0, 6.0, 7.0),
+            glam::Vec3::ZERO,
+            glam::Vec3::Y,
+        );
         let c = camera_of(proj * view, [100, 200]).expect("camera");
         assert!((c.eye[0] - 5.0).abs() < 1e-3 && (c.eye[2] - 7.0).abs() < 1e-3);
         let want = 2.0 * (0.5f64).tan() / 200.0;
-        assert!((c.pixel_spread - want).abs() < want * 0.05, "{}", c.pixel_spread);
+        assert!(
+            (c.pixel_spread - want).abs() < want * 0.05,
+            "{}",
+            c.pixel_spread
+        );
     }
 }
