@@ -191,12 +191,25 @@ fn a_blocked_fine_level_shows_the_coarse_mip_exactly_then_the_fine_one() {
         r.render(&scene, &camera, &target).unwrap();
         assert_mip(&r.read_image(&target).unwrap(), n, 2).unwrap();
     }
+    let done = r
+        .render_until_complete(&scene, &camera, &target, Duration::from_millis(300))
+        .unwrap();
+    let p = &done.progress[0];
+    assert!(
+        !done.complete && p.pages_resident < p.pages_visible,
+        "{done:?}"
+    );
+    assert_mip(&r.read_image(&target).unwrap(), n, 2).unwrap();
     {
         let (lock, cv) = &*gate;
         *lock.lock() = true;
         cv.notify_all();
     }
-    until(&mut r, 1).unwrap();
+    let done = r
+        .render_until_complete(&scene, &camera, &target, Duration::from_secs(30))
+        .unwrap();
+    assert!(done.complete, "{done:?}");
+    assert_mip(&r.read_image(&target).unwrap(), n, 1).unwrap();
 }
 
 #[test]

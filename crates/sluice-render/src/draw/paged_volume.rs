@@ -184,24 +184,25 @@ pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
     // The composite is the dense path's (built with its first marcher).
     res.volumes.ensure(&res.device, (SampleKind::Float, true));
     let pipelines = &mut res.paged.volumes.pipelines;
-    if !pipelines.by_filter.contains_key(&filterable) {
-        let built = build(&res.device, filterable, res.volumes.target_layout());
-        pipelines.by_filter.insert(filterable, built);
-    }
-    if !pipelines.samplers.contains_key(&filterable) {
+    let device = &res.device;
+    let target_layout = res.volumes.target_layout();
+    pipelines
+        .by_filter
+        .entry(filterable)
+        .or_insert_with(|| build(device, filterable, target_layout));
+    pipelines.samplers.entry(filterable).or_insert_with(|| {
         let filter = if filterable {
             wgpu::FilterMode::Linear
         } else {
             wgpu::FilterMode::Nearest
         };
-        let sampler = res.device.create_sampler(&wgpu::SamplerDescriptor {
+        device.create_sampler(&wgpu::SamplerDescriptor {
             label: Some("sluice 3-D atlas"),
             mag_filter: filter,
             min_filter: filter,
             ..Default::default()
-        });
-        pipelines.samplers.insert(filterable, sampler);
-    }
+        })
+    });
     let v = &res.paged.volumes.visuals[&id];
     let fresh = v
         .bind

@@ -398,8 +398,14 @@ impl PagedTextures {
     /// visibility pass.
     pub fn progress_of(&self, ids: &[u64]) -> Vec<Progress> {
         ids.iter()
-            .filter_map(|id| self.visuals.get(id))
-            .map(|v| visual_progress(&self.allocator, &self.sources[&v.source], v.frame.as_ref()))
+            .filter_map(|id| match self.visuals.get(id) {
+                Some(v) => Some(visual_progress(
+                    &self.allocator,
+                    &self.sources[&v.source],
+                    v.frame.as_ref(),
+                )),
+                None => self.volume_progress(*id),
+            })
             .collect()
     }
 

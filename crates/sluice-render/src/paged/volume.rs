@@ -457,6 +457,45 @@ impl PagedTextures {
         }
     }
 
+    /// The progress of paged volume `id` as of its last visibility pass (`None`: not a paged
+    /// volume). Every wanted page of a volume is visible (`visible_pages_3d` has no ring).
+    pub(super) fn volume_progress(&self, id: u64) -> Option<super::Progress> {
+        let v = self.volumes.visuals.get(&id)?;
+        let s = &self.volumes.sources[&v.source];
+        let mut p = super::Progress {
+            source_label: s.source.label(),
+            ..super::Progress::default()
+        };
+        let Some((pages, _)) = &v.frame else {
+            return Some(p);
+        };
+        p.level = pages.level;
+        p.pages_visible = pages.wants.len();
+        for w in &pages.wants {
+            if self.allocator.slot_of(s.id, w.key).is_some() {
+                p.pages_resident += 1;
+            } else {
+                p.missing_pages.push(w.key);
+            }
+        }
+        let Ok(chunks) = chunk_wants(&s.layout, &s.grid, &pages.wants) else {
+            return Some(p);
+        };
+        p.chunks_visible = chunks.len();
+        for c in chunks {
+            match s.source.chunk_status(c.key) {
+                ChunkStatus::Ready | ChunkStatus::Empty => p.chunks_resident += 1,
+                ChunkStatus::Failed(f) => {
+                    p.chunks_resident += 1;
+                    p.failed.push((c.key, f));
+                }
+                ChunkStatus::Queued | ChunkStatus::Unrequested => p.chunks_queued += 1,
+                ChunkStatus::Loading => p.chunks_loading += 1,
+            }
+        }
+        Some(p)
+    }
+
     /// Pages of volume sources resident now.
     pub(super) fn volume_resident_pages(&self) -> u64 {
         self.volumes
