@@ -364,6 +364,17 @@ impl PagedTextures {
             .map_err(|e| unsupported(e.to_string()))?;
         let slot_bytes = slot_bytes / layout.sample_bytes().max(1) * upload.sample_bytes();
         let wanted = self.budget / (slot_bytes.max(1) as u64);
+        // Every view needs the coarsest level's visible pages (the fallback that leaves no
+        // holes), and choosing them walks its whole page grid: it must fit the budget.
+        let coarsest = &layout.levels()[levels - 1].shape;
+        let g = grid.grid_size(coarsest);
+        let pages = g[0].checked_mul(g[1]).and_then(|p| p.checked_mul(g[2]));
+        if pages.is_none_or(|p| p as u64 > wanted) {
+            return Err(unsupported(format!(
+                "its coarsest level {coarsest} needs {g:?} pages of {slot_bytes} bytes, more than the {wanted} the GPU budget of {} bytes holds (give it coarser levels, or raise gpu_budget)",
+                self.budget
+            )));
+        }
         let (slots, per, max_layers) = Atlas3d::capacity(side, max_3d, wanted);
         let id = self
             .allocator
@@ -855,7 +866,11 @@ mod tests {
     fn orthographic_and_perspective_cameras_are_recognised() {
         let ortho = Mat4::orthographic_rh(0.0, 100.0, 0.0, 100.0, -100.0, 100.0);
         let c = camera_of(ortho, [100, 100]).expect("camera");
-        assert!((c.pixel_size - 1.0).abs() < 1e-9 && c.pixel_spread == 0.0);
+        // The matrix is f32: a pixel of 1 sample, to f32 precision.
+        assert!(
+            (c.pixel_size - 1.0).abs() < 1e-4 && c.pixel_spread == 0.0,
+            "{c:?}"
+        );
         let proj = Mat4::perspective_rh(1.0, 1.0, 0.1, 100.0);
         let view = Mat4::look_at_rh(
             glam::Vec3::new(5.0, 6.0, 7.0),
