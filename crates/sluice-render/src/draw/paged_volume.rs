@@ -62,7 +62,8 @@ pub(crate) struct PagedVolumeParams {
     max_steps: u32,
     opacity: f32,
     value_scale: f32,
-    pad: [u32; 2],
+    mode: u32,
+    attenuation: f32,
     lv: [LevelParams3d; MAX_LEVELS_3D],
 }
 
@@ -82,12 +83,12 @@ pub(super) fn prepare(volume: &Volume, res: &mut Resources) -> Result<bool, Rend
         res.paged.remove_volume(id);
         return Ok(false);
     }
-    if volume.mode() != VolumeMode::Mip {
+    if matches!(volume.mode(), VolumeMode::Iso { .. }) {
         return Err(RenderError::UnsupportedSource {
             visual: "Volume",
             source_label: source.label(),
             reason: format!(
-                "it is drawn through 3-D pages (lazy, multiscale or needing more than {BRICK_SLOTS} bricks), which draw maximum intensity projections only so far: mode {:?} is not supported there",
+                "it is drawn through 3-D pages (lazy, multiscale or needing more than {BRICK_SLOTS} bricks), which draw maximum intensity projections and translucent volumes only so far: mode {:?} is not supported there",
                 volume.mode()
             ),
         });
@@ -163,7 +164,11 @@ fn params(volume: &Volume, s: &VolumeSource, draw: &Draw<'_>, lut_size: u32) -> 
         max_steps: MAX_STEPS,
         opacity: volume.opacity(),
         value_scale: s.atlas.format.value_scale(),
-        pad: [0; 2],
+        mode: u32::from(matches!(volume.mode(), VolumeMode::Translucent { .. })),
+        attenuation: match volume.mode() {
+            VolumeMode::Translucent { attenuation } => attenuation,
+            _ => 0.0,
+        },
         lv,
     }
 }

@@ -2,8 +2,8 @@
 // the level whose samples match the pixel footprint at the sample's distance, looked up in
 // the page table; if that page is not resident, the next coarser level's, and so on. Inside a
 // page the hardware filters (the 1-sample border makes it seamless across pages). The ray
-// steps in units of the level it sampled. Maximum intensity projection only (other modes are
-// refused on the CPU side). Positions are level-0 voxel coordinates, as in `volume.wgsl`.
+// steps in units of the level it sampled. Maximum intensity projection and translucent
+// (isosurfaces are refused on the CPU side). Positions are level-0 voxel coordinates, as in `volume.wgsl`.
 
 struct Level {
     // Level samples per level-0 sample, per axis (x, y, z), and level-0 samples per sample
@@ -43,7 +43,10 @@ struct Params {
     max_steps: u32,
     opacity: f32,
     value_scale: f32,
-    pad: vec2<u32>,
+    // 0: maximum intensity projection; 1: translucent.
+    mode: u32,
+    // Translucent: opacity per level-0 voxel of distance at full colormap alpha and t = 1.
+    attenuation: f32,
     lv: array<Level, MAX_LEVELS>,
 };
 
@@ -169,12 +172,15 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
         return vec4<f32>(0.0);
     }
     let d = params.display;
-    var best = -3.4e38;
-    var found = false;
     // The first sample half a step of its level in, so that an axis-aligned ray samples a
     // coarse level at its sample centres.
     let first = wanted_level(origin + dir * t0);
     var t = t0 + 0.5 * params.step * params.lv[first].ds;
+    if (params.mode == 1u) {
+        return march_translucent(origin, dir, t, t1);
+    }
+    var best = -3.4e38;
+    var found = false;
     for (var n = 0u; n < params.max_steps; n = n + 1u) {
         if (t >= t1 || best >= d.clim.y) {
             break;
@@ -192,4 +198,33 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
     }
     let c = colormap(d, normalize_value(d, best));
     return vec4<f32>(c.rgb, c.a * params.opacity);
+}
+
+// Front-to-back compositing as the dense marcher's, each sample weighted by the length of
+// its step (the step of the level it sampled).
+fn march_translucent(origin: vec3<f32>, dir: vec3<f32>, start: f32, t1: f32) -> vec4<f32> {
+    let d = params.display;
+    var color = vec3<f32>(0.0);
+    var alpha = 0.0;
+    var t = start;
+    for (var n = 0u; n < params.max_steps; n = n + 1u) {
+        if (t >= t1 || alpha > 0.995) {
+            break;
+        }
+        let s = sample_resident(origin + dir * t);
+        let l = min(s.level, params.levels - 1u);
+        let step = params.step * params.lv[l].ds;
+        if (s.valid) {
+            let v = normalize_value(d, s.value);
+            let c = colormap(d, v);
+            let a = 1.0 - exp(-params.attenuation * c.a * v * step);
+            color = color + (1.0 - alpha) * a * c.rgb;
+            alpha = alpha + (1.0 - alpha) * a;
+        }
+        t = t + step;
+    }
+    if (alpha <= 0.0) {
+        return vec4<f32>(0.0);
+    }
+    return vec4<f32>(color / alpha, alpha * params.opacity);
 }
