@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 
-use crate::bricking::BRICK_SLOTS;
 use crate::error::RenderError;
 use crate::format::SampleKind;
 use crate::paged::{wants_paging_3d, VolumeSource, MAX_LEVELS_3D};
@@ -83,16 +82,6 @@ pub(super) fn prepare(volume: &Volume, res: &mut Resources) -> Result<bool, Rend
         res.paged.remove_volume(id);
         return Ok(false);
     }
-    if matches!(volume.mode(), VolumeMode::Iso { .. }) {
-        return Err(RenderError::UnsupportedSource {
-            visual: "Volume",
-            source_label: source.label(),
-            reason: format!(
-                "it is drawn through 3-D pages (lazy, multiscale or needing more than {BRICK_SLOTS} bricks), which draw maximum intensity projections and translucent volumes only so far: mode {:?} is not supported there",
-                volume.mode()
-            ),
-        });
-    }
     if let Some(v) = res.visuals.remove(&id) {
         res.release_users(v.texture, &v.buffers);
     }
@@ -164,10 +153,16 @@ fn params(volume: &Volume, s: &VolumeSource, draw: &Draw<'_>, lut_size: u32) -> 
         max_steps: MAX_STEPS,
         opacity: volume.opacity(),
         value_scale: s.atlas.format.value_scale(),
-        mode: u32::from(matches!(volume.mode(), VolumeMode::Translucent { .. })),
+        // `attenuation` carries the iso threshold in mode 2.
+        mode: match volume.mode() {
+            VolumeMode::Mip => 0,
+            VolumeMode::Translucent { .. } => 1,
+            VolumeMode::Iso { .. } => 2,
+        },
         attenuation: match volume.mode() {
             VolumeMode::Translucent { attenuation } => attenuation,
-            _ => 0.0,
+            VolumeMode::Iso { threshold } => threshold as f32,
+            VolumeMode::Mip => 0.0,
         },
         lv,
     }

@@ -2,8 +2,7 @@
 // the level whose samples match the pixel footprint at the sample's distance, looked up in
 // the page table; if that page is not resident, the next coarser level's, and so on. Inside a
 // page the hardware filters (the 1-sample border makes it seamless across pages). The ray
-// steps in units of the level it sampled. Maximum intensity projection and translucent
-// (isosurfaces are refused on the CPU side). Positions are level-0 voxel coordinates, as in `volume.wgsl`.
+// steps in units of the level it sampled. All three modes of the dense marcher. Positions are level-0 voxel coordinates, as in `volume.wgsl`.
 
 struct Level {
     // Level samples per level-0 sample, per axis (x, y, z), and level-0 samples per sample
@@ -43,9 +42,10 @@ struct Params {
     max_steps: u32,
     opacity: f32,
     value_scale: f32,
-    // 0: maximum intensity projection; 1: translucent.
+    // 0: maximum intensity projection; 1: translucent; 2: isosurface.
     mode: u32,
-    // Translucent: opacity per level-0 voxel of distance at full colormap alpha and t = 1.
+    // Translucent: opacity per level-0 voxel of distance at full colormap alpha and t = 1;
+    // isosurface: the threshold in data units.
     attenuation: f32,
     lv: array<Level, MAX_LEVELS>,
 };
@@ -91,7 +91,7 @@ struct Found {
 };
 
 // One sample of level `l` at level-0 position `p`, or `ok = false` when its page is absent.
-fn sample_level(l: u32, p: vec3<f32>) -> vec2<f32> {
+fn sample_level(l: u32, p: vec3<f32>, linear: bool) -> vec2<f32> {
     let lv = params.lv[l];
     let q = clamp((p - lv.offset) * lv.inv_ds, vec3<f32>(0.5), lv.size - vec3<f32>(0.5));
     let pg = min(vec3<u32>(floor(q / params.page)), lv.grid - vec3<u32>(1u));
@@ -108,7 +108,7 @@ fn sample_level(l: u32, p: vec3<f32>) -> vec2<f32> {
     ) * params.slot_side;
     let texel = vec3<f32>(so) + q - vec3<f32>(pg) * params.page + vec3<f32>(params.border);
     var v: f32;
-    if (params.linear == 0u) {
+    if (!linear) {
         v = textureLoad(atlas, vec3<i32>(floor(texel)), 0).x;
     } else if (params.hw == 1u) {
         v = textureSampleLevel(atlas, samp, texel / params.atlas_size, 0.0).x;
@@ -144,8 +144,12 @@ fn sample_level(l: u32, p: vec3<f32>) -> vec2<f32> {
 
 // The sample at `p` from the wanted level, else the nearest coarser resident one.
 fn sample_resident(p: vec3<f32>) -> Found {
+    return sample_resident_as(p, params.linear == 1u);
+}
+
+fn sample_resident_as(p: vec3<f32>, linear: bool) -> Found {
     for (var l = wanted_level(p); l < params.levels; l = l + 1u) {
-        let s = sample_level(l, p);
+        let s = sample_level(l, p, linear);
         if (s.y >= 0.0) {
             return Found(s.x, l, s.y > 0.0);
         }
@@ -178,6 +182,9 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
     var t = t0 + 0.5 * params.step * params.lv[first].ds;
     if (params.mode == 1u) {
         return march_translucent(origin, dir, t, t1);
+    }
+    if (params.mode == 2u) {
+        return march_iso(origin, dir, t, t1);
     }
     var best = -3.4e38;
     var found = false;
@@ -227,4 +234,48 @@ fn march_translucent(origin: vec3<f32>, dir: vec3<f32>, start: f32, t1: f32) -> 
         return vec4<f32>(0.0);
     }
     return vec4<f32>(color / alpha, alpha * params.opacity);
+}
+
+// The first sample at or above the threshold, refined linearly between it and the sample
+// before, shaded by the gradient (central differences one sample of the level apart) as the
+// dense marcher does.
+fn march_iso(origin: vec3<f32>, dir: vec3<f32>, start: f32, t1: f32) -> vec4<f32> {
+    let d = params.display;
+    let threshold = params.attenuation;
+    var previous = -3.4e38;
+    var previous_t = start;
+    var t = start;
+    for (var n = 0u; n < params.max_steps; n = n + 1u) {
+        if (t >= t1) {
+            break;
+        }
+        let s = sample_resident(origin + dir * t);
+        let l = min(s.level, params.levels - 1u);
+        if (s.valid) {
+            let v = s.value;
+            if (v >= threshold) {
+                var t_hit = t;
+                if (previous > -3.0e38 && v > previous) {
+                    t_hit = previous_t + (t - previous_t) * (threshold - previous) / (v - previous);
+                }
+                let p = origin + dir * t_hit;
+                let h = params.lv[l].ds;
+                let g = vec3<f32>(
+                    sample_resident_as(p + vec3<f32>(h, 0.0, 0.0), true).value - sample_resident_as(p - vec3<f32>(h, 0.0, 0.0), true).value,
+                    sample_resident_as(p + vec3<f32>(0.0, h, 0.0), true).value - sample_resident_as(p - vec3<f32>(0.0, h, 0.0), true).value,
+                    sample_resident_as(p + vec3<f32>(0.0, 0.0, h), true).value - sample_resident_as(p - vec3<f32>(0.0, 0.0, h), true).value,
+                );
+                var diffuse = 1.0;
+                if (length(g) > 0.0) {
+                    diffuse = abs(dot(normalize(g), dir));
+                }
+                let c = colormap(d, normalize_value(d, threshold));
+                return vec4<f32>(c.rgb * (0.25 + 0.75 * diffuse), c.a * params.opacity);
+            }
+            previous = v;
+            previous_t = t;
+        }
+        t = t + params.step * params.lv[l].ds;
+    }
+    return vec4<f32>(0.0);
 }
