@@ -10,6 +10,12 @@
 //!    zoom across the huge source, against a 32 MiB GPU budget and a 64 MiB host budget.
 //!    Target: never above.
 //!
+//! 4. **Cost follows the view, in 3-D**: the time to the first complete frame of a MIP of an
+//!    8192^3 procedural f32 volume (levels halving down to 256^3, chunks of 64^3), against the
+//!    same view of a 256^3 one, each fitted to the view (an orbit camera), 1024 x 768 by
+//!    default (`SLUICE_BENCH_VOLUME_VIEW=WxH` for a smaller one on slow software devices).
+//!    Target: at most 1.5x. `SLUICE_BENCH_VOLUME_ONLY=1` runs this case alone.
+//!
 //! `cargo bench --bench chunked`; `SLUICE_BENCH_ITERS` runs (default 3, medians reported);
 //! `SLUICE_BENCH_STRICT=1` exits with status 1 when a target is missed.
 
@@ -22,7 +28,7 @@ use common::{env_usize, median, ms, Res, Verdicts};
 use sluice::prelude::*;
 use sluice::{
     ChunkCache, ChunkFill, ChunkGrid, ChunkKey, LazyOptions, LazySource, Level, LoaderPool,
-    ProceduralLoader, Region,
+    OrbitCamera, ProceduralLoader, Region, Volume,
 };
 
 const VIEW: u32 = 1024;
@@ -111,6 +117,101 @@ fn frame(
     Ok(t.elapsed())
 }
 
+/// A procedural f32 volume of `side`^3 level-0 samples with levels halving down to 256^3,
+/// chunked 64^3.
+fn volume_source(side: usize, cache: &ChunkCache) -> Res<Arc<LazySource>> {
+    let grid = ChunkGrid::new(&[64, 64, 64])?;
+    let mut levels = Vec::new();
+    let mut f = 2usize;
+    while side.div_ceil(f / 2) > 256 {
+        let m = side.div_ceil(f);
+        levels.push(Level::new(Shape::new(&[m, m, m])?, [f as f64; 3]).with_chunks(grid));
+        f *= 2;
+    }
+    let layout = Layout::new(Shape::new(&[side, side, side])?, ElementType::F32, 1)?
+        .with_chunks(grid)
+        .with_levels(levels)?;
+    let scale = 256.0 / side as f32;
+    let loader = ProceduralLoader::new(layout, move |key: ChunkKey, region: Region, dst| {
+        let f = (1usize << key.level) as f32 * scale;
+        let [_, h, w] = region.size;
+        for (i, v) in dst.chunks_exact_mut(4).enumerate() {
+            let z = (region.origin[0] + i / (h * w)) as f32 * f;
+            let y = (region.origin[1] + (i / w) % h) as f32 * f;
+            let x = (region.origin[2] + i % w) as f32 * f;
+            let value = (x * 0.05).sin() * (y * 0.043).cos() * (z * 0.037).sin();
+            v.copy_from_slice(&value.to_le_bytes());
+        }
+        Ok(ChunkFill::Filled)
+    });
+    let options = LazyOptions::with_pool(LoaderPool::new(4)?, cache.clone());
+    Ok(Arc::new(LazySource::with_options(loader, options)?))
+}
+
+/// Seconds to the first complete MIP frame of a fresh `side`^3 volume fitted to a `view`
+/// target, with a fresh renderer; and the level drawn.
+fn first_complete_volume(side: usize, view: [u32; 2]) -> Res<(Duration, usize)> {
+    let cache = ChunkCache::new(1 << 30);
+    let src = volume_source(side, &cache)?;
+    let mut r = renderer(512 << 20)?;
+    let mut scene = Scene::new();
+    scene.add(
+        Volume::new(src)
+            .with_clim(-1.0, 1.0)?
+            .with_colormap(Colormap::Viridis),
+    );
+    let target = r.create_target(view[0], view[1])?;
+    let camera = OrbitCamera::fit(Vec3::ZERO, Vec3::splat(side as f32), 30.0, 20.0);
+    let t = Instant::now();
+    let done = r.render_until_complete(&scene, &camera, &target, TIMEOUT)?;
+    r.wait_idle()?;
+    let d = t.elapsed();
+    if !done.complete {
+        return Err(format!("{side}^3: the view did not complete: {:?}", done.progress).into());
+    }
+    Ok((d, done.progress.first().map_or(0, |p| p.level)))
+}
+
+/// Case 4: cost follows the view, in 3-D (alternating runs, medians).
+fn volume_case(v: &mut Verdicts, iters: usize) -> Res<()> {
+    let view = match std::env::var("SLUICE_BENCH_VOLUME_VIEW") {
+        Ok(s) => {
+            let (w, h) = s
+                .split_once('x')
+                .ok_or_else(|| format!("SLUICE_BENCH_VOLUME_VIEW={s:?}: expected WxH"))?;
+            [w.parse()?, h.parse()?]
+        }
+        Err(_) => [1024, 768],
+    };
+    let (mut huge, mut small) = (Vec::new(), Vec::new());
+    let mut levels = (0, 0);
+    for _ in 0..iters {
+        let (h, lh) = first_complete_volume(8192, view)?;
+        let (s, ls) = first_complete_volume(256, view)?;
+        huge.push(h);
+        small.push(s);
+        levels = (lh, ls);
+    }
+    let (h, s) = (median(&huge), median(&small));
+    println!(
+        "first complete {}x{} MIP: 8192^3 volume {:.1} ms (level {}), 256^3 volume {:.1} ms (level {})",
+        view[0],
+        view[1],
+        ms(h),
+        levels.0,
+        ms(s),
+        levels.1
+    );
+    let ratio = h.as_secs_f64() / s.as_secs_f64();
+    v.judge(
+        "first complete MIP frame, 8192^3 / 256^3",
+        format!("{ratio:.2}x"),
+        "<= 1.5x",
+        ratio <= 1.5,
+    );
+    Ok(())
+}
+
 fn main() -> Res<()> {
     let iters = env_usize("SLUICE_BENCH_ITERS", 3)?.max(1);
     let strict = std::env::var("SLUICE_BENCH_STRICT").is_ok_and(|v| v == "1");
@@ -118,6 +219,12 @@ fn main() -> Res<()> {
         lines: Vec::new(),
         failed: 0,
     };
+    // `SLUICE_BENCH_VOLUME_ONLY=1`: case 4 alone.
+    if std::env::var("SLUICE_BENCH_VOLUME_ONLY").is_ok_and(|v| v == "1") {
+        volume_case(&mut v, iters)?;
+        v.finish("virtual texture (benches/chunked.rs)", strict);
+        return Ok(());
+    }
 
     // 1. Cost follows the view (alternating runs, medians). Both views start on a page
     // boundary: 4 x 4 pages of level 0 each. Inside the huge source the pages' 1-sample borders
@@ -229,6 +336,7 @@ fn main() -> Res<()> {
         "<= 1",
         cache.peak_bytes() <= host_budget,
     );
+    volume_case(&mut v, iters)?;
     v.finish("virtual texture (benches/chunked.rs)", strict);
     Ok(())
 }

@@ -33,6 +33,9 @@ pub struct RendererOptions {
     /// Draw every 2-D host source through the virtual texture, not only lazy, multiscale and
     /// over-limit ones (to compare the two paths, and to test paging with small data).
     pub always_page_2d: bool,
+    /// Draw every 3-D host source through 3-D pages, not only lazy, multiscale and over-limit
+    /// ones (to compare the paged and dense volume paths, and to test paging with small data).
+    pub always_page_3d: bool,
     /// Folder of the pipeline cache kept on disk (see [`crate::PipelineCacheLoader`]); `None`
     /// for none. Default: `$XDG_CACHE_HOME/sluice/pipelines`, else
     /// `$HOME/.cache/sluice/pipelines`. Used where a loader is installed and the backend has
@@ -50,6 +53,7 @@ impl Default for RendererOptions {
             gpu_budget: None,
             page_size_2d: None,
             always_page_2d: false,
+            always_page_3d: false,
             pipeline_cache_dir: crate::pipeline_cache::default_dir(),
         }
     }

@@ -136,7 +136,7 @@ impl Renderer {
         let max_buffer = device.limits().max_buffer_size.min(1 << 30);
         let redraw = Arc::new(RedrawFlag::default());
         let waker = Waker::from(redraw.clone());
-        let paged = PagedTextures::new(
+        let mut paged = PagedTextures::new(
             &device,
             options.gpu_budget.unwrap_or(DEFAULT_GPU_BUDGET),
             upload_budget,
@@ -146,6 +146,7 @@ impl Renderer {
                 .max(1),
             options.always_page_2d,
         );
+        paged.volumes.always = options.always_page_3d;
         let dummy_storage = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("sluice absent attribute"),
             size: 16,
@@ -525,9 +526,17 @@ impl Renderer {
             &mut res.counters,
             &paged,
         )?;
+        // Paged volumes (3-D pages, `paged/volume.rs`): the same draws, their own pass.
+        let volumes = res.paged.volume_pass(
+            &res.queue,
+            &res.device,
+            &res.waker,
+            &mut res.counters,
+            &paged,
+        )?;
         let ids: Vec<u64> = paged.iter().map(|&(id, _, _)| id).collect();
         let incomplete = res.paged.progress_of(&ids).iter().any(|p| !p.is_complete());
-        Ok(ready_left || incomplete)
+        Ok(ready_left || volumes || incomplete)
     }
 
     /// Uploads what changed in the sources of `list` ([`Renderer::upload_list`]). Returns

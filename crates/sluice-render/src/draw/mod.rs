@@ -11,7 +11,10 @@
 mod image;
 mod mesh;
 mod paged_image;
+mod paged_volume;
 mod volume;
+
+pub(crate) use paged_volume::{PagedVolumeParams, PagedVolumePipelines};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};

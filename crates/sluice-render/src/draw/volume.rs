@@ -19,6 +19,9 @@ impl DrawVisual for Volume {
     fn prepare(&self, res: &mut Resources) -> Result<(), RenderError> {
         let volume = self;
         check_volume(volume)?;
+        if super::paged_volume::prepare(volume, res)? {
+            return Ok(());
+        }
         res.bind_visual(
             &volume.token,
             Some(volume.source()),
@@ -30,6 +33,10 @@ impl DrawVisual for Volume {
     }
 
     fn update(&self, res: &mut Resources, draw: &Draw<'_>) -> Result<(), RenderError> {
+        if super::paged_volume::is_paged(self, res) {
+            super::paged_volume::update(self, res, draw);
+            return Ok(());
+        }
         let key = uniforms(self, res, draw.mvp, draw.viewport);
         res.update_bind_group(self.token.id, key);
         Ok(())
@@ -40,6 +47,9 @@ impl DrawVisual for Volume {
     }
 
     fn record_after(&self, res: &Resources, enc: &mut CommandEncoder, out: &RenderTarget) -> bool {
+        if super::paged_volume::is_paged(self, res) {
+            return super::paged_volume::record_after(self, res, enc, out);
+        }
         let [w, h] = out.size();
         let bind = res.visuals[&self.token.id].bind.as_ref().expect("bound");
         let PipelineKey::Volume(kind, one_brick) = bind.key else {
@@ -57,6 +67,14 @@ impl DrawVisual for Volume {
             pass.set_bind_group(1, &out.volume_group, &[]);
             pass.dispatch_workgroups(w.div_ceil(MARCH_WORKGROUP), h.div_ceil(MARCH_WORKGROUP), 1);
         }
+        composite(res, enc, out);
+        true
+    }
+}
+
+/// Blends the marched texture over the target (the dense and paged marchers' last step).
+pub(super) fn composite(res: &Resources, enc: &mut CommandEncoder, out: &RenderTarget) {
+    {
         let mut pass = enc.begin_render_pass(&wgpu::RenderPassDescriptor {
             label: Some("sluice volume composite"),
             color_attachments: &[Some(wgpu::RenderPassColorAttachment {
@@ -76,7 +94,6 @@ impl DrawVisual for Volume {
         pass.set_pipeline(res.volumes.composite());
         pass.set_bind_group(0, &out.composite_group, &[]);
         pass.draw(0..3, 0..1);
-        true
     }
 }
 

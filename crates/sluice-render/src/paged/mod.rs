@@ -24,6 +24,7 @@ mod format;
 mod page_table;
 mod pipeline;
 mod progress;
+mod volume;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
@@ -46,6 +47,7 @@ use crate::visual::VisualToken;
 
 pub(crate) use pipeline::{LevelParams, PagedParams, PagedPipelines, ShaderKey, MAX_LEVELS};
 pub use progress::{Completion, Progress};
+pub(crate) use volume::{camera_of, wants_paging_3d, PagedVolumes, VolumeSource, MAX_LEVELS_3D};
 
 use atlas_texture::AtlasTexture;
 use borders::{chunks_for, upload_region, ViewRects};
@@ -156,6 +158,8 @@ pub(crate) struct PagedTextures {
     /// The most time the frame's page uploads may take (`None`: no limit); see
     /// [`PagedTextures::set_upload_time_budget`].
     upload_time_budget: Option<Duration>,
+    /// Paged volumes (`volume`): their pages share `allocator`.
+    pub volumes: PagedVolumes,
 }
 
 impl PagedTextures {
@@ -195,6 +199,7 @@ impl PagedTextures {
             prefetch_ring: 1,
             upload_budget,
             upload_time_budget: None,
+            volumes: PagedVolumes::default(),
         }
     }
 
@@ -222,7 +227,7 @@ impl PagedTextures {
 
     /// Whether visual `id` is drawn through the virtual texture.
     pub fn has_visual(&self, id: u64) -> bool {
-        self.visuals.contains_key(&id)
+        self.visuals.contains_key(&id) || self.has_volume(id)
     }
 
     /// Makes sure `token`'s visual shows `source` through the virtual texture, creating the
@@ -388,6 +393,7 @@ impl PagedTextures {
                 self.release_source(v.source);
             }
         }
+        self.collect_volume_garbage();
     }
 
     /// Lets go of every source (the renderer is going away).
@@ -396,6 +402,7 @@ impl PagedTextures {
         for s in sources {
             self.retire(s);
         }
+        self.retire_all_volumes();
     }
 
     /// Forgets every failed chunk of every paged source, so that they load again.
@@ -405,14 +412,21 @@ impl PagedTextures {
             s.read_errors.clear();
             s.requested = None;
         }
+        self.retry_failed_volumes();
     }
 
     /// The progress of the paged visuals among `ids` (in that order), as of their last
     /// visibility pass.
     pub fn progress_of(&self, ids: &[u64]) -> Vec<Progress> {
         ids.iter()
-            .filter_map(|id| self.visuals.get(id))
-            .map(|v| visual_progress(&self.allocator, &self.sources[&v.source], v.frame.as_ref()))
+            .filter_map(|id| match self.visuals.get(id) {
+                Some(v) => Some(visual_progress(
+                    &self.allocator,
+                    &self.sources[&v.source],
+                    v.frame.as_ref(),
+                )),
+                None => self.volume_progress(*id),
+            })
             .collect()
     }
 
@@ -426,7 +440,8 @@ impl PagedTextures {
         self.sources
             .values()
             .map(|s| self.allocator.resident(s.id).len() as u64)
-            .sum()
+            .sum::<u64>()
+            + self.volume_resident_pages()
     }
 
     /// GPU bytes of atlas textures and page tables now.
@@ -434,7 +449,8 @@ impl PagedTextures {
         self.sources
             .values()
             .map(|s| s.atlas.bytes() + s.table.bytes())
-            .sum()
+            .sum::<u64>()
+            + self.volume_texture_bytes()
     }
 
     /// The renderer's GPU byte budget for pages.
@@ -444,7 +460,7 @@ impl PagedTextures {
 
     /// Textures of all paged sources.
     pub fn textures_alive(&self) -> u64 {
-        2 * self.sources.len() as u64
+        2 * (self.sources.len() + self.volumes.sources.len()) as u64
     }
 
     /// The visibility pass (see the module documentation). `draws` gives each paged visual's

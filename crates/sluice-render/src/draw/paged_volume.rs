@@ -1,0 +1,350 @@
+//! Drawing a [`Volume`] of a paged source (lazy, multiscale or over the dense path's brick
+//! limit): rays marched through its 3-D pages (`crate::paged`'s volume module,
+//! `shaders/paged_volume.wgsl`), then blended over the target by the dense path's composite.
+//! `draw/volume.rs` hands a volume here when its source is paged.
+
+use std::collections::HashMap;
+
+use crate::error::RenderError;
+use crate::format::SampleKind;
+use crate::paged::{wants_paging_3d, VolumeSource, MAX_LEVELS_3D};
+use crate::pipeline::{lut_entry, uniform_entry, DisplayParams, ShaderParts};
+use crate::target::RenderTarget;
+use crate::visual::{Interpolation, Volume, VolumeMode};
+use crate::volume_pipeline::MARCH_WORKGROUP;
+use wgpu::CommandEncoder;
+
+use super::{Draw, Resources};
+
+const SHADER: &str = include_str!("../shaders/paged_volume.wgsl");
+const COMMON: &str = include_str!("../shaders/common.wgsl");
+
+/// The most samples one ray takes (as the dense marcher).
+const MAX_STEPS: u32 = 16384;
+
+/// One level of `PagedVolumeParams` (`Level` in the shader).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct LevelParams3d {
+    inv_ds: [f32; 3],
+    ds: f32,
+    offset: [f32; 3],
+    table_base: u32,
+    size: [f32; 3],
+    pad0: u32,
+    grid: [u32; 3],
+    pad1: u32,
+}
+
+/// The paged marcher's uniform block (`Params` in `shaders/paged_volume.wgsl`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct PagedVolumeParams {
+    mvp: [[f32; 4]; 4],
+    inv_mvp: [[f32; 4]; 4],
+    display: DisplayParams,
+    data_size: [f32; 3],
+    step: f32,
+    viewport: [f32; 2],
+    levels: u32,
+    linear: u32,
+    atlas_size: [f32; 3],
+    hw: u32,
+    slot_per: [u32; 2],
+    slot_side: u32,
+    window: u32,
+    eye: [f32; 3],
+    pixel_size: f32,
+    pixel_spread: f32,
+    page: f32,
+    border: f32,
+    max_steps: u32,
+    opacity: f32,
+    value_scale: f32,
+    mode: u32,
+    attenuation: f32,
+    lv: [LevelParams3d; MAX_LEVELS_3D],
+}
+
+/// The paged marchers, by whether the atlas is filterable.
+#[derive(Default)]
+pub(crate) struct PagedVolumePipelines {
+    by_filter: HashMap<bool, (wgpu::BindGroupLayout, wgpu::ComputePipeline)>,
+    samplers: HashMap<bool, wgpu::Sampler>,
+}
+
+/// Prepares `volume` if its source is paged and returns true; otherwise drops any paged state
+/// it had and returns false.
+pub(super) fn prepare(volume: &Volume, res: &mut Resources) -> Result<bool, RenderError> {
+    let id = volume.token.id;
+    let source = volume.source();
+    if !wants_paging_3d(source, res.texture_limits, res.paged.volumes.always) {
+        res.paged.remove_volume(id);
+        return Ok(false);
+    }
+    if let Some(v) = res.visuals.remove(&id) {
+        res.release_users(v.texture, &v.buffers);
+    }
+    res.paged.bind_volume(&res.device, &volume.token, source)?;
+    res.colormap_gpu(volume.colormap());
+    Ok(true)
+}
+
+/// Whether `volume` is drawn here this frame (after [`prepare`]).
+pub(super) fn is_paged(volume: &Volume, res: &Resources) -> bool {
+    res.paged.has_volume(volume.token.id)
+}
+
+fn params(volume: &Volume, s: &VolumeSource, draw: &Draw<'_>, lut_size: u32) -> PagedVolumeParams {
+    let v_layout = &s.layout;
+    let [d, h, w] = v_layout.shape().padded();
+    let clim = volume.effective_clim();
+    let page = s.grid.page_size()[0];
+    let window = s.window;
+    let mut lv = [LevelParams3d::default(); MAX_LEVELS_3D];
+    for (l, level) in v_layout.levels().iter().enumerate().take(MAX_LEVELS_3D) {
+        let [ld, lh, lw] = level.shape.padded();
+        let ds = level.downsample;
+        let g = s.grid.grid_size(&level.shape);
+        lv[l] = LevelParams3d {
+            inv_ds: [
+                (1.0 / ds[2]) as f32,
+                (1.0 / ds[1]) as f32,
+                (1.0 / ds[0]) as f32,
+            ],
+            ds: ds[0].max(ds[1]).max(ds[2]) as f32,
+            offset: [
+                level.offset[2] as f32,
+                level.offset[1] as f32,
+                level.offset[0] as f32,
+            ],
+            table_base: (l as u32) * window * window * window,
+            size: [lw as f32, lh as f32, ld as f32],
+            pad0: 0,
+            grid: [g[2] as u32, g[1] as u32, g[0] as u32],
+            pad1: 0,
+        };
+    }
+    let [ax, ay, az] = s.atlas.size();
+    let camera = s_camera(draw);
+    PagedVolumeParams {
+        mvp: draw.mvp.to_cols_array_2d(),
+        inv_mvp: draw.mvp.inverse().to_cols_array_2d(),
+        display: DisplayParams {
+            clim: [clim[0] as f32, clim[1] as f32],
+            gamma: volume.gamma(),
+            lut_size,
+        },
+        data_size: [w as f32, h as f32, d as f32],
+        step: volume.step(),
+        viewport: [draw.viewport[0] as f32, draw.viewport[1] as f32],
+        levels: v_layout.levels().len().min(MAX_LEVELS_3D) as u32,
+        linear: u32::from(volume.interpolation() == Interpolation::Linear),
+        atlas_size: [ax as f32, ay as f32, az as f32],
+        hw: u32::from(s.atlas.format.filterable),
+        slot_per: s.atlas.per,
+        slot_side: s.atlas.side,
+        window,
+        eye: camera.map_or([0.0; 3], |c| c.eye.map(|v| v as f32)),
+        pixel_size: camera.map_or(1.0, |c| c.pixel_size as f32),
+        pixel_spread: camera.map_or(0.0, |c| c.pixel_spread as f32),
+        page: page as f32,
+        border: s.grid.border() as f32,
+        max_steps: MAX_STEPS,
+        opacity: volume.opacity(),
+        value_scale: s.atlas.format.value_scale(),
+        // `attenuation` carries the iso threshold in mode 2.
+        mode: match volume.mode() {
+            VolumeMode::Mip => 0,
+            VolumeMode::Translucent { .. } => 1,
+            VolumeMode::Iso { .. } => 2,
+        },
+        attenuation: match volume.mode() {
+            VolumeMode::Translucent { attenuation } => attenuation,
+            VolumeMode::Iso { threshold } => threshold as f32,
+            VolumeMode::Mip => 0.0,
+        },
+        lv,
+    }
+}
+
+fn s_camera(draw: &Draw<'_>) -> Option<sluice_core::View3d> {
+    crate::paged::camera_of(draw.mvp, draw.viewport)
+}
+
+pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
+    let id = volume.token.id;
+    let colormap_key = volume.colormap().key();
+    let lut_size = res.colormaps[&colormap_key].entries as u32;
+    let key = res.paged.volumes.visuals[&id].source;
+    let s = &res.paged.volumes.sources[&key];
+    let p = params(volume, s, draw, lut_size);
+    let filterable = s.atlas.format.filterable;
+    let generation = s.atlas.generation;
+    // The composite is the dense path's (built with its first marcher).
+    res.volumes.ensure(&res.device, (SampleKind::Float, true));
+    let pipelines = &mut res.paged.volumes.pipelines;
+    let device = &res.device;
+    let target_layout = res.volumes.target_layout();
+    pipelines
+        .by_filter
+        .entry(filterable)
+        .or_insert_with(|| build(device, filterable, target_layout));
+    pipelines.samplers.entry(filterable).or_insert_with(|| {
+        let filter = if filterable {
+            wgpu::FilterMode::Linear
+        } else {
+            wgpu::FilterMode::Nearest
+        };
+        device.create_sampler(&wgpu::SamplerDescriptor {
+            label: Some("sluice 3-D atlas"),
+            mag_filter: filter,
+            min_filter: filter,
+            ..Default::default()
+        })
+    });
+    let v = &res.paged.volumes.visuals[&id];
+    let fresh = v
+        .bind
+        .as_ref()
+        .is_some_and(|(_, g, c)| *g == generation && *c == colormap_key);
+    if !fresh {
+        let s = &res.paged.volumes.sources[&key];
+        let lut = &res.colormaps[&colormap_key];
+        let group = res.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("sluice paged volume"),
+            layout: &pipelines.by_filter[&filterable].0,
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: v.uniform.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: wgpu::BindingResource::TextureView(&s.atlas.view),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 2,
+                    resource: wgpu::BindingResource::TextureView(&lut.view),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 3,
+                    resource: s.table.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 4,
+                    resource: wgpu::BindingResource::Sampler(&pipelines.samplers[&filterable]),
+                },
+            ],
+        });
+        res.paged
+            .volumes
+            .visuals
+            .get_mut(&id)
+            .expect("prepared")
+            .bind = Some((group, generation, colormap_key));
+    }
+    let v = &res.paged.volumes.visuals[&id];
+    res.queue
+        .write_buffer(&v.uniform, 0, bytemuck::bytes_of(&p));
+}
+
+fn build(
+    device: &wgpu::Device,
+    filterable: bool,
+    target_layout: &wgpu::BindGroupLayout,
+) -> (wgpu::BindGroupLayout, wgpu::ComputePipeline) {
+    let c = wgpu::ShaderStages::COMPUTE;
+    let mut lut = lut_entry();
+    lut.visibility = c;
+    let entries = [
+        uniform_entry(size_of::<PagedVolumeParams>(), c),
+        wgpu::BindGroupLayoutEntry {
+            binding: 1,
+            visibility: c,
+            ty: wgpu::BindingType::Texture {
+                sample_type: wgpu::TextureSampleType::Float { filterable },
+                view_dimension: wgpu::TextureViewDimension::D3,
+                multisampled: false,
+            },
+            count: None,
+        },
+        lut,
+        wgpu::BindGroupLayoutEntry {
+            binding: 3,
+            visibility: c,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only: true },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        },
+        wgpu::BindGroupLayoutEntry {
+            binding: 4,
+            visibility: c,
+            ty: wgpu::BindingType::Sampler(if filterable {
+                wgpu::SamplerBindingType::Filtering
+            } else {
+                wgpu::SamplerBindingType::NonFiltering
+            }),
+            count: None,
+        },
+    ];
+    // common.wgsl's dense samplers name these; this shader never calls them.
+    let stub = "const DATA_3D: bool = true;\nconst MAY_BE_NAN: bool = true;\nconst VALUE_SCALE: f32 = 1.0;\nconst FILTERED: bool = false;\nfn fetch(p: vec3<i32>) -> vec4<f32> { return textureLoad(atlas, p, 0); }\nfn sample_hw(p: vec3<f32>, size: vec3<i32>) -> Sample { return sample_taps(p, size); }\n";
+    let body = SHADER.replace("MAX_LEVELS", &MAX_LEVELS_3D.to_string());
+    let source = format!("{COMMON}\n{body}\n{stub}");
+    let parts = ShaderParts::new(
+        device,
+        "sluice paged volume",
+        &entries,
+        source,
+        &[target_layout],
+    );
+    let _serial = crate::pipeline::pipeline_creation_lock();
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("sluice paged volume"),
+        layout: Some(&parts.pipeline_layout),
+        module: &parts.module,
+        entry_point: Some("cs_main"),
+        compilation_options: Default::default(),
+        cache: crate::pipeline_cache::for_pipeline(device).as_ref(),
+    });
+    (parts.layout, pipeline)
+}
+
+pub(super) fn record_after(
+    volume: &Volume,
+    res: &Resources,
+    enc: &mut CommandEncoder,
+    out: &RenderTarget,
+) -> bool {
+    let [w, h] = out.size();
+    let v = &res.paged.volumes.visuals[&volume.token.id];
+    let s = &res.paged.volumes.sources[&v.source];
+    let Some((group, _, _)) = &v.bind else {
+        return false;
+    };
+    let Some((_, pipeline)) = res
+        .paged
+        .volumes
+        .pipelines
+        .by_filter
+        .get(&s.atlas.format.filterable)
+    else {
+        return false;
+    };
+    {
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("sluice paged volume march"),
+            timestamp_writes: None,
+        });
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, group, &[]);
+        pass.set_bind_group(1, &out.volume_group, &[]);
+        pass.dispatch_workgroups(w.div_ceil(MARCH_WORKGROUP), h.div_ceil(MARCH_WORKGROUP), 1);
+    }
+    super::volume::composite(res, enc, out);
+    true
+}

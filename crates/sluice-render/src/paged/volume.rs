@@ -1,0 +1,889 @@
+//! Paged volumes: 3-D sources that are lazy, multiscale or over the dense path's brick limit
+//! are held as 3-D pages (64^3 samples and a 1-sample border) in a 3-D atlas per source, found
+//! through a 3-D page table per source, chosen per frame by `sluice_core::visible_pages_3d`
+//! (level by distance, never more than the GPU budget) and placed by the renderer's one
+//! [`sluice_core::AtlasAllocator`], the same instance (budget, LRU order and counters) as the
+//! 2-D pages. The marcher is `shaders/paged_volume.wgsl` (see `draw/paged_volume.rs`).
+//!
+//! The 3-D pass plans its pages in its own `plan_frame` call, after the 2-D pass: pages of
+//! both kinds share the budget and one LRU order, but the per-frame upload budget applies to
+//! each pass separately.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::task::Waker;
+use std::time::Instant;
+
+use glam::{DVec3, DVec4, Mat4};
+use sluice_core::{
+    chunk_wants, visible_pages_3d, AtlasFrame, AtlasSourceId, ChunkStatus, ConsumerId, Layout,
+    LevelPolicy, PageGrid, PageKey, PageWant, PagingError, ReadRequest, ReadStatus, Residency,
+    SharedSource, UploadFormat, Version, View3d, ViewPages, DEFAULT_PAGE_3D,
+};
+
+use super::format::AtlasFormat;
+use super::{PagedTextures, REREQUEST};
+use crate::bricking::{TextureLimits, BRICK_SLOTS};
+use crate::colormap::ColormapKey;
+use crate::counters::Counters;
+use crate::error::RenderError;
+use crate::format::SampleKind;
+use crate::proxy::SourceKey;
+use crate::visual::VisualToken;
+
+/// The most levels a paged volume may have.
+pub(crate) const MAX_LEVELS_3D: usize = 16;
+
+/// Page-table entries per axis per level at most (pages `(x, y, z)` share entry
+/// `(x, y, z) mod window`; a collision falls back to a coarser level, never to wrong data).
+const MAX_WINDOW_3D: usize = 32;
+
+/// Whether a volume's source is drawn through 3-D pages: a 3-D host source that loads lazily,
+/// has several levels, or needs more than the dense path's bricks where a page fits the 3-D
+/// texture limit (or any 3-D host source when `always` is set).
+pub(crate) fn wants_paging_3d(source: &SharedSource, limits: TextureLimits, always: bool) -> bool {
+    let layout = source.layout();
+    let shape = layout.shape();
+    if shape.ndim() != 3 || !matches!(source.residency(), Residency::Host) {
+        return false;
+    }
+    // Over the brick limit, pages help only where a slot fits the 3-D limit (else the dense
+    // path's `TooManyBricks` names the numbers).
+    let slot_fits = DEFAULT_PAGE_3D + 2 <= limits.d3 as usize;
+    always
+        || source.is_lazy()
+        || layout.levels().len() > 1
+        || (slot_fits
+            && sluice_core::pieces::plan_bricks(shape.padded(), limits.d3 as usize, BRICK_SLOTS)
+                .is_none())
+}
+
+/// A source's 3-D atlas: slots of `side`^3 texels, `per[0]` x `per[1]` per layer of slots,
+/// grown in layers (by a copy into a deeper texture) up to `max_layers`.
+pub(crate) struct Atlas3d {
+    pub texture: wgpu::Texture,
+    pub view: wgpu::TextureView,
+    pub format: AtlasFormat,
+    pub side: u32,
+    pub per: [u32; 2],
+    layers: u32,
+    max_layers: u32,
+    pub generation: u64,
+}
+
+impl Atlas3d {
+    /// `(slots, per, max_layers)` for slots of `side` texels under a side limit `max_side`,
+    /// capped at `wanted` slots.
+    fn capacity(side: u32, max_side: u32, wanted: u64) -> (u32, [u32; 2], u32) {
+        let fit = u64::from((max_side / side.max(1)).max(1));
+        let wanted = wanted.clamp(1, fit * fit * fit);
+        let px = fit.min(wanted);
+        let py = fit.min(wanted.div_ceil(px));
+        let pz = fit.min(wanted.div_ceil(px * py));
+        ((px * py * pz) as u32, [px as u32, py as u32], pz as u32)
+    }
+
+    fn new(device: &wgpu::Device, format: AtlasFormat, side: u32, per: [u32; 2], max: u32) -> Self {
+        let layers = 1;
+        let texture = create_3d(device, format, side, per, layers);
+        Atlas3d {
+            view: texture.create_view(&wgpu::TextureViewDescriptor::default()),
+            texture,
+            format,
+            side,
+            per,
+            layers,
+            max_layers: max,
+            generation: next_generation(),
+        }
+    }
+
+    /// Texel origin of `slot` (x, y, z).
+    pub fn slot_origin(&self, slot: u32) -> [u32; 3] {
+        let [px, py] = self.per;
+        [
+            (slot % px) * self.side,
+            ((slot / px) % py) * self.side,
+            (slot / (px * py)) * self.side,
+        ]
+    }
+
+    /// Texels of the texture now (x, y, z).
+    pub fn size(&self) -> [u32; 3] {
+        [
+            self.per[0] * self.side,
+            self.per[1] * self.side,
+            self.layers * self.side,
+        ]
+    }
+
+    fn bytes(&self) -> u64 {
+        let [w, h, d] = self.size();
+        u64::from(w)
+            * u64::from(h)
+            * u64::from(d)
+            * u64::from(self.format.format.block_copy_size(None).unwrap_or(4))
+    }
+
+    /// Grows the texture (doubling its layers, at most to the capacity, with a copy submitted
+    /// at once) until `slot` lies inside it.
+    fn ensure_slot(&mut self, device: &wgpu::Device, queue: &wgpu::Queue, slot: u32) {
+        let layer = slot / (self.per[0] * self.per[1]);
+        if layer < self.layers {
+            return;
+        }
+        let mut layers = self.layers;
+        while layers <= layer {
+            layers = (layers * 2).min(self.max_layers);
+        }
+        let texture = create_3d(device, self.format, self.side, self.per, layers);
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("sluice 3-D atlas growth"),
+        });
+        let [w, h, d] = self.size();
+        encoder.copy_texture_to_texture(
+            self.texture.as_image_copy(),
+            texture.as_image_copy(),
+            wgpu::Extent3d {
+                width: w,
+                height: h,
+                depth_or_array_layers: d,
+            },
+        );
+        queue.submit([encoder.finish()]);
+        self.view = texture.create_view(&wgpu::TextureViewDescriptor::default());
+        self.texture = texture;
+        self.layers = layers;
+        self.generation = next_generation();
+    }
+}
+
+fn next_generation() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+fn create_3d(
+    device: &wgpu::Device,
+    format: AtlasFormat,
+    side: u32,
+    per: [u32; 2],
+    layers: u32,
+) -> wgpu::Texture {
+    device.create_texture(&wgpu::TextureDescriptor {
+        label: Some("sluice 3-D page atlas"),
+        size: wgpu::Extent3d {
+            width: per[0] * side,
+            height: per[1] * side,
+            depth_or_array_layers: layers * side,
+        },
+        mip_level_count: 1,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D3,
+        format: format.format,
+        usage: wgpu::TextureUsages::TEXTURE_BINDING
+            | wgpu::TextureUsages::COPY_DST
+            | wgpu::TextureUsages::COPY_SRC,
+        view_formats: &[],
+    })
+}
+
+/// One paged volume source on this renderer.
+pub(crate) struct VolumeSource {
+    source: SharedSource,
+    pub layout: Layout,
+    pub grid: PageGrid,
+    id: AtlasSourceId,
+    consumer: ConsumerId,
+    upload: UploadFormat,
+    pub atlas: Atlas3d,
+    /// The page table: per level `window`^3 entries `(slot + 1, x, y, z)` (0: empty).
+    pub table: wgpu::Buffer,
+    entries: Vec<[u32; 4]>,
+    pub window: u32,
+    users: usize,
+    version: Version,
+    requested: Option<(Vec<PageWant>, Instant)>,
+    read_errors: HashMap<PageKey, String>,
+}
+
+/// One paged volume visual's GPU state.
+pub(crate) struct VolumeVisual {
+    token: Weak<VisualToken>,
+    pub source: SourceKey,
+    pub uniform: wgpu::Buffer,
+    pub bind: Option<(wgpu::BindGroup, u64, ColormapKey)>,
+    /// This frame's wanted pages and the camera they were chosen for.
+    pub frame: Option<(ViewPages, View3d)>,
+}
+
+/// Every paged volume source and visual of one renderer (their pages live in the
+/// renderer's one allocator, [`PagedTextures`]'s).
+#[derive(Default)]
+pub(crate) struct PagedVolumes {
+    pub sources: HashMap<SourceKey, VolumeSource>,
+    pub visuals: HashMap<u64, VolumeVisual>,
+    /// Draw every 3-D host source through pages (`RendererOptions::always_page_3d`).
+    pub always: bool,
+    /// The paged marchers (`draw/paged_volume.rs`).
+    pub pipelines: crate::draw::PagedVolumePipelines,
+}
+
+/// The camera of `mvp` (level-0 voxel coordinates to clip space) over `viewport`, as
+/// `visible_pages_3d` wants it.
+pub(crate) fn camera_of(mvp: Mat4, viewport: [u32; 2]) -> Option<View3d> {
+    let m = mvp.as_dmat4();
+    let inv = m.inverse();
+    if !inv.is_finite() || viewport[1] == 0 {
+        return None;
+    }
+    let unproject = |x: f64, y: f64, z: f64| {
+        let h = inv * DVec4::new(x, y, z, 1.0);
+        h.truncate() / h.w
+    };
+    let dy = 2.0 / f64::from(viewport[1]);
+    let a = unproject(0.0, 0.0, 0.5);
+    let b = unproject(0.0, dy, 0.5);
+    let e = inv * DVec4::new(0.0, 0.0, 1.0, 0.0);
+    let matrix = m.to_cols_array_2d();
+    let camera = if e.w.abs() > 1e-12 * e.truncate().length().max(1e-300) {
+        let eye: DVec3 = e.truncate() / e.w;
+        let d = (a - eye).length().max(1e-300);
+        View3d {
+            view_proj: matrix,
+            eye: eye.to_array(),
+            pixel_size: 0.0,
+            pixel_spread: (b - a).length() / d,
+        }
+    } else {
+        View3d {
+            view_proj: matrix,
+            eye: unproject(0.0, 0.0, 0.0).to_array(),
+            pixel_size: (b - a).length(),
+            pixel_spread: 0.0,
+        }
+    };
+    Some(camera)
+}
+
+impl PagedTextures {
+    /// Whether visual `id` is a paged volume.
+    pub fn has_volume(&self, id: u64) -> bool {
+        self.volumes.visuals.contains_key(&id)
+    }
+
+    /// Makes sure `token`'s volume shows `source` through 3-D pages.
+    pub fn bind_volume(
+        &mut self,
+        device: &wgpu::Device,
+        token: &Arc<VisualToken>,
+        source: &SharedSource,
+    ) -> Result<(), RenderError> {
+        let key = SourceKey::of(source);
+        if !self.volumes.sources.contains_key(&key) {
+            let s = self.create_volume_source(device, source)?;
+            self.volumes.sources.insert(key, s);
+        }
+        match self.volumes.visuals.get_mut(&token.id) {
+            Some(v) if v.source == key => {}
+            Some(v) => {
+                let old = std::mem::replace(&mut v.source, key);
+                v.bind = None;
+                v.frame = None;
+                self.volumes.sources.get_mut(&key).expect("created").users += 1;
+                self.release_volume_source(old);
+            }
+            None => {
+                let uniform = device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("sluice paged volume params"),
+                    size: size_of::<crate::draw::PagedVolumeParams>() as u64,
+                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                self.volumes.visuals.insert(
+                    token.id,
+                    VolumeVisual {
+                        token: Arc::downgrade(token),
+                        source: key,
+                        uniform,
+                        bind: None,
+                        frame: None,
+                    },
+                );
+                self.volumes.sources.get_mut(&key).expect("created").users += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn create_volume_source(
+        &mut self,
+        device: &wgpu::Device,
+        source: &SharedSource,
+    ) -> Result<VolumeSource, RenderError> {
+        let layout = source.layout();
+        let label = source.label();
+        let unsupported = |reason: String| RenderError::UnsupportedSource {
+            visual: "Volume",
+            source_label: label.clone(),
+            reason,
+        };
+        let levels = layout.levels().len();
+        if levels > MAX_LEVELS_3D {
+            return Err(unsupported(format!(
+                "it has {levels} levels; a paged volume may have at most {MAX_LEVELS_3D}"
+            )));
+        }
+        let grid = PageGrid::new(3, &[DEFAULT_PAGE_3D; 3], 1)
+            .map_err(|e: PagingError| unsupported(e.to_string()))?;
+        let upload = UploadFormat::for_layout(&layout);
+        let format = AtlasFormat::for_upload(&upload, self.features);
+        if !matches!(
+            format.kind,
+            SampleKind::Float | SampleKind::FilterFloat | SampleKind::Unorm8 | SampleKind::Unorm16
+        ) {
+            return Err(unsupported(format!(
+                "its samples ({:?}) upload as {:?}, an integer texture; paged volumes take float and normalized formats only so far",
+                layout.element(),
+                format.format
+            )));
+        }
+        let side = grid.slot_extent()[0];
+        let max_3d = device.limits().max_texture_dimension_3d;
+        let side = u32::try_from(side)
+            .ok()
+            .filter(|&s| s <= max_3d)
+            .ok_or_else(|| RenderError::TextureTooLarge {
+                source_label: label.clone(),
+                shape: vec![side; 3],
+                kind: "3-D page",
+                limit: max_3d,
+            })?;
+        let slot_bytes = grid
+            .slot_bytes(&layout)
+            .map_err(|e| unsupported(e.to_string()))?;
+        let slot_bytes = slot_bytes / layout.sample_bytes().max(1) * upload.sample_bytes();
+        let wanted = self.budget / (slot_bytes.max(1) as u64);
+        // Every view needs the coarsest level's visible pages (the fallback that leaves no
+        // holes), and choosing them walks its whole page grid: it must fit the budget.
+        let coarsest = &layout.levels()[levels - 1].shape;
+        let g = grid.grid_size(coarsest);
+        let pages = g[0].checked_mul(g[1]).and_then(|p| p.checked_mul(g[2]));
+        if pages.is_none_or(|p| p as u64 > wanted) {
+            return Err(unsupported(format!(
+                "its coarsest level {coarsest} needs {g:?} pages of {slot_bytes} bytes, more than the {wanted} the GPU budget of {} bytes holds (give it coarser levels, or raise gpu_budget)",
+                self.budget
+            )));
+        }
+        let (slots, per, max_layers) = Atlas3d::capacity(side, max_3d, wanted);
+        let id = self
+            .allocator
+            .add_source(label.clone(), layout.clone(), grid, slots)
+            .map_err(|e| unsupported(e.to_string()))?;
+        let max_pages = layout
+            .levels()
+            .iter()
+            .map(|l| grid.grid_size(&l.shape).into_iter().max().unwrap_or(1))
+            .max()
+            .unwrap_or(1);
+        let window = max_pages.clamp(1, MAX_WINDOW_3D);
+        let entries = window
+            .checked_pow(3)
+            .and_then(|e| e.checked_mul(levels))
+            .ok_or_else(|| unsupported(format!("a page table of {window}^3 x {levels}")))?;
+        let table = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("sluice 3-D page table"),
+            size: (entries * 16) as u64,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let consumer = ConsumerId::next();
+        source.attach(consumer);
+        Ok(VolumeSource {
+            source: source.clone(),
+            grid,
+            id,
+            consumer,
+            upload,
+            atlas: Atlas3d::new(device, format, side, per, max_layers),
+            table,
+            entries: vec![[u32::MAX; 4]; entries],
+            window: window as u32,
+            users: 0,
+            version: source.version(),
+            requested: None,
+            read_errors: HashMap::new(),
+            layout,
+        })
+    }
+
+    fn release_volume_source(&mut self, key: SourceKey) {
+        let Some(s) = self.volumes.sources.get_mut(&key) else {
+            return;
+        };
+        s.users -= 1;
+        if s.users == 0 {
+            if let Some(s) = self.volumes.sources.remove(&key) {
+                self.retire_volume(s);
+            }
+        }
+    }
+
+    fn retire_volume(&mut self, s: VolumeSource) {
+        if let Ok(evicted) = self.allocator.clear_source(s.id) {
+            self.counters.pages_evicted += evicted.len() as u64;
+        }
+        let _ = s
+            .source
+            .request_chunks(s.consumer, &[], sluice_core::noop_waker());
+        s.source.detach(s.consumer);
+    }
+
+    /// Drops volume `id`'s paged state, if any.
+    pub fn remove_volume(&mut self, id: u64) {
+        if let Some(v) = self.volumes.visuals.remove(&id) {
+            self.release_volume_source(v.source);
+        }
+    }
+
+    /// Frees dropped volumes' state (part of `collect_garbage`).
+    pub(super) fn collect_volume_garbage(&mut self) {
+        let dead: Vec<u64> = self
+            .volumes
+            .visuals
+            .iter()
+            .filter(|(_, v)| v.token.strong_count() == 0)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in dead {
+            self.remove_volume(id);
+        }
+    }
+
+    /// Lets go of every volume source (part of `retire_all`).
+    pub(super) fn retire_all_volumes(&mut self) {
+        let sources: Vec<VolumeSource> = self.volumes.sources.drain().map(|(_, s)| s).collect();
+        for s in sources {
+            self.retire_volume(s);
+        }
+    }
+
+    /// The progress of paged volume `id` as of its last visibility pass (`None`: not a paged
+    /// volume). Every wanted page of a volume is visible (`visible_pages_3d` has no ring).
+    pub(super) fn volume_progress(&self, id: u64) -> Option<super::Progress> {
+        let v = self.volumes.visuals.get(&id)?;
+        let s = &self.volumes.sources[&v.source];
+        let mut p = super::Progress {
+            source_label: s.source.label(),
+            ..super::Progress::default()
+        };
+        let Some((pages, _)) = &v.frame else {
+            return Some(p);
+        };
+        p.level = pages.level;
+        p.pages_visible = pages.wants.len();
+        for w in &pages.wants {
+            if self.allocator.slot_of(s.id, w.key).is_some() {
+                p.pages_resident += 1;
+            } else {
+                p.missing_pages.push(w.key);
+            }
+        }
+        let Ok(chunks) = chunk_wants(&s.layout, &s.grid, &pages.wants) else {
+            return Some(p);
+        };
+        p.chunks_visible = chunks.len();
+        for c in chunks {
+            match s.source.chunk_status(c.key) {
+                ChunkStatus::Ready | ChunkStatus::Empty => p.chunks_resident += 1,
+                ChunkStatus::Failed(f) => {
+                    p.chunks_resident += 1;
+                    p.failed.push((c.key, f));
+                }
+                ChunkStatus::Queued | ChunkStatus::Unrequested => p.chunks_queued += 1,
+                ChunkStatus::Loading => p.chunks_loading += 1,
+            }
+        }
+        Some(p)
+    }
+
+    /// Pages of volume sources resident now.
+    pub(super) fn volume_resident_pages(&self) -> u64 {
+        self.volumes
+            .sources
+            .values()
+            .map(|s| self.allocator.resident(s.id).len() as u64)
+            .sum()
+    }
+
+    /// GPU bytes of 3-D atlases and page tables.
+    pub(super) fn volume_texture_bytes(&self) -> u64 {
+        self.volumes
+            .sources
+            .values()
+            .map(|s| s.atlas.bytes() + s.entries.len() as u64 * 16)
+            .sum()
+    }
+
+    /// The 3-D visibility pass: per paged volume draw, the pages its camera needs under the
+    /// GPU budget; their chunks requested; the ready ones uploaded; the page tables pointed
+    /// at what is resident. Never waits on a read. Returns whether ready pages wait for a
+    /// later frame's upload budget.
+    pub fn volume_pass(
+        &mut self,
+        queue: &wgpu::Queue,
+        device: &wgpu::Device,
+        waker: &Waker,
+        counters: &mut Counters,
+        draws: &[(u64, Mat4, [u32; 2])],
+    ) -> Result<bool, RenderError> {
+        if self.volumes.sources.is_empty() {
+            return Ok(false);
+        }
+        self.apply_volume_changes(device)?;
+        let budget = usize::try_from(self.budget).unwrap_or(usize::MAX);
+        // 1. What each camera needs.
+        let mut wants: HashMap<SourceKey, Vec<PageWant>> = HashMap::new();
+        for &(id, mvp, viewport) in draws {
+            let Some(v) = self.volumes.visuals.get_mut(&id) else {
+                continue;
+            };
+            let s = &self.volumes.sources[&v.source];
+            if viewport != [0, 0] {
+                v.frame = match camera_of(mvp, viewport) {
+                    Some(camera) => {
+                        let pages = visible_pages_3d(
+                            &s.layout,
+                            &s.grid,
+                            &camera,
+                            LevelPolicy::default(),
+                            budget,
+                        )
+                        .map_err(|e| RenderError::UnsupportedSource {
+                            visual: "Volume",
+                            source_label: s.source.label(),
+                            reason: e.to_string(),
+                        })?;
+                        Some((pages, camera))
+                    }
+                    None => None,
+                };
+            }
+            if let Some((pages, _)) = &v.frame {
+                wants
+                    .entry(v.source)
+                    .or_default()
+                    .extend_from_slice(&pages.wants);
+            }
+        }
+        // 2. Request their chunks (an empty set for sources not drawn).
+        for (key, s) in self.volumes.sources.iter_mut() {
+            let pages = wants.get(key).map_or(&[][..], Vec::as_slice);
+            let now = Instant::now();
+            if s.requested
+                .as_ref()
+                .is_some_and(|(p, t)| p == pages && now.duration_since(*t) < REREQUEST)
+            {
+                continue;
+            }
+            s.requested = Some((pages.to_vec(), now));
+            let chunks = chunk_wants(&s.layout, &s.grid, pages).map_err(|e| {
+                RenderError::UnsupportedSource {
+                    visual: "Volume",
+                    source_label: s.source.label(),
+                    reason: e.to_string(),
+                }
+            })?;
+            s.source
+                .request_chunks(s.consumer, &chunks, waker)
+                .map_err(|error| RenderError::Source {
+                    source_label: s.source.label(),
+                    error,
+                })?;
+        }
+        // 3. Plan, in the one allocator.
+        type Ready<'a> = Box<dyn Fn(PageKey) -> bool + 'a>;
+        let readiness: Vec<(SourceKey, Ready<'_>)> = self
+            .volumes
+            .sources
+            .iter()
+            .map(|(key, s)| {
+                let ready =
+                    move |page: PageKey| !s.read_errors.contains_key(&page) && settled_3d(s, page);
+                (*key, Box::new(ready) as Ready<'_>)
+            })
+            .collect();
+        let frames: Vec<AtlasFrame<'_>> = readiness
+            .iter()
+            .filter_map(|(key, ready)| {
+                Some(AtlasFrame {
+                    source: self.volumes.sources[key].id,
+                    wants: wants.get(key)?,
+                    ready: &**ready,
+                })
+            })
+            .collect();
+        let plan = self
+            .allocator
+            .plan_frame(&frames)
+            .map_err(|e| RenderError::Gpu(e.to_string()))?;
+        drop(frames);
+        drop(readiness);
+        self.counters.pages_evicted += plan.evictions.len() as u64;
+        // 4. Upload.
+        let by_id: HashMap<AtlasSourceId, SourceKey> = self
+            .volumes
+            .sources
+            .iter()
+            .map(|(k, s)| (s.id, *k))
+            .collect();
+        let mut scratch = Vec::new();
+        for up in &plan.uploads {
+            let Some(key) = by_id.get(&up.source) else {
+                continue;
+            };
+            let s = self.volumes.sources.get_mut(key).expect("registered");
+            match upload_page_3d(s, device, queue, up.key, up.slot, &mut scratch) {
+                Ok(Some(bytes)) => {
+                    counters.bytes_uploaded += bytes;
+                    counters.copies_issued += 1;
+                    self.counters.pages_uploaded += 1;
+                }
+                Ok(None) => {
+                    let _ = self.allocator.invalidate(up.source, up.key);
+                }
+                Err(e) => {
+                    let _ = self.allocator.invalidate(up.source, up.key);
+                    s.read_errors.insert(up.key, e);
+                }
+            }
+        }
+        self.counters.peak_page_bytes = self
+            .counters
+            .peak_page_bytes
+            .max(self.allocator.resident_bytes() as u64);
+        // 5. Page tables: every resident page at its entry, this frame's wanted pages first.
+        for (key, s) in self.volumes.sources.iter_mut() {
+            let wanted: std::collections::HashSet<PageKey> = wants
+                .get(key)
+                .map(|w| w.iter().map(|w| w.key).collect())
+                .unwrap_or_default();
+            let resident = self.allocator.resident(s.id);
+            self.counters.table_bytes_written += refresh_table(s, queue, &resident, &wanted);
+        }
+        Ok(plan.deferred > 0)
+    }
+
+    /// Evicts the resident pages of sources whose data changed, and recreates those whose
+    /// layout changed.
+    fn apply_volume_changes(&mut self, device: &wgpu::Device) -> Result<(), RenderError> {
+        let mut relaid = Vec::new();
+        for (key, s) in self.volumes.sources.iter_mut() {
+            let now = s.source.version();
+            if now == s.version {
+                continue;
+            }
+            let changes = s.source.changes_since(s.version);
+            s.version = now;
+            s.read_errors.clear();
+            s.requested = None;
+            if s.source.layout() != s.layout {
+                relaid.push(*key);
+                continue;
+            }
+            if !matches!(changes, sluice_core::Changes::None) {
+                if let Ok(evicted) = self.allocator.clear_source(s.id) {
+                    self.counters.pages_evicted += evicted.len() as u64;
+                }
+            }
+        }
+        for key in relaid {
+            let old = self.volumes.sources.remove(&key).expect("listed above");
+            let users = old.users;
+            let source = old.source.clone();
+            self.retire_volume(old);
+            let mut fresh = self.create_volume_source(device, &source)?;
+            fresh.users = users;
+            self.volumes.sources.insert(key, fresh);
+            for v in self.volumes.visuals.values_mut() {
+                if v.source == key {
+                    v.bind = None;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets failed reads of volume pages (part of `retry_failed`).
+    pub(super) fn retry_failed_volumes(&mut self) {
+        for s in self.volumes.sources.values_mut() {
+            s.source.retry_failed();
+            s.read_errors.clear();
+            s.requested = None;
+        }
+    }
+}
+
+/// Whether every chunk page `key` needs (border included) is settled on the host.
+fn settled_3d(s: &VolumeSource, key: PageKey) -> bool {
+    s.grid.chunks_needed(&s.layout, key).is_ok_and(|chunks| {
+        chunks.into_iter().all(|c| {
+            matches!(
+                s.source.chunk_status(c),
+                ChunkStatus::Ready | ChunkStatus::Empty | ChunkStatus::Failed(_)
+            )
+        })
+    })
+}
+
+/// Reads page `key` (its sample region, border included) and writes it into `slot`.
+/// `Ok(None)` if a chunk left the host; `Err` with the reason if the read failed.
+fn upload_page_3d(
+    s: &mut VolumeSource,
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    key: PageKey,
+    slot: u32,
+    scratch: &mut Vec<u8>,
+) -> Result<Option<u64>, String> {
+    let region = s
+        .grid
+        .sample_region(&s.layout, key)
+        .map_err(|e| e.to_string())?;
+    let offset = s
+        .grid
+        .offset_in_slot(&s.layout, key)
+        .map_err(|e| e.to_string())?;
+    let bytes = s
+        .layout
+        .checked_region_bytes(&region)
+        .ok_or_else(|| format!("page {key:?}: region {region:?} overflows"))?;
+    scratch.resize(bytes, 0);
+    let request = ReadRequest {
+        level: key.level,
+        region,
+        waker: sluice_core::noop_waker(),
+    };
+    match s.source.read(&request, scratch) {
+        Ok(ReadStatus::Ready) => {}
+        Ok(ReadStatus::Pending) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    }
+    let samples = region.size[2];
+    let rows = region.size[0] * region.size[1];
+    let out_row = samples * s.upload.sample_bytes();
+    let converted;
+    let data: &[u8] = if s.upload.converts() {
+        let in_row = samples * s.layout.sample_bytes();
+        let mut out = vec![0u8; out_row * rows];
+        for r in 0..rows {
+            s.upload.convert_row(
+                &scratch[r * in_row..(r + 1) * in_row],
+                &mut out[r * out_row..(r + 1) * out_row],
+                samples,
+            );
+        }
+        converted = out;
+        &converted
+    } else {
+        scratch
+    };
+    s.atlas.ensure_slot(device, queue, slot);
+    let origin = s.atlas.slot_origin(slot);
+    queue.write_texture(
+        wgpu::TexelCopyTextureInfo {
+            texture: &s.atlas.texture,
+            mip_level: 0,
+            origin: wgpu::Origin3d {
+                x: origin[0] + offset[2] as u32,
+                y: origin[1] + offset[1] as u32,
+                z: origin[2] + offset[0] as u32,
+            },
+            aspect: wgpu::TextureAspect::All,
+        },
+        data,
+        wgpu::TexelCopyBufferLayout {
+            offset: 0,
+            bytes_per_row: Some(out_row as u32),
+            rows_per_image: Some(region.size[1] as u32),
+        },
+        wgpu::Extent3d {
+            width: samples as u32,
+            height: region.size[1] as u32,
+            depth_or_array_layers: region.size[0] as u32,
+        },
+    );
+    Ok(Some((out_row * rows) as u64))
+}
+
+/// Points `s`'s page table at `resident` pages (a page of `wanted` wins a shared entry, then
+/// the coarser page); writes the table if it changed and returns the bytes written.
+fn refresh_table(
+    s: &mut VolumeSource,
+    queue: &wgpu::Queue,
+    resident: &[(PageKey, u32)],
+    wanted: &std::collections::HashSet<PageKey>,
+) -> u64 {
+    let w = s.window as usize;
+    let per_level = w * w * w;
+    let mut table = vec![[0u32; 4]; s.entries.len()];
+    let mut rank = vec![(0u8, 0usize); s.entries.len()];
+    for &(key, slot) in resident {
+        let [z, y, x] = key.index;
+        let i = key.level * per_level + ((z % w) * w + (y % w)) * w + (x % w);
+        let Some(entry) = table.get_mut(i) else {
+            continue;
+        };
+        let r = (1 + u8::from(wanted.contains(&key)), usize::MAX - x - y - z);
+        if r > rank[i] {
+            rank[i] = r;
+            *entry = [slot + 1, x as u32, y as u32, z as u32];
+        }
+    }
+    if table == s.entries {
+        return 0;
+    }
+    queue.write_buffer(&s.table, 0, bytemuck::cast_slice(&table));
+    s.entries = table;
+    s.entries.len() as u64 * 16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atlas_capacity_fits_the_wanted_slots_under_the_side_limit() {
+        assert_eq!(Atlas3d::capacity(66, 2048, 10), (10, [10, 1], 1));
+        let (slots, per, layers) = Atlas3d::capacity(66, 2048, 2000);
+        assert!(slots >= 2000 && per == [31, 31] && layers == 3);
+        // Never more than the side limit allows.
+        assert_eq!(Atlas3d::capacity(66, 200, 1000), (27, [3, 3], 3));
+        assert_eq!(Atlas3d::capacity(66, 2048, 0), (1, [1, 1], 1));
+    }
+
+    #[test]
+    fn orthographic_and_perspective_cameras_are_recognised() {
+        let ortho = Mat4::orthographic_rh(0.0, 100.0, 0.0, 100.0, -100.0, 100.0);
+        let c = camera_of(ortho, [100, 100]).expect("camera");
+        // The matrix is f32: a pixel of 1 sample, to f32 precision.
+        assert!(
+            (c.pixel_size - 1.0).abs() < 1e-4 && c.pixel_spread == 0.0,
+            "{c:?}"
+        );
+        let proj = Mat4::perspective_rh(1.0, 1.0, 0.1, 100.0);
+        let view = Mat4::look_at_rh(
+            glam::Vec3::new(5.0, 6.0, 7.0),
+            glam::Vec3::ZERO,
+            glam::Vec3::Y,
+        );
+        let c = camera_of(proj * view, [100, 200]).expect("camera");
+        assert!((c.eye[0] - 5.0).abs() < 1e-3 && (c.eye[2] - 7.0).abs() < 1e-3);
+        let want = 2.0 * (0.5f64).tan() / 200.0;
+        assert!(
+            (c.pixel_spread - want).abs() < want * 0.05,
+            "{}",
+            c.pixel_spread
+        );
+    }
+}

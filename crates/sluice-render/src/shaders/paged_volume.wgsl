@@ -1,0 +1,281 @@
+// Paged volume: rays marched through a source's 3-D pages (`paged/volume.rs`). Per sample:
+// the level whose samples match the pixel footprint at the sample's distance, looked up in
+// the page table; if that page is not resident, the next coarser level's, and so on. Inside a
+// page the hardware filters (the 1-sample border makes it seamless across pages). The ray
+// steps in units of the level it sampled. All three modes of the dense marcher. Positions are level-0 voxel coordinates, as in `volume.wgsl`.
+
+struct Level {
+    // Level samples per level-0 sample, per axis (x, y, z), and level-0 samples per sample
+    // (the largest axis): the ray step's unit.
+    inv_ds: vec3<f32>,
+    ds: f32,
+    // Level-0 position of the level's first sample corner.
+    offset: vec3<f32>,
+    table_base: u32,
+    // Samples of the level (x, y, z).
+    size: vec3<f32>,
+    pad0: u32,
+    // Pages of the level (x, y, z).
+    grid: vec3<u32>,
+    pad1: u32,
+};
+
+struct Params {
+    mvp: mat4x4<f32>,
+    inv_mvp: mat4x4<f32>,
+    display: Display,
+    data_size: vec3<f32>,
+    step: f32,
+    viewport: vec2<f32>,
+    levels: u32,
+    linear: u32,
+    atlas_size: vec3<f32>,
+    hw: u32,
+    slot_per: vec2<u32>,
+    slot_side: u32,
+    window: u32,
+    eye: vec3<f32>,
+    pixel_size: f32,
+    pixel_spread: f32,
+    page: f32,
+    border: f32,
+    max_steps: u32,
+    opacity: f32,
+    value_scale: f32,
+    // 0: maximum intensity projection; 1: translucent; 2: isosurface.
+    mode: u32,
+    // Translucent: opacity per level-0 voxel of distance at full colormap alpha and t = 1;
+    // isosurface: the threshold in data units.
+    attenuation: f32,
+    lv: array<Level, MAX_LEVELS>,
+};
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var atlas: texture_3d<f32>;
+@group(0) @binding(2) var lut: texture_2d<f32>;
+@group(0) @binding(3) var<storage, read> table: array<vec4<u32>>;
+@group(0) @binding(4) var samp: sampler;
+@group(1) @binding(0) var scene_depth: texture_2d<f32>;
+@group(1) @binding(1) var marched: texture_storage_2d<rgba16float, write>;
+
+@compute @workgroup_size(8, 8)
+fn cs_main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (f32(id.x) >= params.viewport.x || f32(id.y) >= params.viewport.y) {
+        return;
+    }
+    textureStore(marched, vec2<i32>(id.xy), march(vec2<f32>(id.xy) + vec2<f32>(0.5)));
+}
+
+fn unproject(ndc: vec3<f32>) -> vec3<f32> {
+    let h = params.inv_mvp * vec4<f32>(ndc, 1.0);
+    return h.xyz / h.w;
+}
+
+// The level whose samples are no larger than the footprint of a pixel at `p`.
+fn wanted_level(p: vec3<f32>) -> u32 {
+    let fp = params.pixel_size + params.pixel_spread * distance(p, params.eye);
+    var l = 0u;
+    for (var k = 1u; k < params.levels; k = k + 1u) {
+        if (params.lv[k].ds <= fp) {
+            l = k;
+        }
+    }
+    return l;
+}
+
+struct Found {
+    value: f32,
+    // The level sampled; `levels` when no level has a resident page here.
+    level: u32,
+    valid: bool,
+};
+
+// One sample of level `l` at level-0 position `p`, or `ok = false` when its page is absent.
+fn sample_level(l: u32, p: vec3<f32>, linear: bool) -> vec2<f32> {
+    let lv = params.lv[l];
+    let q = clamp((p - lv.offset) * lv.inv_ds, vec3<f32>(0.5), lv.size - vec3<f32>(0.5));
+    let pg = min(vec3<u32>(floor(q / params.page)), lv.grid - vec3<u32>(1u));
+    let w = params.window;
+    let e = table[lv.table_base + ((pg.z % w) * w + (pg.y % w)) * w + (pg.x % w)];
+    if (e.x == 0u || e.y != pg.x || e.z != pg.y || e.w != pg.z) {
+        return vec2<f32>(0.0, -1.0);
+    }
+    let slot = e.x - 1u;
+    let so = vec3<u32>(
+        slot % params.slot_per.x,
+        (slot / params.slot_per.x) % params.slot_per.y,
+        slot / (params.slot_per.x * params.slot_per.y),
+    ) * params.slot_side;
+    let texel = vec3<f32>(so) + q - vec3<f32>(pg) * params.page + vec3<f32>(params.border);
+    var v: f32;
+    if (!linear) {
+        v = textureLoad(atlas, vec3<i32>(floor(texel)), 0).x;
+    } else if (params.hw == 1u) {
+        v = textureSampleLevel(atlas, samp, texel / params.atlas_size, 0.0).x;
+    } else {
+        // Eight taps inside the slot (a format the device cannot filter).
+        let base = texel - vec3<f32>(0.5);
+        let i0 = vec3<i32>(floor(base));
+        let fr = base - floor(base);
+        var acc = 0.0;
+        var weight = 0.0;
+        for (var k = 0u; k < 8u; k = k + 1u) {
+            let o = vec3<i32>(i32(k & 1u), i32((k >> 1u) & 1u), i32(k >> 2u));
+            let w3 = select(vec3<f32>(1.0) - fr, fr, o == vec3<i32>(1));
+            let wt = w3.x * w3.y * w3.z;
+            if (wt > 0.0) {
+                let t = textureLoad(atlas, i0 + o, 0).x;
+                if (!is_nan(t)) {
+                    acc = acc + wt * t;
+                    weight = weight + wt;
+                }
+            }
+        }
+        if (weight == 0.0) {
+            return vec2<f32>(0.0, 0.0);
+        }
+        v = acc / weight;
+    }
+    if (is_nan(v)) {
+        return vec2<f32>(0.0, 0.0);
+    }
+    return vec2<f32>(v * params.value_scale, 1.0);
+}
+
+// The sample at `p` from the wanted level, else the nearest coarser resident one.
+fn sample_resident(p: vec3<f32>) -> Found {
+    return sample_resident_as(p, params.linear == 1u);
+}
+
+fn sample_resident_as(p: vec3<f32>, linear: bool) -> Found {
+    for (var l = wanted_level(p); l < params.levels; l = l + 1u) {
+        let s = sample_level(l, p, linear);
+        if (s.y >= 0.0) {
+            return Found(s.x, l, s.y > 0.0);
+        }
+    }
+    return Found(0.0, params.levels, false);
+}
+
+fn march(frag: vec2<f32>) -> vec4<f32> {
+    let ndc_xy = vec2<f32>(frag.x / params.viewport.x * 2.0 - 1.0, 1.0 - frag.y / params.viewport.y * 2.0);
+    let origin = unproject(vec3<f32>(ndc_xy, 0.0));
+    let far = unproject(vec3<f32>(ndc_xy, 1.0));
+    let dir = normalize(far - origin);
+    let depth = unpack_depth(textureLoad(scene_depth, vec2<i32>(frag), 0));
+    let t_depth = dot(unproject(vec3<f32>(ndc_xy, depth)) - origin, dir);
+    let size = params.data_size;
+    let inv = 1.0 / dir;
+    let ta = (vec3<f32>(0.0) - origin) * inv;
+    let tb = (size - origin) * inv;
+    let t_enter = max(max(min(ta.x, tb.x), min(ta.y, tb.y)), min(ta.z, tb.z));
+    let t_exit = min(min(max(ta.x, tb.x), max(ta.y, tb.y)), max(ta.z, tb.z));
+    let t0 = max(t_enter, 0.0);
+    let t1 = min(t_exit, t_depth);
+    if (t1 <= t0) {
+        return vec4<f32>(0.0);
+    }
+    let d = params.display;
+    // The first sample half a step of its level in, so that an axis-aligned ray samples a
+    // coarse level at its sample centres.
+    let first = wanted_level(origin + dir * t0);
+    var t = t0 + 0.5 * params.step * params.lv[first].ds;
+    if (params.mode == 1u) {
+        return march_translucent(origin, dir, t, t1);
+    }
+    if (params.mode == 2u) {
+        return march_iso(origin, dir, t, t1);
+    }
+    var best = -3.4e38;
+    var found = false;
+    for (var n = 0u; n < params.max_steps; n = n + 1u) {
+        if (t >= t1 || best >= d.clim.y) {
+            break;
+        }
+        let s = sample_resident(origin + dir * t);
+        if (s.valid) {
+            best = max(best, s.value);
+            found = true;
+        }
+        let l = min(s.level, params.levels - 1u);
+        t = t + params.step * params.lv[l].ds;
+    }
+    if (!found) {
+        return vec4<f32>(0.0);
+    }
+    let c = colormap(d, normalize_value(d, best));
+    return vec4<f32>(c.rgb, c.a * params.opacity);
+}
+
+// Front-to-back compositing as the dense marcher's, each sample weighted by the length of
+// its step (the step of the level it sampled).
+fn march_translucent(origin: vec3<f32>, dir: vec3<f32>, start: f32, t1: f32) -> vec4<f32> {
+    let d = params.display;
+    var color = vec3<f32>(0.0);
+    var alpha = 0.0;
+    var t = start;
+    for (var n = 0u; n < params.max_steps; n = n + 1u) {
+        if (t >= t1 || alpha > 0.995) {
+            break;
+        }
+        let s = sample_resident(origin + dir * t);
+        let l = min(s.level, params.levels - 1u);
+        let step = params.step * params.lv[l].ds;
+        if (s.valid) {
+            let v = normalize_value(d, s.value);
+            let c = colormap(d, v);
+            let a = 1.0 - exp(-params.attenuation * c.a * v * step);
+            color = color + (1.0 - alpha) * a * c.rgb;
+            alpha = alpha + (1.0 - alpha) * a;
+        }
+        t = t + step;
+    }
+    if (alpha <= 0.0) {
+        return vec4<f32>(0.0);
+    }
+    return vec4<f32>(color / alpha, alpha * params.opacity);
+}
+
+// The first sample at or above the threshold, refined linearly between it and the sample
+// before, shaded by the gradient (central differences one sample of the level apart) as the
+// dense marcher does.
+fn march_iso(origin: vec3<f32>, dir: vec3<f32>, start: f32, t1: f32) -> vec4<f32> {
+    let d = params.display;
+    let threshold = params.attenuation;
+    var previous = -3.4e38;
+    var previous_t = start;
+    var t = start;
+    for (var n = 0u; n < params.max_steps; n = n + 1u) {
+        if (t >= t1) {
+            break;
+        }
+        let s = sample_resident(origin + dir * t);
+        let l = min(s.level, params.levels - 1u);
+        if (s.valid) {
+            let v = s.value;
+            if (v >= threshold) {
+                var t_hit = t;
+                if (previous > -3.0e38 && v > previous) {
+                    t_hit = previous_t + (t - previous_t) * (threshold - previous) / (v - previous);
+                }
+                let p = origin + dir * t_hit;
+                let h = params.lv[l].ds;
+                let g = vec3<f32>(
+                    sample_resident_as(p + vec3<f32>(h, 0.0, 0.0), true).value - sample_resident_as(p - vec3<f32>(h, 0.0, 0.0), true).value,
+                    sample_resident_as(p + vec3<f32>(0.0, h, 0.0), true).value - sample_resident_as(p - vec3<f32>(0.0, h, 0.0), true).value,
+                    sample_resident_as(p + vec3<f32>(0.0, 0.0, h), true).value - sample_resident_as(p - vec3<f32>(0.0, 0.0, h), true).value,
+                );
+                var diffuse = 1.0;
+                if (length(g) > 0.0) {
+                    diffuse = abs(dot(normalize(g), dir));
+                }
+                let c = colormap(d, normalize_value(d, threshold));
+                return vec4<f32>(c.rgb * (0.25 + 0.75 * diffuse), c.a * params.opacity);
+            }
+            previous = v;
+            previous_t = t;
+        }
+        t = t + params.step * params.lv[l].ds;
+    }
+    return vec4<f32>(0.0);
+}
