@@ -136,7 +136,7 @@ fn params(volume: &Volume, s: &VolumeSource, draw: &Draw<'_>, lut_size: u32) -> 
             lut_size,
         },
         data_size: [w as f32, h as f32, d as f32],
-        step: volume.step(),
+        step: volume.shader_step(),
         viewport: [draw.viewport[0] as f32, draw.viewport[1] as f32],
         levels: v_layout.levels().len().min(MAX_LEVELS_3D) as u32,
         linear: u32::from(volume.interpolation() == Interpolation::Linear),

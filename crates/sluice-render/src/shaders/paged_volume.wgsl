@@ -58,6 +58,11 @@ struct Params {
 @group(1) @binding(0) var scene_depth: texture_2d<f32>;
 @group(1) @binding(1) var marched: texture_storage_2d<rgba16float, write>;
 
+// The ray's step at level 0, in voxels: the one set, or with the default (`params.step` 0)
+// one sample per voxel along the axis the ray moves fastest on, as the dense marcher
+// chooses it. Set once per ray by `march`.
+var<private> base_step: f32;
+
 @compute @workgroup_size(8, 8)
 fn cs_main(@builtin(global_invocation_id) id: vec3<u32>) {
     if (f32(id.x) >= params.viewport.x || f32(id.y) >= params.viewport.y) {
@@ -162,6 +167,8 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
     let origin = unproject(vec3<f32>(ndc_xy, 0.0));
     let far = unproject(vec3<f32>(ndc_xy, 1.0));
     let dir = normalize(far - origin);
+    let a = abs(dir);
+    base_step = select(params.step, 1.0 / max(max(a.x, a.y), a.z), params.step <= 0.0);
     let depth = unpack_depth(textureLoad(scene_depth, vec2<i32>(frag), 0));
     let t_depth = dot(unproject(vec3<f32>(ndc_xy, depth)) - origin, dir);
     let size = params.data_size;
@@ -179,7 +186,7 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
     // The first sample half a step of its level in, so that an axis-aligned ray samples a
     // coarse level at its sample centres.
     let first = wanted_level(origin + dir * t0);
-    var t = t0 + 0.5 * params.step * params.lv[first].ds;
+    var t = t0 + 0.5 * base_step * params.lv[first].ds;
     if (params.mode == 1u) {
         return march_translucent(origin, dir, t, t1);
     }
@@ -198,7 +205,7 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
             found = true;
         }
         let l = min(s.level, params.levels - 1u);
-        t = t + params.step * params.lv[l].ds;
+        t = t + base_step * params.lv[l].ds;
     }
     if (!found) {
         return vec4<f32>(0.0);
@@ -220,7 +227,7 @@ fn march_translucent(origin: vec3<f32>, dir: vec3<f32>, start: f32, t1: f32) -> 
         }
         let s = sample_resident(origin + dir * t);
         let l = min(s.level, params.levels - 1u);
-        let step = params.step * params.lv[l].ds;
+        let step = base_step * params.lv[l].ds;
         if (s.valid) {
             let v = normalize_value(d, s.value);
             let c = colormap(d, v);
@@ -275,7 +282,7 @@ fn march_iso(origin: vec3<f32>, dir: vec3<f32>, start: f32, t1: f32) -> vec4<f32
             previous = v;
             previous_t = t;
         }
-        t = t + params.step * params.lv[l].ds;
+        t = t + base_step * params.lv[l].ds;
     }
     return vec4<f32>(0.0);
 }
