@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 use glam::{DMat3, DMat4, DVec3, DVec4};
 use sluice_core::{
     visible_pages_2d, AtlasAllocator, AtlasFrame, AtlasSourceId, ChunkStatus, ConsumerId, Layout,
-    LevelPolicy, PageGrid, PageKey, PageWant, PagingError, ReadRequest, ReadStatus, Residency,
-    SharedSource, Tier, UploadFormat, Version, View2d, ViewOptions2d, ViewPages,
+    LevelPolicy, PageGrid, PageKey, PageWant, PagingError, ReadRequest, ReadStatus, Region,
+    Residency, SharedSource, Tier, UploadFormat, Version, View2d, ViewOptions2d, ViewPages,
 };
 
 use crate::bricking::TextureLimits;
@@ -856,39 +856,21 @@ fn upload_page(
         0 => 0,
         _ => border - (inner.origin[a] - region.origin[a]).min(border),
     });
-    let bytes = s
-        .layout
-        .checked_region_bytes(&region)
-        .ok_or_else(|| format!("page {key:?}: region {region:?} overflows"))?;
-    scratch.resize(bytes, 0);
-    let request = ReadRequest {
-        level: key.level,
-        region,
-        waker: sluice_core::noop_waker(),
-    };
-    match s.source.read(&request, scratch) {
-        Ok(ReadStatus::Ready) => {}
-        Ok(ReadStatus::Pending) => return Ok(None),
-        Err(e) => return Err(e.to_string()),
-    }
     let samples = region.size[2];
     let out_row = samples * s.upload.sample_bytes();
     let rows = region.size[1];
-    let converted;
-    let data: &[u8] = if s.upload.converts() {
-        let in_row = samples * s.layout.sample_bytes();
-        let mut out = vec![0u8; out_row * rows];
-        for r in 0..rows {
-            s.upload.convert_row(
-                &scratch[r * in_row..(r + 1) * in_row],
-                &mut out[r * out_row..(r + 1) * out_row],
-                samples,
-            );
-        }
-        converted = out;
-        &converted
-    } else {
-        scratch
+    let mut converted = Vec::new();
+    let Some(data) = read_page(
+        &s.source,
+        &s.layout,
+        &s.upload,
+        key,
+        &region,
+        scratch,
+        &mut converted,
+    )?
+    else {
+        return Ok(None);
     };
     s.atlas.ensure_slot(device, queue, slot);
     let origin = s.atlas.slot_origin(slot);
@@ -917,6 +899,53 @@ fn upload_page(
     );
     s.clamped.insert(key, clamped);
     Ok(Some((out_row * rows) as u64))
+}
+
+/// Reads `region` of `level` of `source` into `scratch` and, where `upload` converts, into
+/// `converted` in the upload format: the bytes to copy, rows of `region`'s last axis. Shared by
+/// 2-D and 3-D pages. `Ok(None)` if a chunk left the host; `Err` with the reason (naming the
+/// page) if the read failed or the region's size overflows.
+pub(super) fn read_page<'a>(
+    source: &SharedSource,
+    layout: &Layout,
+    upload: &UploadFormat,
+    key: PageKey,
+    region: &Region,
+    scratch: &'a mut Vec<u8>,
+    converted: &'a mut Vec<u8>,
+) -> Result<Option<&'a [u8]>, String> {
+    let bytes = layout
+        .checked_region_bytes(region)
+        .ok_or_else(|| format!("page {key:?}: region {region:?} overflows"))?;
+    scratch.resize(bytes, 0);
+    let request = ReadRequest {
+        level: key.level,
+        region: *region,
+        waker: sluice_core::noop_waker(),
+    };
+    match source.read(&request, scratch) {
+        Ok(ReadStatus::Ready) => {}
+        Ok(ReadStatus::Pending) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    }
+    if !upload.converts() {
+        return Ok(Some(scratch));
+    }
+    let samples = region.size[region.size.len() - 1];
+    let (in_row, out_row) = (
+        samples * layout.sample_bytes(),
+        samples * upload.sample_bytes(),
+    );
+    let rows = bytes / in_row.max(1);
+    converted.clear();
+    converted.resize(out_row * rows, 0);
+    for (src, dst) in scratch
+        .chunks_exact(in_row)
+        .zip(converted.chunks_exact_mut(out_row))
+    {
+        upload.convert_row(src, dst, samples);
+    }
+    Ok(Some(converted))
 }
 
 /// Whether every chunk of `key`'s upload region (without the `clamped` sides) is settled on

@@ -17,8 +17,8 @@ use std::time::Instant;
 use glam::{DVec3, DVec4, Mat4};
 use sluice_core::{
     chunk_wants, visible_pages_3d, AtlasFrame, AtlasSourceId, ChunkStatus, ConsumerId, Layout,
-    LevelPolicy, PageGrid, PageKey, PageWant, PagingError, ReadRequest, ReadStatus, Residency,
-    SharedSource, UploadFormat, Version, View3d, ViewPages, DEFAULT_PAGE_3D,
+    LevelPolicy, PageGrid, PageKey, PageWant, PagingError, Residency, SharedSource, UploadFormat,
+    Version, View3d, ViewPages, DEFAULT_PAGE_3D,
 };
 
 use super::format::AtlasFormat;
@@ -754,39 +754,21 @@ fn upload_page_3d(
         .grid
         .offset_in_slot(&s.layout, key)
         .map_err(|e| e.to_string())?;
-    let bytes = s
-        .layout
-        .checked_region_bytes(&region)
-        .ok_or_else(|| format!("page {key:?}: region {region:?} overflows"))?;
-    scratch.resize(bytes, 0);
-    let request = ReadRequest {
-        level: key.level,
-        region,
-        waker: sluice_core::noop_waker(),
-    };
-    match s.source.read(&request, scratch) {
-        Ok(ReadStatus::Ready) => {}
-        Ok(ReadStatus::Pending) => return Ok(None),
-        Err(e) => return Err(e.to_string()),
-    }
     let samples = region.size[2];
     let rows = region.size[0] * region.size[1];
     let out_row = samples * s.upload.sample_bytes();
-    let converted;
-    let data: &[u8] = if s.upload.converts() {
-        let in_row = samples * s.layout.sample_bytes();
-        let mut out = vec![0u8; out_row * rows];
-        for r in 0..rows {
-            s.upload.convert_row(
-                &scratch[r * in_row..(r + 1) * in_row],
-                &mut out[r * out_row..(r + 1) * out_row],
-                samples,
-            );
-        }
-        converted = out;
-        &converted
-    } else {
-        scratch
+    let mut converted = Vec::new();
+    let Some(data) = super::read_page(
+        &s.source,
+        &s.layout,
+        &s.upload,
+        key,
+        &region,
+        scratch,
+        &mut converted,
+    )?
+    else {
+        return Ok(None);
     };
     s.atlas.ensure_slot(device, queue, slot);
     let origin = s.atlas.slot_origin(slot);
