@@ -409,3 +409,26 @@ fn the_proxy_uploads_nothing_for_empty_changed_regions() {
     let second = r.render(&scene, &cam, &target).unwrap();
     assert_eq!((second.bytes_uploaded, second.copies_issued), (0, 0));
 }
+
+/// A page side of 0, or one whose slot (the page and two border samples) overflows or passes
+/// the device's 2-D texture limit, is refused when the renderer is made, naming the numbers.
+#[test]
+fn a_page_size_that_cannot_fit_a_texture_is_refused_naming_it() {
+    for side in [0, usize::MAX, usize::MAX - 1, 1 << 40] {
+        let mut options = RendererOptions::from_env().unwrap();
+        options.page_size_2d = Some(side);
+        let error = match Renderer::with_options(options) {
+            Ok(_) => panic!("page_size_2d {side} was accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            error.contains("page_size_2d") && error.contains(&side.to_string()),
+            "{error}"
+        );
+        assert!(error.contains("2-D texture limit is"), "{error}");
+    }
+    // One that fits still makes a renderer.
+    let mut options = RendererOptions::from_env().unwrap();
+    options.page_size_2d = Some(64);
+    Renderer::with_options(options).expect("a 64-sample page fits every device");
+}

@@ -107,6 +107,17 @@ impl Renderer {
     /// `docs/architecture.md`).
     pub fn with_options(options: RendererOptions) -> Result<Self, RenderError> {
         let adapter = options.choose_adapter()?;
+        if let Some(side) = options.page_size_2d {
+            // A slot is the page and a border sample on each side, and must fit a texture.
+            let limit = adapter.limits().max_texture_dimension_2d as usize;
+            if side == 0 || side.checked_add(2).is_none_or(|slot| slot > limit) {
+                return Err(RenderError::InvalidOption {
+                    name: "page_size_2d",
+                    value: format!("{side} (the adapter's 2-D texture limit is {limit})"),
+                    expected: "a page side of at least 1 that with its two border samples fits the 2-D texture limit",
+                });
+            }
+        }
         let (device, queue) = shared_device(&adapter)?;
         Ok(Renderer::from_device(adapter, device, queue, &options))
     }
@@ -140,10 +151,17 @@ impl Renderer {
             &device,
             options.gpu_budget.unwrap_or(DEFAULT_GPU_BUDGET),
             upload_budget,
+            // Checked by `with_options`; a device opened elsewhere gets the nearest side that
+            // fits (a slot adds two border samples).
             options
                 .page_size_2d
                 .unwrap_or(sluice_core::DEFAULT_PAGE_2D)
-                .max(1),
+                .clamp(
+                    1,
+                    (limits.max_texture_dimension_2d as usize)
+                        .saturating_sub(2)
+                        .max(1),
+                ),
             options.always_page_2d,
         );
         paged.volumes.always = options.always_page_3d;
