@@ -171,6 +171,31 @@ fn sample_filtered_3d(tex: texture_3d<f32>, samp: sampler, uvw: vec3<f32>, scale
 // What the opaque pass writes: the colour, and the fragment's depth again as a colour, which
 // the volume marcher reads (GL backends can neither read depth textures in shaders nor render
 // to float targets): 24 bits of depth packed into RGB8.
+// An image sample's colour before opacity: the NaN colour where invalid; else by `mode`,
+// 0 one channel through the colormap, 1 value and alpha (alpha times `alpha_scale`), 2 RGB,
+// 3 RGBA (alpha times `alpha_scale`), each channel through clim and gamma. Shared by the dense
+// and the paged image shaders.
+fn image_color(s: Sample, d: Display, mode: u32, alpha_scale: f32, nan_color: vec4<f32>) -> vec4<f32> {
+    if (!s.valid) {
+        return nan_color;
+    }
+    if (mode == 0u) {
+        return colormap(d, normalize_value(d, s.value.x));
+    }
+    if (mode == 1u) {
+        var rgba = colormap(d, normalize_value(d, s.value.x));
+        rgba.a = rgba.a * clamp(s.value.y * alpha_scale, 0.0, 1.0);
+        return rgba;
+    }
+    let alpha = select(1.0, clamp(s.value.w * alpha_scale, 0.0, 1.0), mode == 3u);
+    return vec4<f32>(
+        normalize_value(d, s.value.x),
+        normalize_value(d, s.value.y),
+        normalize_value(d, s.value.z),
+        alpha,
+    );
+}
+
 struct OpaqueOut {
     @location(0) color: vec4<f32>,
     @location(1) depth: vec4<f32>,

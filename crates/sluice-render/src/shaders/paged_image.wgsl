@@ -163,24 +163,7 @@ fn fs_main(in: VertexOut) -> OpaqueOut {
     } else {
         s = sample_linear_in(f);
     }
-    let d = params.display;
-    var rgba: vec4<f32>;
-    if (!s.valid) {
-        rgba = params.nan_color;
-    } else if (params.mode == 0u) {
-        rgba = colormap(d, normalize_value(d, s.value.x));
-    } else if (params.mode == 1u) {
-        rgba = colormap(d, normalize_value(d, s.value.x));
-        rgba.a = rgba.a * clamp(s.value.y * params.alpha_scale, 0.0, 1.0);
-    } else {
-        let alpha = select(1.0, clamp(s.value.w * params.alpha_scale, 0.0, 1.0), params.mode == 3u);
-        rgba = vec4<f32>(
-            normalize_value(d, s.value.x),
-            normalize_value(d, s.value.y),
-            normalize_value(d, s.value.z),
-            alpha,
-        );
-    }
+    let rgba = image_color(s, params.display, params.mode, params.alpha_scale, params.nan_color);
     let alpha = rgba.a * params.opacity;
     if (alpha <= 0.0) {
         discard;
