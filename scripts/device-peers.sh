@@ -187,6 +187,24 @@ remote() {
     for f in .device-peers/debs/*.deb; do dpkg -x "$f" "$work/libs-root"; done
     # The shared objects of the unpacked packages, in one folder for the loader's path.
     find "$work/libs-root" -name '*.so*' -exec cp -P {} "$work/libs/" \;
+    # VisPy looks libfontconfig up with ctypes.util.find_library, which finds nothing in a
+    # folder of ours where the machine has no linker to ask: a sitecustomize on PYTHONPATH
+    # answers from the unpacked folder where the usual lookup finds nothing.
+    cat >"$work/site/sitecustomize.py" <<EOF
+import ctypes.util, glob, os
+
+_find = ctypes.util.find_library
+
+def _find_here(name):
+    found = _find(name)
+    if found is None:
+        hits = sorted(glob.glob(os.path.join("$work/libs", "lib%s.so*" % name)))
+        if hits:
+            found = hits[0]
+    return found
+
+ctypes.util.find_library = _find_here
+EOF
     venv="$work/venv"
     fake_venv "$venv" "$work/site" "$work/libs"
   fi
@@ -204,7 +222,10 @@ remote() {
       echo "nvidia-smi: not found"
     fi
     "$venv/bin/python" -c 'import sys, numpy; print("python", sys.version.split()[0], "numpy", numpy.__version__)'
-    "$venv/bin/python" -c 'import pygfx, vispy, wgpu; print("pygfx", pygfx.__version__, "vispy", vispy.__version__, "wgpu", wgpu.__version__)'
+    "$venv/bin/python" -c 'import pygfx, wgpu; print("pygfx", pygfx.__version__, "wgpu", wgpu.__version__)'
+    # VisPy finds libfontconfig on the loader's path, as when bench_vispy.py runs.
+    LD_LIBRARY_PATH="$work/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      "$venv/bin/python" -c 'import vispy; print("vispy", vispy.__version__)'
   } 2>&1 | tee "$out/env.log"
 
   local args=(--rounds "$rounds" --out "$out/results")
