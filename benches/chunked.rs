@@ -14,7 +14,10 @@
 //!    8192^3 procedural f32 volume (levels halving down to 256^3, chunks of 64^3), against the
 //!    same view of a 256^3 one, each fitted to the view (an orbit camera), 1024 x 768 by
 //!    default (`SLUICE_BENCH_VOLUME_VIEW=WxH` for a smaller one on slow software devices).
-//!    Target: at most 1.5x. `SLUICE_BENCH_VOLUME_ONLY=1` runs this case alone.
+//!    Both volumes are drawn with the default depth-sample target (`Volume::set_depth_samples`:
+//!    about 256 samples along a ray, which chooses the level), as a user gets them;
+//!    `SLUICE_BENCH_VOLUME_PIXEL_RULE=1` adds one run of each at one sample per pixel (not
+//!    judged). Target: at most 1.5x. `SLUICE_BENCH_VOLUME_ONLY=1` runs this case alone.
 //!
 //! `cargo bench --bench chunked`; `SLUICE_BENCH_ITERS` runs (default 3, medians reported);
 //! `SLUICE_BENCH_STRICT=1` exits with status 1 when a target is missed.
@@ -149,8 +152,13 @@ fn volume_source(side: usize, cache: &ChunkCache) -> Res<Arc<LazySource>> {
 }
 
 /// Seconds to the first complete MIP frame of a fresh `side`^3 volume fitted to a `view`
-/// target, with a fresh renderer; and the level drawn.
-fn first_complete_volume(side: usize, view: [u32; 2]) -> Res<(Duration, usize)> {
+/// target, with a fresh renderer and the depth-sample target `depth` (the default's
+/// `Some(DEFAULT_DEPTH_SAMPLES)`, or `None`: one sample per pixel); and the level drawn.
+fn first_complete_volume(
+    side: usize,
+    view: [u32; 2],
+    depth: Option<u32>,
+) -> Res<(Duration, usize)> {
     let cache = ChunkCache::new(1 << 30);
     let src = volume_source(side, &cache)?;
     let mut r = renderer(512 << 20)?;
@@ -158,7 +166,8 @@ fn first_complete_volume(side: usize, view: [u32; 2]) -> Res<(Duration, usize)> 
     scene.add(
         Volume::new(src)
             .with_clim(-1.0, 1.0)?
-            .with_colormap(Colormap::Viridis),
+            .with_colormap(Colormap::Viridis)
+            .with_depth_samples(depth)?,
     );
     let target = r.create_target(view[0], view[1])?;
     let camera = OrbitCamera::fit(Vec3::ZERO, Vec3::splat(side as f32), 30.0, 20.0);
@@ -183,20 +192,22 @@ fn volume_case(v: &mut Verdicts, iters: usize) -> Res<()> {
         }
         Err(_) => [1024, 768],
     };
+    let default = Some(sluice::DEFAULT_DEPTH_SAMPLES);
     let (mut huge, mut small) = (Vec::new(), Vec::new());
     let mut levels = (0, 0);
     for _ in 0..iters {
-        let (h, lh) = first_complete_volume(8192, view)?;
-        let (s, ls) = first_complete_volume(256, view)?;
+        let (h, lh) = first_complete_volume(8192, view, default)?;
+        let (s, ls) = first_complete_volume(256, view, default)?;
         huge.push(h);
         small.push(s);
         levels = (lh, ls);
     }
     let (h, s) = (median(&huge), median(&small));
     println!(
-        "first complete {}x{} MIP: 8192^3 volume {:.1} ms (level {}), 256^3 volume {:.1} ms (level {})",
+        "first complete {}x{} MIP ({} depth samples, the default): 8192^3 volume {:.1} ms (level {}), 256^3 volume {:.1} ms (level {})",
         view[0],
         view[1],
+        sluice::DEFAULT_DEPTH_SAMPLES,
         ms(h),
         levels.0,
         ms(s),
@@ -209,6 +220,18 @@ fn volume_case(v: &mut Verdicts, iters: usize) -> Res<()> {
         "<= 1.5x",
         ratio <= 1.5,
     );
+    // For comparison, not judged: one sample per pixel at every distance (no depth-sample
+    // target), one run of each.
+    if std::env::var("SLUICE_BENCH_VOLUME_PIXEL_RULE").is_ok_and(|v| v == "1") {
+        let (h, lh) = first_complete_volume(8192, view, None)?;
+        let (s, ls) = first_complete_volume(256, view, None)?;
+        println!(
+            "  one sample per pixel (not judged): 8192^3 {:.1} ms (level {lh}), 256^3 {:.1} ms (level {ls}): {:.2}x",
+            ms(h),
+            ms(s),
+            h.as_secs_f64() / s.as_secs_f64()
+        );
+    }
     Ok(())
 }
 

@@ -324,3 +324,236 @@ fn a_host_volume_over_the_brick_limit_is_paged_and_matches_the_dense_path() {
     assert_eq!(paged.counters().pages_resident, 64);
     assert_eq!(dense.counters().pages_resident, 0);
 }
+
+/// Renders a fresh 3-level lazy 64^3 volume (set up by `setup`) until complete under `Front`
+/// and returns the image and the chunks loaded per level.
+fn drawn_with(setup: impl FnOnce(Volume) -> Volume) -> (image::RgbaImage, [usize; 3]) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let n = 64usize;
+    let loads = Arc::new([0, 0, 0].map(|_| AtomicUsize::new(0)));
+    let counted = loads.clone();
+    let loader = ProceduralLoader::new(pyramid(n, 3), move |key, region, dst| {
+        counted[key.level].fetch_add(1, Ordering::Relaxed);
+        fill(key, region, dst);
+        Ok(ChunkFill::Filled)
+    });
+    let source: SharedSource = Arc::new(LazySource::with_options(loader, options()).unwrap());
+    let mut r = paged_renderer(None);
+    let mut scene = Scene::new();
+    scene.add(setup(mip_volume(source, Interpolation::Nearest)));
+    let target = r.create_target(n as u32, n as u32).unwrap();
+    let done = r
+        .render_until_complete(
+            &scene,
+            &Front { n: n as f32 },
+            &target,
+            Duration::from_secs(30),
+        )
+        .unwrap();
+    assert!(done.complete, "{done:?}");
+    let img = r.read_image(&target).unwrap();
+    (img, [0, 1, 2].map(|l| loads[l].load(Ordering::Relaxed)))
+}
+
+#[test]
+fn a_level_lock_and_a_depth_sample_target_choose_the_level_drawn() {
+    let n = 64;
+    // The default target (256 samples) is finer than this view's pixels: level 0 is drawn,
+    // its 8 chunks of 32^3 loaded.
+    let (img, loads) = drawn_with(|v| v);
+    assert_mip(&img, n, 1).unwrap();
+    assert_eq!(loads[0], 8, "{loads:?}");
+    // Under `Front` the eye sits on the near plane 9 voxels before the box; the box's depth
+    // from there is sqrt(32^2 + 32^2 + 73^2) - 9 = 76.9 voxels. 40 samples: steps of 1.9
+    // voxels, so level 1 (2 voxels per sample) and no chunk of level 0.
+    let (img, loads) = drawn_with(|v| v.with_depth_samples(Some(40)).unwrap());
+    assert_mip(&img, n, 2).unwrap();
+    assert_eq!((loads[0], loads[1]), (0, 1), "{loads:?}");
+    // 16 samples: steps of 4.8 voxels, level 2.
+    let (img, loads) = drawn_with(|v| v.with_depth_samples(Some(16)).unwrap());
+    assert_mip(&img, n, 4).unwrap();
+    assert_eq!((loads[0], loads[1]), (0, 0), "{loads:?}");
+    // One sample per pixel whatever the depth: level 0 again.
+    let (img, _) = drawn_with(|v| v.with_depth_samples(None).unwrap());
+    assert_mip(&img, n, 1).unwrap();
+    // A lock draws its level whatever the view; a bias draws coarser.
+    let (img, loads) = drawn_with(|v| v.with_level_lock(2).unwrap());
+    assert_mip(&img, n, 4).unwrap();
+    assert_eq!((loads[0], loads[1]), (0, 0), "{loads:?}");
+    let (img, loads) = drawn_with(|v| v.with_level_bias(1));
+    assert_mip(&img, n, 2).unwrap();
+    assert_eq!(loads[0], 0, "{loads:?}");
+    // Bad values name themselves; the volume keeps its settings.
+    let source: SharedSource = Arc::new(ArraySource::new(Array3::<f32>::zeros((4, 4, 4))).unwrap());
+    let mut v = Volume::new(source);
+    let e = v.set_depth_samples(Some(0)).unwrap_err().to_string();
+    assert!(e.contains("depth samples") && e.contains('0'), "{e}");
+    assert_eq!(v.depth_samples(), Some(sluice::DEFAULT_DEPTH_SAMPLES));
+    let e = v
+        .set_level_policy(sluice::LevelPolicy {
+            bias: 0,
+            lock: Some(3),
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("level 3") && e.contains("1 level"), "{e}");
+}
+
+/// Renders `image` of a fresh 3-level lazy `n`^3 volume until complete under `Front { n }` on
+/// a `px` x `px` target; returns the image and the level-0 chunks loaded.
+fn slice_drawn(n: usize, px: u32, setup: impl FnOnce(Image) -> Image) -> (image::RgbaImage, usize) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let fine = Arc::new(AtomicUsize::new(0));
+    let counted = fine.clone();
+    let loader = ProceduralLoader::new(pyramid(n, 3), move |key, region, dst| {
+        if key.level == 0 {
+            counted.fetch_add(1, Ordering::Relaxed);
+        }
+        fill(key, region, dst);
+        Ok(ChunkFill::Filled)
+    });
+    let source: SharedSource = Arc::new(LazySource::with_options(loader, options()).unwrap());
+    let mut r = paged_renderer(None);
+    let mut scene = Scene::new();
+    scene.add(setup(
+        Image::new(source)
+            .with_interpolation(Interpolation::Nearest)
+            .with_clim(0.0, 255.0)
+            .unwrap(),
+    ));
+    let target = r.create_target(px, px).unwrap();
+    let done = r
+        .render_until_complete(
+            &scene,
+            &Front { n: n as f32 },
+            &target,
+            Duration::from_secs(30),
+        )
+        .unwrap();
+    assert!(done.complete, "{done:?}");
+    (r.read_image(&target).unwrap(), fine.load(Ordering::Relaxed))
+}
+
+/// Checks every pixel of `img` against the gray entry of `value_at(x, y)`.
+fn assert_pixels(img: &image::RgbaImage, what: &str, value_at: impl Fn(usize, usize) -> f32) {
+    for (x, y, p) in img.enumerate_pixels() {
+        let v = value_at(x as usize, y as usize);
+        let (want, near) = expected_entry(&Colormap::Gray, v, [0.0, 255.0], 1.0);
+        assert!(
+            p.0 == want || Some(p.0) == near,
+            "{what}: pixel ({x}, {y}) is {:?}, expected {want:?} (value {v})",
+            p.0
+        );
+    }
+}
+
+#[test]
+fn slices_of_a_lazy_volume_show_its_planes_at_the_level_the_view_needs() {
+    let n = 128;
+    // One sample per pixel: level 0, exactly the data; only the pages the plane crosses load
+    // (one layer of 64^3 pages and their borders: 3 of the 4 layers of 32^3 chunks).
+    let (img, loads) = slice_drawn(n, 128, |i| i.with_slice(Slice::Z(37)));
+    assert_pixels(&img, "Z(37)", |x, y| value(37, y, x));
+    assert!(loads <= 48, "{loads} level-0 chunks loaded for one plane");
+    let (img, _) = slice_drawn(n, 128, |i| i.with_slice(Slice::Y(50)));
+    assert_pixels(&img, "Y(50)", |x, z| value(z, 50, x));
+    let (img, _) = slice_drawn(n, 128, |i| i.with_slice(Slice::X(101)));
+    assert_pixels(&img, "X(101)", |y, z| value(z, y, 101));
+    // Two samples per pixel: level 1, and no level-0 chunk. Pixel (x, y) covers level-1
+    // sample (x, y) of plane floor(37.5 / 2) = 18, which is level-0 sample (2x, 2y, 36).
+    let (img, loads) = slice_drawn(n, 64, |i| i.with_slice(Slice::Z(37)));
+    assert_pixels(&img, "Z(37) at level 1", |x, y| value(36, 2 * y, 2 * x));
+    assert_eq!(loads, 0);
+    // A lock draws level 2 whatever the zoom: pixel (x, y) shows level-2 sample
+    // (x / 4, y / 4) of plane floor(37.5 / 4) = 9.
+    let (img, loads) = slice_drawn(n, 128, |i| {
+        i.with_slice(Slice::Z(37)).with_level_lock(2).unwrap()
+    });
+    assert_pixels(&img, "Z(37) locked to level 2", |x, y| {
+        value(36, y / 4 * 4, x / 4 * 4)
+    });
+    assert_eq!(loads, 0);
+    // A slice outside the volume names the numbers.
+    let source: SharedSource = Arc::new(
+        LazySource::with_options(
+            ProceduralLoader::new(pyramid(64, 2), |k, r, d| {
+                fill(k, r, d);
+                Ok(ChunkFill::Filled)
+            }),
+            options(),
+        )
+        .unwrap(),
+    );
+    let mut r = paged_renderer(None);
+    let mut scene = Scene::new();
+    scene.add(Image::new(source).with_slice(Slice::Z(64)));
+    let target = r.create_target(8, 8).unwrap();
+    let e = r
+        .render(&scene, &Front { n: 64.0 }, &target)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("Z(64)") && e.contains("63"), "{e}");
+}
+
+#[test]
+fn slices_through_pages_match_the_dense_path_axis_aligned_and_oblique() {
+    // The dense test volume, drawn as slices by a paged renderer (always_page_3d) and by a
+    // dense one: linear interpolation across page borders, oblique planes clipped to the data.
+    let n = 100usize;
+    let data = Array3::from_shape_fn((n, n, n), |(z, y, x)| {
+        ((x * 5 + y * 3 + z * 7) % 250) as f32 + 0.25 * ((x * y + z) % 4) as f32
+    });
+    let source: SharedSource = Arc::new(ArraySource::new(data).unwrap());
+    let mut paged = paged_renderer(None);
+    let mut dense = renderer();
+    let slices = [
+        Slice::Z(63),
+        Slice::Y(64),
+        Slice::X(10),
+        Slice::Oblique {
+            origin: [0.0, 0.0, 20.0],
+            u: [1.0, 0.0, 0.0],
+            v: [0.0, 0.8, 0.6],
+            extent: [100.0, 100.0],
+        },
+    ];
+    for slice in slices {
+        let mut scene = Scene::new();
+        scene.add(
+            Image::new(source.clone())
+                .with_slice(slice)
+                .with_interpolation(Interpolation::Linear)
+                .with_clim(0.0, 255.0)
+                .unwrap(),
+        );
+        let camera = Front { n: n as f32 };
+        let target = paged.create_target(n as u32, n as u32).unwrap();
+        let done = paged
+            .render_until_complete(&scene, &camera, &target, Duration::from_secs(30))
+            .unwrap();
+        assert!(done.complete, "{slice:?}: {done:?}");
+        let a = paged.read_image(&target).unwrap();
+        let b = render(&mut dense, &scene, &camera, n as u32, n as u32);
+        assert!(
+            paged.counters().pages_resident > 0,
+            "{slice:?} was not paged"
+        );
+        // Tolerance: 1 per channel (the same interpolation in another texture).
+        let differing: Vec<_> = a
+            .enumerate_pixels()
+            .zip(b.pixels())
+            .filter(|((_, _, p), q)| p.0.iter().zip(q.0).any(|(u, v)| u.abs_diff(v) > 1))
+            .map(|((x, y, p), q)| (x, y, p.0, q.0))
+            .take(5)
+            .collect();
+        assert!(
+            differing.is_empty(),
+            "{slice:?}: paged vs dense differ at {differing:?}"
+        );
+        let lit = a
+            .pixels()
+            .filter(|p| p.0 != [0, 0, 0, 0] && p.0 != BG)
+            .count();
+        assert!(lit > 5000, "{slice:?}: only {lit} pixels drawn");
+    }
+}

@@ -351,6 +351,9 @@ pub struct View3d {
     /// Level-0 samples one pixel spans per level-0 sample of distance (perspective cameras:
     /// `2 tan(fovy / 2) / viewport_height`; 0 for orthographic).
     pub pixel_spread: f64,
+    /// Level-0 samples one ray step spans at least, at any distance (0: no floor); set by
+    /// [`View3d::with_depth_samples`].
+    pub min_step: f64,
 }
 
 impl View3d {
@@ -367,12 +370,41 @@ impl View3d {
             eye,
             pixel_size: 0.0,
             pixel_spread: 2.0 * (fovy * 0.5).tan() / viewport_height,
+            min_step: 0.0,
         }
     }
 
-    /// Level-0 samples one pixel (one ray step) spans at `distance` from the eye.
+    /// Level-0 samples one ray step spans at `distance` from the eye: a pixel's footprint
+    /// there, or [`View3d::min_step`] where that is longer.
     pub fn footprint(&self, distance: f64) -> f64 {
-        self.pixel_size + self.pixel_spread * distance
+        (self.pixel_size + self.pixel_spread * distance).max(self.min_step)
+    }
+
+    /// This view with rays of about `samples` steps at most through `layout`'s volume (a
+    /// depth-sample target, as neuroglancer's volume rendering has): every ray step spans at
+    /// least the volume's depth as seen from the eye (the distance of its farthest corner
+    /// less that of its nearest point) over `samples`, so a volume far finer than the screen
+    /// is drawn from the level whose samples along a ray number about `samples`, whatever its
+    /// size, and the cost of a view follows the view. `samples` of 0 counts as 1.
+    #[must_use]
+    pub fn with_depth_samples(mut self, layout: &Layout, samples: u32) -> Self {
+        let [d, h, w] = layout.shape().padded().map(|v| v as f64);
+        let (lo, hi) = ([0.0; 3], [d, h, w]);
+        let near = box_distance(self.eye, lo, hi);
+        let e = [self.eye[2], self.eye[1], self.eye[0]];
+        let far = (0..8)
+            .map(|i: usize| {
+                (0..3)
+                    .map(|a| {
+                        let c = if i & (1 << a) == 0 { lo[a] } else { hi[a] };
+                        (c - e[a]) * (c - e[a])
+                    })
+                    .sum::<f64>()
+                    .sqrt()
+            })
+            .fold(0.0, f64::max);
+        self.min_step = (far - near).max(0.0) / f64::from(samples.max(1));
+        self
     }
 }
 
@@ -398,8 +430,9 @@ fn box_visible(m: &ClipMatrix, lo: [f64; 3], hi: [f64; 3]) -> bool {
 }
 
 /// The pages of a volume that a camera needs within `budget` bytes: every page is drawn at the
-/// coarsest level whose samples are no larger than a pixel at the page's distance from the
-/// eye (one sample per ray step), frustum-culled against the pages' boxes; the coarsest level's
+/// coarsest level whose samples are no larger than the camera's footprint at the page's
+/// distance from the eye (one sample per ray step: a pixel there, or the minimum step of a
+/// depth-sample target, [`View3d::with_depth_samples`]), frustum-culled against the pages' boxes; the coarsest level's
 /// visible pages are always in. If the set would need more than `budget` bytes, the footprint
 /// is doubled (coarser levels everywhere) until it fits, so the result never exceeds the
 /// budget.
@@ -423,14 +456,16 @@ pub fn visible_pages_3d(
     check_matrix(&camera.view_proj)?;
     if !(camera.pixel_size.is_finite()
         && camera.pixel_spread.is_finite()
+        && camera.min_step.is_finite()
         && camera.pixel_size >= 0.0
         && camera.pixel_spread >= 0.0
+        && camera.min_step >= 0.0
         && camera.eye.iter().all(|v| v.is_finite()))
     {
         return Err(PagingError::InvalidView {
             reason: format!(
-                "pixel size {} and spread {} must be finite and non-negative, eye {:?} finite",
-                camera.pixel_size, camera.pixel_spread, camera.eye
+                "pixel size {}, spread {} and minimum step {} must be finite and non-negative, eye {:?} finite",
+                camera.pixel_size, camera.pixel_spread, camera.min_step, camera.eye
             ),
         });
     }
@@ -518,6 +553,256 @@ pub fn visible_pages_3d(
             wants.sort_by(PageWant::load_order);
             return Ok(ViewPages {
                 level: finest,
+                footprint: scale,
+                wants,
+            });
+        }
+        scale *= 2.0;
+    }
+    let mut wants = base;
+    wants.sort_by(PageWant::load_order);
+    Ok(ViewPages {
+        level: coarsest,
+        footprint: f64::INFINITY,
+        wants,
+    })
+}
+
+/// A camera looking at a plane through a volume: an image showing a slice of a 3-D source.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PlaneView {
+    /// Plane coordinates `(u, v, 0, 1)` to clip space, column-major, depth 0..1.
+    pub view_proj: ClipMatrix,
+    /// The viewport, in pixels.
+    pub viewport: [f64; 2],
+    /// Plane coordinates `(u, v, 0, 1)` to level-0 `(x, y, z, 1)`, column-major: the first
+    /// two columns are the plane's axes in level-0 samples, the fourth its origin.
+    pub plane: ClipMatrix,
+    /// The plane's extent: `u` in `0..size[0]`, `v` in `0..size[1]`.
+    pub size: [f64; 2],
+}
+
+/// The part of the plane's rectangle `0..size` that the view sees: the rectangle clipped
+/// against the six clip planes (each a half-plane in plane coordinates), as a convex polygon
+/// of plane coordinates (empty if nothing is seen).
+fn visible_polygon(view: &PlaneView) -> Vec<[f64; 2]> {
+    let m = &view.view_proj;
+    let clip = |q: [f64; 2]| transform(m, [q[0], q[1], 0.0]);
+    let sides: [fn(&[f64; 4]) -> f64; 6] = [
+        |c| c[3] + c[0],
+        |c| c[3] - c[0],
+        |c| c[3] + c[1],
+        |c| c[3] - c[1],
+        |c| c[2],
+        |c| c[3] - c[2],
+    ];
+    let [w, h] = view.size;
+    let mut poly = vec![[0.0, 0.0], [w, 0.0], [w, h], [0.0, h]];
+    for side in sides {
+        let mut out = Vec::with_capacity(poly.len() + 1);
+        for (i, &a) in poly.iter().enumerate() {
+            let b = poly[(i + 1) % poly.len()];
+            let (fa, fb) = (side(&clip(a)), side(&clip(b)));
+            if fa >= 0.0 {
+                out.push(a);
+            }
+            if (fa >= 0.0) != (fb >= 0.0) {
+                let t = fa / (fa - fb);
+                out.push([a[0] + (b[0] - a[0]) * t, a[1] + (b[1] - a[1]) * t]);
+            }
+        }
+        poly = out;
+        if poly.is_empty() {
+            break;
+        }
+    }
+    poly
+}
+
+/// Level-0 samples per pixel at plane point `q`, along the plane axis that the view magnifies
+/// most (so that both axes get at least one sample per pixel).
+fn plane_footprint(view: &PlaneView, q: [f64; 2]) -> f64 {
+    let m = &view.view_proj;
+    let c = transform(m, [q[0], q[1], 0.0]);
+    let w = c[3].max(1e-12);
+    let axis = |col: usize| {
+        // Pixels per plane unit along this axis: the derivative of the pixel position.
+        let dx = (m[col][0] * w - c[0] * m[col][3]) / (w * w) * 0.5 * view.viewport[0];
+        let dy = (m[col][1] * w - c[1] * m[col][3]) / (w * w) * 0.5 * view.viewport[1];
+        let pixels = dx.hypot(dy);
+        let samples = (0..3)
+            .map(|r| view.plane[col][r].powi(2))
+            .sum::<f64>()
+            .sqrt();
+        if pixels > 0.0 {
+            samples / pixels
+        } else {
+            f64::INFINITY
+        }
+    };
+    axis(0).min(axis(1))
+}
+
+/// The pages of `level` that the plane's visible polygon crosses: those whose boxes the plane
+/// cuts and whose projections onto the plane overlap the polygon's bounds (a conservative
+/// test), each with its distance from the polygon's centre.
+fn plane_pages(
+    layout: &Layout,
+    grid: &PageGrid,
+    view: &PlaneView,
+    poly: &[[f64; 2]],
+    level: usize,
+) -> Result<Vec<PageWant>, PagingError> {
+    let p = &view.plane;
+    let at = |q: [f64; 2]| {
+        // Level-0 (x, y, z) of plane point q.
+        [0, 1, 2].map(|r| p[0][r] * q[0] + p[1][r] * q[1] + p[3][r])
+    };
+    let (u, v) = ([p[0][0], p[0][1], p[0][2]], [p[1][0], p[1][1], p[1][2]]);
+    let n = [
+        u[1] * v[2] - u[2] * v[1],
+        u[2] * v[0] - u[0] * v[2],
+        u[0] * v[1] - u[1] * v[0],
+    ];
+    let dot = |a: [f64; 3], b: [f64; 3]| a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+    let origin = [p[3][0], p[3][1], p[3][2]];
+    // Plane coordinates of a level-0 point's projection: the dual basis of (u, v).
+    let (uu, uv, vv) = (dot(u, u), dot(u, v), dot(v, v));
+    let det = uu * vv - uv * uv;
+    let project = |x: [f64; 3]| {
+        let d = [x[0] - origin[0], x[1] - origin[1], x[2] - origin[2]];
+        let (a, b) = (dot(d, u), dot(d, v));
+        [(a * vv - b * uv) / det, (b * uu - a * uv) / det]
+    };
+    let (mut qlo, mut qhi) = ([f64::INFINITY; 2], [f64::NEG_INFINITY; 2]);
+    let (mut lo, mut hi) = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
+    let mut centre = [0.0; 3];
+    for &q in poly {
+        for a in 0..2 {
+            qlo[a] = qlo[a].min(q[a]);
+            qhi[a] = qhi[a].max(q[a]);
+        }
+        let x = at(q);
+        for a in 0..3 {
+            // lo / hi in numpy order (z, y, x).
+            lo[2 - a] = lo[2 - a].min(x[a]);
+            hi[2 - a] = hi[2 - a].max(x[a]);
+            centre[2 - a] += x[a] / poly.len() as f64;
+        }
+    }
+    const EPS: f64 = 1e-6;
+    let (s, e) = grid.pages_in_box(layout, level, lo.map(|x| x - EPS), hi.map(|x| x + EPS))?;
+    let mut out = Vec::new();
+    let scale = n.iter().map(|c| c.abs()).fold(0.0, f64::max).max(1e-300);
+    for pz in s[0]..e[0] {
+        for py in s[1]..e[1] {
+            for px in s[2]..e[2] {
+                let key = PageKey::new(level, [pz, py, px]);
+                let (blo, bhi) = grid.level0_box(layout, key)?;
+                let (mut below, mut above) = (false, false);
+                let (mut plo, mut phi) = ([f64::INFINITY; 2], [f64::NEG_INFINITY; 2]);
+                for i in 0..8usize {
+                    let pick = |a: usize, bit: usize| if i & bit == 0 { blo[a] } else { bhi[a] };
+                    let x = [pick(2, 1), pick(1, 2), pick(0, 4)];
+                    let d = dot([x[0] - origin[0], x[1] - origin[1], x[2] - origin[2]], n);
+                    below |= d <= EPS * scale;
+                    above |= d >= -EPS * scale;
+                    let q = project(x);
+                    for a in 0..2 {
+                        plo[a] = plo[a].min(q[a]);
+                        phi[a] = phi[a].max(q[a]);
+                    }
+                }
+                let overlaps = (0..2).all(|a| plo[a] < qhi[a] && phi[a] > qlo[a]);
+                if below && above && overlaps {
+                    out.push(PageWant {
+                        key,
+                        tier: Tier::Visible,
+                        distance: box_distance([centre[2], centre[1], centre[0]], blo, bhi),
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The pages of a volume that a view of a plane through it needs within `budget` bytes: the
+/// pages the plane's visible part crosses at the coarsest level with at least one sample per
+/// pixel where the view magnifies the plane most (then the policy's bias or lock), and the
+/// coarsest level's (what the shader falls back to, so there are no holes). Over the budget
+/// the footprint doubles (coarser levels) until the set fits.
+///
+/// Fails with [`PagingError::OverBudget`] if even the coarsest level's pages exceed the
+/// budget, [`PagingError::InvalidView`] for non-finite matrices, a plane whose axes are
+/// parallel or zero, or a non-positive extent or viewport, and
+/// [`PagingError::InvalidPageSize`] unless the data and the grid are 3-D.
+pub fn visible_pages_plane(
+    layout: &Layout,
+    grid: &PageGrid,
+    view: &PlaneView,
+    policy: LevelPolicy,
+    budget: usize,
+) -> Result<ViewPages, PagingError> {
+    grid.check_ndim(layout, Some(3))?;
+    check_matrix(&view.view_proj)?;
+    check_matrix(&view.plane)?;
+    let p = &view.plane;
+    let cross = [
+        p[0][1] * p[1][2] - p[0][2] * p[1][1],
+        p[0][2] * p[1][0] - p[0][0] * p[1][2],
+        p[0][0] * p[1][1] - p[0][1] * p[1][0],
+    ];
+    let positive = |v: &[f64; 2]| v.iter().all(|x| x.is_finite() && *x > 0.0);
+    if !positive(&view.size) || !positive(&view.viewport) || cross.iter().all(|c| *c == 0.0) {
+        return Err(PagingError::InvalidView {
+            reason: format!(
+                "a plane of extent {:?} with axes {:?} and {:?} seen in a viewport of {:?}: extents and viewport must be positive and the axes not parallel",
+                view.size,
+                &p[0][..3],
+                &p[1][..3],
+                view.viewport
+            ),
+        });
+    }
+    let levels = layout.levels();
+    let coarsest = levels.len() - 1;
+    let poly = visible_polygon(view);
+    if poly.is_empty() {
+        return Ok(ViewPages {
+            level: coarsest,
+            footprint: 1.0,
+            wants: Vec::new(),
+        });
+    }
+    let slot = grid.slot_bytes(layout)?;
+    let max_pages = budget / slot.max(1);
+    let base = plane_pages(layout, grid, view, &poly, coarsest)?;
+    if base.len() > max_pages {
+        return Err(PagingError::OverBudget {
+            pages: base.len(),
+            bytes: base.len().saturating_mul(slot),
+            budget,
+        });
+    }
+    let footprint = poly
+        .iter()
+        .map(|&q| plane_footprint(view, q))
+        .fold(f64::INFINITY, f64::min);
+    // A lock may keep the level fine whatever the footprint: after this many doublings the
+    // budget wins and only the coarsest level is drawn.
+    const MAX_DOUBLINGS: u32 = 64;
+    let mut scale = 1.0_f64;
+    for _ in 0..=MAX_DOUBLINGS {
+        let level = choose_level(levels, footprint * scale, 3, policy);
+        let mut wants = base.clone();
+        if level < coarsest {
+            wants.extend(plane_pages(layout, grid, view, &poly, level)?);
+        }
+        if wants.len() <= max_pages {
+            wants.sort_by(PageWant::load_order);
+            return Ok(ViewPages {
+                level,
                 footprint: scale,
                 wants,
             });
@@ -912,5 +1197,188 @@ mod tests {
         let v =
             visible_pages_3d(&layout, &grid, &away, LevelPolicy::default(), usize::MAX).unwrap();
         assert!(v.wants.is_empty());
+    }
+    #[test]
+    fn a_depth_sample_target_makes_the_cost_follow_the_view_not_the_volume() {
+        let grid = PageGrid::new(3, &[64, 64, 64], 1).unwrap();
+        // The same framing of a 1024^3 and a 4096^3 volume (eye above the top face's centre
+        // at a fifth of the side), each halving down to 64^3.
+        let view = |n: f64, layout: &Layout, samples: Option<u32>| {
+            let eye = [n / 2.0, n / 2.0, n * 1.2];
+            let cam = View3d::perspective(look_down_z(n, eye[2], 1.2, 1.0), eye, 1.2, 768.0);
+            let cam = match samples {
+                Some(s) => cam.with_depth_samples(layout, s),
+                None => cam,
+            };
+            (
+                cam,
+                visible_pages_3d(layout, &grid, &cam, LevelPolicy::default(), usize::MAX).unwrap(),
+            )
+        };
+        let (small, huge) = (volume(1024, 5), volume(4096, 7));
+        // The depth seen from the eye: the nearest point of the box is 0.2 n away, its
+        // farthest corner sqrt(2 (n/2)^2 + (1.2 n)^2).
+        let (cam, _) = view(1024.0, &small, Some(256));
+        let depth = (2.0 * 512.0_f64.powi(2) + (1.2 * 1024.0_f64).powi(2)).sqrt() - 0.2 * 1024.0;
+        assert!(
+            (cam.min_step - depth / 256.0).abs() < 1e-9,
+            "{}",
+            cam.min_step
+        );
+        assert_eq!(cam.footprint(0.0), cam.min_step);
+        let (_, s) = view(1024.0, &small, Some(256));
+        let (_, h) = view(4096.0, &huge, Some(256));
+        // No page finer than about 256 samples along the depth: 1222 / 256 = 4.8 samples of
+        // level 0, so level 2 (4) for 1024^3 and level 4 (16) for 4096^3.
+        assert_eq!(s.level, 2);
+        assert_eq!(h.level, 4);
+        assert!(s.wants.iter().all(|w| w.key.level >= 2));
+        // The same pages, level for level two apart: the cost follows the view.
+        let shape = |v: &ViewPages, shift: usize| {
+            let mut k: Vec<PageKey> = v
+                .wants
+                .iter()
+                .map(|w| PageKey::new(w.key.level - shift, w.key.index))
+                .collect();
+            k.sort_by_key(|k| (k.level, k.index));
+            k
+        };
+        let (small_pages, huge_pages) = (shape(&s, 0), shape(&h, 2));
+        assert_eq!(small_pages, huge_pages);
+        // Without the target the huge volume's near pages go finer (one sample per pixel).
+        let (_, free) = view(4096.0, &huge, None);
+        assert!(free.level < 4, "{}", free.level);
+        assert!(free.wants.len() > h.wants.len());
+        // A bad floor is an invalid view naming it.
+        let mut bad = cam;
+        bad.min_step = f64::NAN;
+        let e =
+            visible_pages_3d(&small, &grid, &bad, LevelPolicy::default(), usize::MAX).unwrap_err();
+        assert!(e.to_string().contains("minimum step NaN"), "{e}");
+    }
+    /// Plane coordinates `[x0, x1] x [y0, y1]` shown on a `vw` x `vh` viewport, orthographic
+    /// (rows down the screen).
+    fn plane_ortho(x0: f64, x1: f64, y0: f64, y1: f64) -> ClipMatrix {
+        let (sx, sy) = (2.0 / (x1 - x0), 2.0 / (y1 - y0));
+        [
+            [sx, 0.0, 0.0, 0.0],
+            [0.0, -sy, 0.0, 0.0],
+            [0.0, 0.0, 0.0, 0.0],
+            [-sx * x0 - 1.0, sy * y0 + 1.0, 0.5, 1.0],
+        ]
+    }
+
+    #[test]
+    fn a_plane_view_wants_the_pages_its_visible_part_crosses_at_its_level() {
+        let layout = volume(1024, 5);
+        let grid = PageGrid::new(3, &[64, 64, 64], 1).unwrap();
+        let z_plane = |k: f64| {
+            [
+                [1.0, 0.0, 0.0, 0.0],
+                [0.0, 1.0, 0.0, 0.0],
+                [0.0, 0.0, 0.0, 0.0],
+                [0.0, 0.0, k + 0.5, 1.0],
+            ]
+        };
+        let keys = |v: &ViewPages| -> HashSet<PageKey> { v.wants.iter().map(|w| w.key).collect() };
+        // The whole 1024^2 plane z = 500.5 on 512 x 512 pixels: 2 samples per pixel, level 1
+        // (z 250.25: page 3 of 64) with all its 8 x 8 pages, and the coarsest level's page.
+        let whole = PlaneView {
+            view_proj: plane_ortho(0.0, 1024.0, 0.0, 1024.0),
+            viewport: [512.0, 512.0],
+            plane: z_plane(500.0),
+            size: [1024.0, 1024.0],
+        };
+        let v = visible_pages_plane(&layout, &grid, &whole, LevelPolicy::default(), usize::MAX)
+            .unwrap();
+        let mut want: HashSet<PageKey> = (0..8)
+            .flat_map(|r| (0..8).map(move |c| PageKey::new(1, [3, r, c])))
+            .collect();
+        want.insert(PageKey::new(4, [0, 0, 0]));
+        assert_eq!(v.level, 1);
+        assert_eq!(keys(&v), want);
+        assert_eq!(v.wants[0].key.level, 4, "coarsest first");
+        // Zoomed into [260, 516]^2: 0.5 samples per pixel, level 0, plane page 7, pages 4..=8
+        // across and down.
+        let zoomed = PlaneView {
+            view_proj: plane_ortho(260.0, 516.0, 260.0, 516.0),
+            ..whole
+        };
+        let v = visible_pages_plane(&layout, &grid, &zoomed, LevelPolicy::default(), usize::MAX)
+            .unwrap();
+        let mut want: HashSet<PageKey> = (4..=8)
+            .flat_map(|r| (4..=8).map(move |c| PageKey::new(0, [7, r, c])))
+            .collect();
+        want.insert(PageKey::new(4, [0, 0, 0]));
+        assert_eq!((v.level, keys(&v)), (0, want));
+        // A lock draws its level; a budget of the coarsest page and 30 more coarsens the
+        // whole view (64 + 1 pages at level 1) to level 2 (16 + 1).
+        let locked = LevelPolicy {
+            bias: 0,
+            lock: Some(3),
+        };
+        let v = visible_pages_plane(&layout, &grid, &whole, locked, usize::MAX).unwrap();
+        assert_eq!(v.level, 3);
+        assert_eq!(v.wants.len(), 2 * 2 + 1);
+        let slot = grid.slot_bytes(&layout).unwrap();
+        let v =
+            visible_pages_plane(&layout, &grid, &whole, LevelPolicy::default(), 31 * slot).unwrap();
+        assert_eq!((v.level, v.wants.len()), (2, 17));
+        // An oblique plane at 45 degrees about x through the volume: every point of it in
+        // view lies in a wanted page of the chosen level, and every wanted page of that
+        // level meets the plane.
+        let r = std::f64::consts::FRAC_1_SQRT_2;
+        let oblique = PlaneView {
+            view_proj: plane_ortho(0.0, 1024.0, 0.0, 1400.0),
+            viewport: [256.0, 350.0],
+            plane: [
+                [1.0, 0.0, 0.0, 0.0],
+                [0.0, r, r, 0.0],
+                [0.0, 0.0, 0.0, 0.0],
+                [0.0, 0.0, 0.0, 1.0],
+            ],
+            size: [1024.0, 1400.0],
+        };
+        let v = visible_pages_plane(&layout, &grid, &oblique, LevelPolicy::default(), usize::MAX)
+            .unwrap();
+        assert_eq!(v.level, 2, "4 samples per pixel");
+        let set = keys(&v);
+        let mut rng = 99_u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for _ in 0..4000 {
+            let (a, b) = (next() * 1024.0, next() * 1400.0);
+            let x = [a, b * r, b * r];
+            if let Some(k) = grid.page_at(&layout, 2, [x[2], x[1], x[0]]) {
+                assert!(set.contains(&k), "plane point {x:?} in {k:?}, not wanted");
+            }
+        }
+        for w in v.wants.iter().filter(|w| w.key.level == 2) {
+            let (lo, hi) = grid.level0_box(&layout, w.key).unwrap();
+            // The plane y = z (level-0 x, y, z) meets the box [lo, hi) iff the y and z
+            // ranges (numpy axes 1 and 0) overlap.
+            assert!(
+                lo[1] <= hi[0] && lo[0] <= hi[1],
+                "{:?} misses the plane",
+                w.key
+            );
+        }
+        // Looking away (the plane outside the view) wants nothing; parallel axes are refused.
+        let away = PlaneView {
+            view_proj: plane_ortho(2000.0, 3000.0, 0.0, 1000.0),
+            ..whole
+        };
+        let v =
+            visible_pages_plane(&layout, &grid, &away, LevelPolicy::default(), usize::MAX).unwrap();
+        assert!(v.wants.is_empty());
+        let mut flat = whole;
+        flat.plane[1] = [2.0, 0.0, 0.0, 0.0];
+        let e = visible_pages_plane(&layout, &grid, &flat, LevelPolicy::default(), usize::MAX)
+            .unwrap_err();
+        assert!(e.to_string().contains("not parallel"), "{e}");
     }
 }

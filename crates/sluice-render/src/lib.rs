@@ -77,7 +77,7 @@ pub use target::RenderTarget;
 pub use target_format::TARGET_FORMAT;
 pub use visual::{
     DisplaySettings, Image, Interpolation, IntoSource, Mesh, Shading, Slice, Visual, Volume,
-    VolumeMode,
+    VolumeMode, DEFAULT_DEPTH_SAMPLES,
 };
 
 /// Re-exported so users name the same glam and wgpu versions sluice uses.

@@ -17,7 +17,7 @@ impl DrawVisual for Image {
     }
 
     fn prepare(&self, res: &mut Resources) -> Result<(), RenderError> {
-        if super::paged_image::prepare(self, res)? {
+        if super::paged_slice::prepare(self, res)? || super::paged_image::prepare(self, res)? {
             return Ok(());
         }
         let image = self;
@@ -34,6 +34,10 @@ impl DrawVisual for Image {
     }
 
     fn update(&self, res: &mut Resources, draw: &Draw<'_>) -> Result<(), RenderError> {
+        if super::paged_slice::is_paged(self, res) {
+            super::paged_slice::update(self, res, draw);
+            return Ok(());
+        }
         if super::paged_image::is_paged(self, res) {
             super::paged_image::update(self, res, draw);
             return Ok(());
@@ -44,6 +48,9 @@ impl DrawVisual for Image {
     }
 
     fn pass_need(&self, res: &Resources) -> PassNeed {
+        if super::paged_slice::is_paged(self, res) {
+            return super::paged_slice::pass_need(self, res);
+        }
         if super::paged_image::is_paged(self, res) {
             return super::paged_image::pass_need(self, res);
         }
@@ -55,6 +62,9 @@ impl DrawVisual for Image {
     }
 
     fn ensure_pipelines(&self, res: &mut Resources, pass: PassKind) {
+        if super::paged_slice::is_paged(self, res) {
+            return super::paged_slice::ensure_pipelines(self, res, pass);
+        }
         if super::paged_image::is_paged(self, res) {
             return super::paged_image::ensure_pipelines(self, res, pass);
         }
@@ -68,6 +78,9 @@ impl DrawVisual for Image {
     }
 
     fn record_opaque(&self, res: &Resources, pass: &mut RenderPass<'_>, mode: PassKind) -> bool {
+        if super::paged_slice::is_paged(self, res) {
+            return super::paged_slice::record_opaque(self, res, pass, mode);
+        }
         if super::paged_image::is_paged(self, res) {
             return super::paged_image::record_opaque(self, res, pass, mode);
         }

@@ -11,10 +11,12 @@
 mod image;
 mod mesh;
 mod paged_image;
+mod paged_slice;
 mod paged_volume;
 mod volume;
 
-pub(crate) use paged_volume::{PagedVolumeParams, PagedVolumePipelines};
+pub(crate) use paged_slice::PagedSlicePipelines;
+pub(crate) use paged_volume::PagedVolumePipelines;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};

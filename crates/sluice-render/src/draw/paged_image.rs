@@ -17,7 +17,11 @@ pub(super) fn prepare(image: &Image, res: &mut Resources) -> Result<bool, Render
     let id = image.token.id;
     let source = image.source();
     // A lock set before the source was replaced by one with fewer levels fails here.
-    crate::visual::check_level_policy(image.level_policy(), source.layout().levels().len())?;
+    crate::visual::check_level_policy(
+        "Image",
+        image.level_policy(),
+        source.layout().levels().len(),
+    )?;
     if !wants_paging(source, res.texture_limits, res.paged.always) {
         res.paged.remove_visual(id);
         return Ok(false);

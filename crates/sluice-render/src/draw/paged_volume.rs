@@ -16,6 +16,7 @@ use wgpu::CommandEncoder;
 
 use super::{Draw, Resources};
 
+const PAGED3D: &str = include_str!("../shaders/paged3d.wgsl");
 const SHADER: &str = include_str!("../shaders/paged_volume.wgsl");
 const COMMON: &str = include_str!("../shaders/common.wgsl");
 
@@ -25,7 +26,7 @@ const MAX_STEPS: u32 = 16384;
 /// One level of `PagedVolumeParams` (`Level` in the shader).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
-struct LevelParams3d {
+pub(super) struct LevelParams3d {
     inv_ds: [f32; 3],
     ds: f32,
     offset: [f32; 3],
@@ -63,6 +64,11 @@ pub(crate) struct PagedVolumeParams {
     value_scale: f32,
     mode: u32,
     attenuation: f32,
+    min_step: f32,
+    level_bias: i32,
+    /// The locked level, or `u32::MAX` for none.
+    level_lock: u32,
+    pad: u32,
     lv: [LevelParams3d; MAX_LEVELS_3D],
 }
 
@@ -85,7 +91,20 @@ pub(super) fn prepare(volume: &Volume, res: &mut Resources) -> Result<bool, Rend
     if let Some(v) = res.visuals.remove(&id) {
         res.release_users(v.texture, &v.buffers);
     }
-    res.paged.bind_volume(&res.device, &volume.token, source)?;
+    crate::visual::check_level_policy(
+        "Volume",
+        volume.level_policy(),
+        source.layout().levels().len(),
+    )?;
+    res.paged.bind_volume(
+        &res.device,
+        &volume.token,
+        source,
+        None,
+        size_of::<PagedVolumeParams>() as u64,
+    )?;
+    res.paged
+        .set_volume_policy(id, volume.level_policy(), volume.depth_samples());
     res.colormap_gpu(volume.colormap());
     Ok(true)
 }
@@ -101,32 +120,15 @@ fn params(volume: &Volume, s: &VolumeSource, draw: &Draw<'_>, lut_size: u32) -> 
     let clim = volume.effective_clim();
     let page = s.grid.page_size()[0];
     let window = s.window;
-    let mut lv = [LevelParams3d::default(); MAX_LEVELS_3D];
-    for (l, level) in v_layout.levels().iter().enumerate().take(MAX_LEVELS_3D) {
-        let [ld, lh, lw] = level.shape.padded();
-        let ds = level.downsample;
-        let g = s.grid.grid_size(&level.shape);
-        lv[l] = LevelParams3d {
-            inv_ds: [
-                (1.0 / ds[2]) as f32,
-                (1.0 / ds[1]) as f32,
-                (1.0 / ds[0]) as f32,
-            ],
-            ds: ds[0].max(ds[1]).max(ds[2]) as f32,
-            offset: [
-                level.offset[2] as f32,
-                level.offset[1] as f32,
-                level.offset[0] as f32,
-            ],
-            table_base: (l as u32) * window * window * window,
-            size: [lw as f32, lh as f32, ld as f32],
-            pad0: 0,
-            grid: [g[2] as u32, g[1] as u32, g[0] as u32],
-            pad1: 0,
-        };
-    }
+    let lv = level_params(s);
     let [ax, ay, az] = s.atlas.size();
-    let camera = s_camera(draw);
+    // The camera the volume pass chose the pages with (`PagedTextures::volume_pass`).
+    let camera = s_camera(draw).map(|c| match volume.depth_samples() {
+        Some(n) => c.with_depth_samples(v_layout, n),
+        None => c,
+    });
+    let levels = v_layout.levels().len().min(MAX_LEVELS_3D);
+    let policy = volume.level_policy();
     PagedVolumeParams {
         mvp: draw.mvp.to_cols_array_2d(),
         inv_mvp: draw.mvp.inverse().to_cols_array_2d(),
@@ -138,7 +140,7 @@ fn params(volume: &Volume, s: &VolumeSource, draw: &Draw<'_>, lut_size: u32) -> 
         data_size: [w as f32, h as f32, d as f32],
         step: volume.shader_step(),
         viewport: [draw.viewport[0] as f32, draw.viewport[1] as f32],
-        levels: v_layout.levels().len().min(MAX_LEVELS_3D) as u32,
+        levels: levels as u32,
         linear: u32::from(volume.interpolation() == Interpolation::Linear),
         atlas_size: [ax as f32, ay as f32, az as f32],
         hw: u32::from(s.atlas.format.filterable),
@@ -164,8 +166,45 @@ fn params(volume: &Volume, s: &VolumeSource, draw: &Draw<'_>, lut_size: u32) -> 
             VolumeMode::Iso { threshold } => threshold as f32,
             VolumeMode::Mip => 0.0,
         },
+        min_step: camera.map_or(0.0, |c| c.min_step as f32),
+        level_bias: policy.bias,
+        level_lock: policy
+            .lock
+            .map_or(u32::MAX, |l| l.min(levels.saturating_sub(1)) as u32),
+        pad: 0,
         lv,
     }
+}
+
+/// The page table and level geometry of `s`'s levels (`Level` in `shaders/paged3d.wgsl`).
+pub(super) fn level_params(s: &VolumeSource) -> [LevelParams3d; MAX_LEVELS_3D] {
+    let v_layout = &s.layout;
+    let window = s.window;
+    let mut lv = [LevelParams3d::default(); MAX_LEVELS_3D];
+    for (l, level) in v_layout.levels().iter().enumerate().take(MAX_LEVELS_3D) {
+        let [ld, lh, lw] = level.shape.padded();
+        let ds = level.downsample;
+        let g = s.grid.grid_size(&level.shape);
+        lv[l] = LevelParams3d {
+            inv_ds: [
+                (1.0 / ds[2]) as f32,
+                (1.0 / ds[1]) as f32,
+                (1.0 / ds[0]) as f32,
+            ],
+            ds: ds[0].max(ds[1]).max(ds[2]) as f32,
+            offset: [
+                level.offset[2] as f32,
+                level.offset[1] as f32,
+                level.offset[0] as f32,
+            ],
+            table_base: (l as u32) * window * window * window,
+            size: [lw as f32, lh as f32, ld as f32],
+            pad0: 0,
+            grid: [g[2] as u32, g[1] as u32, g[0] as u32],
+            pad1: 0,
+        };
+    }
+    lv
 }
 
 fn s_camera(draw: &Draw<'_>) -> Option<sluice_core::View3d> {
@@ -294,7 +333,7 @@ fn build(
     // common.wgsl's dense samplers name these; this shader never calls them.
     let stub = "const DATA_3D: bool = true;\nconst MAY_BE_NAN: bool = true;\nconst VALUE_SCALE: f32 = 1.0;\nconst FILTERED: bool = false;\nfn fetch(p: vec3<i32>) -> vec4<f32> { return textureLoad(atlas, p, 0); }\nfn sample_hw(p: vec3<f32>, size: vec3<i32>) -> Sample { return sample_taps(p, size); }\n";
     let body = SHADER.replace("MAX_LEVELS", &MAX_LEVELS_3D.to_string());
-    let source = format!("{COMMON}\n{body}\n{stub}");
+    let source = format!("{COMMON}\n{PAGED3D}\n{body}\n{stub}");
     let parts = ShaderParts::new(
         device,
         "sluice paged volume",

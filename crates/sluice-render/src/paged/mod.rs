@@ -47,7 +47,9 @@ use crate::visual::VisualToken;
 
 pub(crate) use pipeline::{LevelParams, PagedParams, PagedPipelines, ShaderKey, MAX_LEVELS};
 pub use progress::{Completion, Progress};
-pub(crate) use volume::{camera_of, wants_paging_3d, PagedVolumes, VolumeSource, MAX_LEVELS_3D};
+pub(crate) use volume::{
+    camera_of, wants_paging_3d, PagedVolumes, SlicePlane, VolumeSource, MAX_LEVELS_3D,
+};
 
 use atlas_texture::AtlasTexture;
 use borders::{chunks_for, upload_region, ViewRects};

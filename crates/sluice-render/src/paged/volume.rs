@@ -16,9 +16,9 @@ use std::time::Instant;
 
 use glam::{DVec3, DVec4, Mat4};
 use sluice_core::{
-    chunk_wants, visible_pages_3d, AtlasFrame, AtlasSourceId, ChunkStatus, ConsumerId, Layout,
-    LevelPolicy, PageGrid, PageKey, PageWant, PagingError, Residency, SharedSource, UploadFormat,
-    Version, View3d, ViewPages, DEFAULT_PAGE_3D,
+    chunk_wants, visible_pages_3d, visible_pages_plane, AtlasFrame, AtlasSourceId, ChunkStatus,
+    ConsumerId, Layout, LevelPolicy, PageGrid, PageKey, PageWant, PagingError, PlaneView,
+    Residency, SharedSource, UploadFormat, Version, View3d, ViewPages, DEFAULT_PAGE_3D,
 };
 
 use super::format::AtlasFormat;
@@ -213,8 +213,26 @@ pub(crate) struct VolumeVisual {
     pub source: SourceKey,
     pub uniform: wgpu::Buffer,
     pub bind: Option<(wgpu::BindGroup, u64, ColormapKey)>,
-    /// This frame's wanted pages and the camera they were chosen for.
-    pub frame: Option<(ViewPages, View3d)>,
+    /// This frame's wanted pages.
+    pub frame: Option<ViewPages>,
+    /// For an image showing a plane of the source (`draw/paged_slice.rs`): the plane, whose
+    /// pages are wanted instead of a ray marcher's.
+    pub slice: Option<SlicePlane>,
+    /// A slice image's depth where it lies flat on the screen (for partial redraws).
+    pub flat_depth: Option<f32>,
+    /// The volume's level bias or lock.
+    pub policy: LevelPolicy,
+    /// The volume's depth-sample target (`Volume::set_depth_samples`).
+    pub depth_samples: Option<u32>,
+}
+
+/// The plane an image of a paged volume source shows: plane coordinates `(u, v)` in
+/// `0..size` to level-0 voxel coordinates by `plane` (`image_pipeline::SliceGeometry`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct SlicePlane {
+    pub plane: Mat4,
+    pub size: [f32; 2],
+    pub clip: bool,
 }
 
 /// Every paged volume source and visual of one renderer (their pages live in the
@@ -227,6 +245,8 @@ pub(crate) struct PagedVolumes {
     pub always: bool,
     /// The paged marchers (`draw/paged_volume.rs`).
     pub pipelines: crate::draw::PagedVolumePipelines,
+    /// The paged slices' pipelines (`draw/paged_slice.rs`).
+    pub slice_pipelines: crate::draw::PagedSlicePipelines,
 }
 
 /// The camera of `mvp` (level-0 voxel coordinates to clip space) over `viewport`, as
@@ -254,6 +274,7 @@ pub(crate) fn camera_of(mvp: Mat4, viewport: [u32; 2]) -> Option<View3d> {
             eye: eye.to_array(),
             pixel_size: 0.0,
             pixel_spread: (b - a).length() / d,
+            min_step: 0.0,
         }
     } else {
         View3d {
@@ -261,42 +282,70 @@ pub(crate) fn camera_of(mvp: Mat4, viewport: [u32; 2]) -> Option<View3d> {
             eye: unproject(0.0, 0.0, 0.0).to_array(),
             pixel_size: (b - a).length(),
             pixel_spread: 0.0,
+            min_step: 0.0,
         }
     };
     Some(camera)
 }
 
 impl PagedTextures {
+    /// Sets paged volume `id`'s level bias or lock and depth-sample target (checked by the
+    /// caller against its source).
+    pub fn set_volume_policy(&mut self, id: u64, policy: LevelPolicy, depth_samples: Option<u32>) {
+        if let Some(v) = self.volumes.visuals.get_mut(&id) {
+            v.policy = policy;
+            v.depth_samples = depth_samples;
+        }
+    }
+
     /// Whether visual `id` is a paged volume.
     pub fn has_volume(&self, id: u64) -> bool {
         self.volumes.visuals.contains_key(&id)
     }
 
-    /// Makes sure `token`'s volume shows `source` through 3-D pages.
+    /// Makes sure `token`'s volume (or slice image, with `slice`) shows `source` through 3-D
+    /// pages, with a uniform block of `uniform_size` bytes.
     pub fn bind_volume(
         &mut self,
         device: &wgpu::Device,
         token: &Arc<VisualToken>,
         source: &SharedSource,
+        slice: Option<SlicePlane>,
+        uniform_size: u64,
     ) -> Result<(), RenderError> {
         let key = SourceKey::of(source);
         if !self.volumes.sources.contains_key(&key) {
             let s = self.create_volume_source(device, source)?;
             self.volumes.sources.insert(key, s);
         }
+        // A volume that became a slice image (or back) needs another uniform block.
+        if self
+            .volumes
+            .visuals
+            .get(&token.id)
+            .is_some_and(|v| v.slice.is_some() != slice.is_some())
+        {
+            self.remove_volume(token.id);
+        }
         match self.volumes.visuals.get_mut(&token.id) {
-            Some(v) if v.source == key => {}
+            Some(v) if v.source == key => {
+                if v.slice != slice {
+                    v.slice = slice;
+                    v.frame = None;
+                }
+            }
             Some(v) => {
                 let old = std::mem::replace(&mut v.source, key);
                 v.bind = None;
                 v.frame = None;
+                v.slice = slice;
                 self.volumes.sources.get_mut(&key).expect("created").users += 1;
                 self.release_volume_source(old);
             }
             None => {
                 let uniform = device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some("sluice paged volume params"),
-                    size: size_of::<crate::draw::PagedVolumeParams>() as u64,
+                    size: uniform_size,
                     usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
                     mapped_at_creation: false,
                 });
@@ -308,6 +357,10 @@ impl PagedTextures {
                         uniform,
                         bind: None,
                         frame: None,
+                        slice,
+                        flat_depth: None,
+                        policy: LevelPolicy::default(),
+                        depth_samples: None,
                     },
                 );
                 self.volumes.sources.get_mut(&key).expect("created").users += 1;
@@ -477,7 +530,7 @@ impl PagedTextures {
             source_label: s.source.label(),
             ..super::Progress::default()
         };
-        let Some((pages, _)) = &v.frame else {
+        let Some(pages) = &v.frame else {
             return Some(p);
         };
         p.level = pages.level;
@@ -550,26 +603,36 @@ impl PagedTextures {
             };
             let s = &self.volumes.sources[&v.source];
             if viewport != [0, 0] {
-                v.frame = match camera_of(mvp, viewport) {
-                    Some(camera) => {
-                        let pages = visible_pages_3d(
-                            &s.layout,
-                            &s.grid,
-                            &camera,
-                            LevelPolicy::default(),
-                            budget,
-                        )
-                        .map_err(|e| RenderError::UnsupportedSource {
-                            visual: "Volume",
-                            source_label: s.source.label(),
-                            reason: e.to_string(),
-                        })?;
-                        Some((pages, camera))
+                let label = || s.source.label();
+                v.frame = match v.slice {
+                    Some(slice) => {
+                        let view = PlaneView {
+                            view_proj: mvp.as_dmat4().to_cols_array_2d(),
+                            viewport: viewport.map(f64::from),
+                            plane: slice.plane.as_dmat4().to_cols_array_2d(),
+                            size: slice.size.map(f64::from),
+                        };
+                        let pages =
+                            visible_pages_plane(&s.layout, &s.grid, &view, v.policy, budget)
+                                .map_err(|e| unsupported("Image", label(), e))?;
+                        Some(pages)
                     }
-                    None => None,
+                    None => match camera_of(mvp, viewport) {
+                        Some(camera) => {
+                            let camera = match v.depth_samples {
+                                Some(n) => camera.with_depth_samples(&s.layout, n),
+                                None => camera,
+                            };
+                            let pages =
+                                visible_pages_3d(&s.layout, &s.grid, &camera, v.policy, budget)
+                                    .map_err(|e| unsupported("Volume", label(), e))?;
+                            Some(pages)
+                        }
+                        None => None,
+                    },
                 };
             }
-            if let Some((pages, _)) = &v.frame {
+            if let Some(pages) = &v.frame {
                 wants
                     .entry(v.source)
                     .or_default()
@@ -828,6 +891,15 @@ fn refresh_table(
     queue.write_buffer(&s.table, 0, bytemuck::cast_slice(&table));
     s.entries = table;
     s.entries.len() as u64 * 16
+}
+
+/// A view the paging planner refused, as the error of the visual showing `source_label`.
+fn unsupported(visual: &'static str, source_label: String, e: PagingError) -> RenderError {
+    RenderError::UnsupportedSource {
+        visual,
+        source_label,
+        reason: e.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -1,24 +1,9 @@
 // Paged volume: rays marched through a source's 3-D pages (`paged/volume.rs`). Per sample:
-// the level whose samples match the pixel footprint at the sample's distance, looked up in
+// the level whose samples match the ray step's footprint at the sample's distance, looked up in
 // the page table; if that page is not resident, the next coarser level's, and so on. Inside a
 // page the hardware filters (the 1-sample border makes it seamless across pages). The ray
 // steps in units of the level it sampled. All three modes of the dense marcher. Positions are level-0 voxel coordinates, as in `volume.wgsl`.
 
-struct Level {
-    // Level samples per level-0 sample, per axis (x, y, z), and level-0 samples per sample
-    // (the largest axis): the ray step's unit.
-    inv_ds: vec3<f32>,
-    ds: f32,
-    // Level-0 position of the level's first sample corner.
-    offset: vec3<f32>,
-    table_base: u32,
-    // Samples of the level (x, y, z).
-    size: vec3<f32>,
-    pad0: u32,
-    // Pages of the level (x, y, z).
-    grid: vec3<u32>,
-    pad1: u32,
-};
 
 struct Params {
     mvp: mat4x4<f32>,
@@ -47,6 +32,12 @@ struct Params {
     // Translucent: opacity per level-0 voxel of distance at full colormap alpha and t = 1;
     // isosurface: the threshold in data units.
     attenuation: f32,
+    // The shortest level-0 step a depth-sample target allows (0: none).
+    min_step: f32,
+    // The visual's level bias, and its locked level (0xffffffff: none).
+    level_bias: i32,
+    level_lock: u32,
+    pad: u32,
     lv: array<Level, MAX_LEVELS>,
 };
 
@@ -76,16 +67,21 @@ fn unproject(ndc: vec3<f32>) -> vec3<f32> {
     return h.xyz / h.w;
 }
 
-// The level whose samples are no larger than the footprint of a pixel at `p`.
+// The level whose samples are no larger than the footprint of a ray step at `p` (a pixel
+// there, or the depth-sample target's step), then the visual's bias or lock: the choice of
+// `visible_pages_3d`, which wanted the pages.
 fn wanted_level(p: vec3<f32>) -> u32 {
-    let fp = params.pixel_size + params.pixel_spread * distance(p, params.eye);
+    if (params.level_lock != 0xffffffffu) {
+        return params.level_lock;
+    }
+    let fp = max(params.pixel_size + params.pixel_spread * distance(p, params.eye), params.min_step);
     var l = 0u;
     for (var k = 1u; k < params.levels; k = k + 1u) {
         if (params.lv[k].ds <= fp) {
             l = k;
         }
     }
-    return l;
+    return u32(clamp(i32(l) + params.level_bias, 0, i32(params.levels) - 1));
 }
 
 struct Found {
@@ -94,58 +90,6 @@ struct Found {
     level: u32,
     valid: bool,
 };
-
-// One sample of level `l` at level-0 position `p`, or `ok = false` when its page is absent.
-fn sample_level(l: u32, p: vec3<f32>, linear: bool) -> vec2<f32> {
-    let lv = params.lv[l];
-    let q = clamp((p - lv.offset) * lv.inv_ds, vec3<f32>(0.5), lv.size - vec3<f32>(0.5));
-    let pg = min(vec3<u32>(floor(q / params.page)), lv.grid - vec3<u32>(1u));
-    let w = params.window;
-    let e = table[lv.table_base + ((pg.z % w) * w + (pg.y % w)) * w + (pg.x % w)];
-    if (e.x == 0u || e.y != pg.x || e.z != pg.y || e.w != pg.z) {
-        return vec2<f32>(0.0, -1.0);
-    }
-    let slot = e.x - 1u;
-    let so = vec3<u32>(
-        slot % params.slot_per.x,
-        (slot / params.slot_per.x) % params.slot_per.y,
-        slot / (params.slot_per.x * params.slot_per.y),
-    ) * params.slot_side;
-    let texel = vec3<f32>(so) + q - vec3<f32>(pg) * params.page + vec3<f32>(params.border);
-    var v: f32;
-    if (!linear) {
-        v = textureLoad(atlas, vec3<i32>(floor(texel)), 0).x;
-    } else if (params.hw == 1u) {
-        v = textureSampleLevel(atlas, samp, texel / params.atlas_size, 0.0).x;
-    } else {
-        // Eight taps inside the slot (a format the device cannot filter).
-        let base = texel - vec3<f32>(0.5);
-        let i0 = vec3<i32>(floor(base));
-        let fr = base - floor(base);
-        var acc = 0.0;
-        var weight = 0.0;
-        for (var k = 0u; k < 8u; k = k + 1u) {
-            let o = vec3<i32>(i32(k & 1u), i32((k >> 1u) & 1u), i32(k >> 2u));
-            let w3 = select(vec3<f32>(1.0) - fr, fr, o == vec3<i32>(1));
-            let wt = w3.x * w3.y * w3.z;
-            if (wt > 0.0) {
-                let t = textureLoad(atlas, i0 + o, 0).x;
-                if (!is_nan(t)) {
-                    acc = acc + wt * t;
-                    weight = weight + wt;
-                }
-            }
-        }
-        if (weight == 0.0) {
-            return vec2<f32>(0.0, 0.0);
-        }
-        v = acc / weight;
-    }
-    if (is_nan(v)) {
-        return vec2<f32>(0.0, 0.0);
-    }
-    return vec2<f32>(v * params.value_scale, 1.0);
-}
 
 // The sample at `p` from the wanted level, else the nearest coarser resident one.
 fn sample_resident(p: vec3<f32>) -> Found {

@@ -115,7 +115,7 @@ impl Image {
     /// pages of the new level). On a lock past the source's levels returns the error and
     /// keeps the old policy.
     pub fn set_level_policy(&mut self, policy: LevelPolicy) -> Result<(), RenderError> {
-        check_level_policy(policy, self.source.layout().levels().len())?;
+        check_level_policy("Image", policy, self.source.layout().levels().len())?;
         self.level_policy = policy;
         Ok(())
     }
@@ -186,10 +186,14 @@ impl Image {
 }
 
 /// A lock must name one of the source's `levels` levels.
-pub(crate) fn check_level_policy(policy: LevelPolicy, levels: usize) -> Result<(), RenderError> {
+pub(crate) fn check_level_policy(
+    visual: &'static str,
+    policy: LevelPolicy,
+    levels: usize,
+) -> Result<(), RenderError> {
     match policy.lock {
         Some(lock) if lock >= levels => Err(RenderError::InvalidParameter {
-            visual: "Image",
+            visual,
             parameter: "level lock",
             value: format!(
                 "level {lock}, but the source has {levels} level{} (0..={})",

@@ -13,7 +13,7 @@ pub use display::DisplaySettings;
 pub(crate) use image::check_level_policy;
 pub use image::{Image, Interpolation, Slice};
 pub use mesh::{Mesh, Shading};
-pub use volume::{Volume, VolumeMode};
+pub use volume::{Volume, VolumeMode, DEFAULT_DEPTH_SAMPLES};
 
 /// A visual in a scene.
 #[derive(Clone, Debug)]

@@ -2,10 +2,10 @@
 
 use std::fmt;
 
-use sluice_core::SharedSource;
+use sluice_core::{LevelPolicy, SharedSource};
 
 use super::display::display_methods;
-use super::{debug_visual, DisplaySettings, IntoSource, Token};
+use super::{check_level_policy, debug_visual, DisplaySettings, IntoSource, Token};
 use crate::colormap::Colormap;
 use crate::error::RenderError;
 use crate::visual::Interpolation;
@@ -49,7 +49,13 @@ pub struct Volume {
     mode: VolumeMode,
     /// `None`: chosen per ray (see [`Volume::set_auto_step`]).
     step: Option<f32>,
+    level_policy: LevelPolicy,
+    depth_samples: Option<u32>,
 }
+
+/// The depth-sample target a [`Volume`] starts with: rays through a multiscale or lazy source
+/// take about this many samples at most ([`Volume::set_depth_samples`]).
+pub const DEFAULT_DEPTH_SAMPLES: u32 = 256;
 
 impl Volume {
     display_methods!("Volume");
@@ -64,7 +70,70 @@ impl Volume {
             source: source.into_source(),
             mode: VolumeMode::Mip,
             step: None,
+            level_policy: LevelPolicy::default(),
+            depth_samples: Some(DEFAULT_DEPTH_SAMPLES),
         }
+    }
+
+    /// Sets how many samples a ray through a paged source (lazy, multiscale, or over the
+    /// dense path's limits) takes at most, which chooses the level it is drawn from: each
+    /// page comes from the coarsest level whose samples are no longer than a pixel at its
+    /// distance or the volume's depth over `samples`, whichever is longer. So a volume far
+    /// finer than the screen costs what about `samples` samples along each ray cost, whatever
+    /// its size (the cost follows the view), and more samples draw finer levels. `None`: one
+    /// sample per pixel at every distance (finest, most data). Fails, naming the value, for 0.
+    /// Dense sources (one level, in the dense path's textures) are always drawn at their
+    /// level; the ray step ([`Volume::set_step`]) is in units of the level sampled.
+    pub fn set_depth_samples(&mut self, samples: Option<u32>) -> Result<(), RenderError> {
+        if samples == Some(0) {
+            return Err(invalid("depth samples", "0".into(), "at least 1, or None"));
+        }
+        self.depth_samples = samples;
+        Ok(())
+    }
+
+    /// [`Volume::set_depth_samples`], builder style.
+    pub fn with_depth_samples(mut self, samples: Option<u32>) -> Result<Self, RenderError> {
+        self.set_depth_samples(samples)?;
+        Ok(self)
+    }
+
+    /// The depth-sample target (by default [`DEFAULT_DEPTH_SAMPLES`]); `None`: one sample
+    /// per pixel.
+    pub fn depth_samples(&self) -> Option<u32> {
+        self.depth_samples
+    }
+
+    /// Draws `bias` levels coarser than the view needs (negative: finer), for slow links: a
+    /// bias of +1 fetches about an eighth of the bytes. Clamped to the source's levels.
+    #[must_use]
+    pub fn with_level_bias(mut self, bias: i32) -> Self {
+        self.level_policy = LevelPolicy { bias, lock: None };
+        self
+    }
+
+    /// Draws level `level` whatever the view. Fails, naming both numbers, if the source has
+    /// no such level (a source shown later with fewer levels fails at its frame instead).
+    pub fn with_level_lock(mut self, level: usize) -> Result<Self, RenderError> {
+        self.set_level_policy(LevelPolicy {
+            bias: 0,
+            lock: Some(level),
+        })?;
+        Ok(self)
+    }
+
+    /// Sets the level bias or lock; uploads nothing itself (the next frame requests the
+    /// pages of the new level). On a lock past the source's levels returns the error and
+    /// keeps the old policy.
+    pub fn set_level_policy(&mut self, policy: LevelPolicy) -> Result<(), RenderError> {
+        check_level_policy("Volume", policy, self.source.layout().levels().len())?;
+        self.level_policy = policy;
+        Ok(())
+    }
+
+    /// The level bias or lock (by default none).
+    pub fn level_policy(&self) -> LevelPolicy {
+        self.level_policy
     }
 
     /// Sets the rendering mode. Fails, naming the value, for a negative or non-finite
@@ -182,7 +251,12 @@ fn invalid(parameter: &'static str, value: String, expected: &'static str) -> Re
 
 impl fmt::Debug for Volume {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let more: [(&str, &dyn fmt::Debug); 2] = [("mode", &self.mode), ("step", &self.step)];
+        let more: [(&str, &dyn fmt::Debug); 4] = [
+            ("mode", &self.mode),
+            ("step", &self.step),
+            ("level_policy", &self.level_policy),
+            ("depth_samples", &self.depth_samples),
+        ];
         debug_visual(f, "Volume", &self.source, &self.display, &more)
     }
 }

@@ -1,0 +1,356 @@
+//! Drawing an [`Image`] that shows a plane of a paged volume source (lazy, multiscale or over
+//! the dense path's limits): the slice's rectangle, sampled through the source's 3-D page
+//! table and atlas (`paged/volume.rs`), which it shares with every volume of that source. The
+//! volume pass wants the pages the plane's visible part crosses
+//! (`sluice_core::visible_pages_plane`). `draw/image.rs` hands an image here when its source
+//! is a paged 3-D source.
+
+use std::collections::HashMap;
+
+use crate::error::RenderError;
+use crate::image_pipeline::slice_geometry;
+use crate::paged::{wants_paging_3d, SlicePlane, MAX_LEVELS_3D};
+use crate::pipeline::{
+    lut_entry, render_pipeline, uniform_entry, DisplayParams, PassKind, PipelineSpec, ShaderParts,
+};
+use crate::redraw::flat_depth;
+use crate::visual::{Image, Interpolation};
+use wgpu::RenderPass;
+
+use super::paged_volume::LevelParams3d;
+use super::{Draw, PassNeed, Resources};
+
+const COMMON: &str = include_str!("../shaders/common.wgsl");
+const PAGED3D: &str = include_str!("../shaders/paged3d.wgsl");
+const SHADER: &str = include_str!("../shaders/paged_slice.wgsl");
+
+/// The slice's uniform block (`Params` in `shaders/paged_slice.wgsl`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+struct SliceParams {
+    transform: [[f32; 4]; 4],
+    plane: [[f32; 4]; 4],
+    nan_color: [f32; 4],
+    display: DisplayParams,
+    size: [f32; 2],
+    levels: u32,
+    linear: u32,
+    atlas_size: [f32; 3],
+    hw: u32,
+    slot_per: [u32; 2],
+    slot_side: u32,
+    window: u32,
+    page: f32,
+    border: f32,
+    value_scale: f32,
+    opacity: f32,
+    data_size: [f32; 3],
+    clip: u32,
+    level_bias: i32,
+    level_lock: u32,
+    pad: [u32; 2],
+    lv: [LevelParams3d; MAX_LEVELS_3D],
+}
+
+struct SliceShader {
+    layout: wgpu::BindGroupLayout,
+    pipeline_layout: wgpu::PipelineLayout,
+    module: wgpu::ShaderModule,
+    sampler: wgpu::Sampler,
+    pipelines: HashMap<(PassKind, bool), wgpu::RenderPipeline>,
+}
+
+/// The paged slice pipelines, by whether the atlas is filterable, each built on first use.
+#[derive(Default)]
+pub(crate) struct PagedSlicePipelines {
+    by_filter: HashMap<bool, SliceShader>,
+}
+
+/// Prepares `image` if its source is a paged 3-D source and returns true; otherwise drops any
+/// paged slice state it had and returns false.
+pub(super) fn prepare(image: &Image, res: &mut Resources) -> Result<bool, RenderError> {
+    let id = image.token.id;
+    let source = image.source();
+    let layout = source.layout();
+    if layout.shape().ndim() != 3
+        || !wants_paging_3d(source, res.texture_limits, res.paged.volumes.always)
+    {
+        if res
+            .paged
+            .volumes
+            .visuals
+            .get(&id)
+            .is_some_and(|v| v.slice.is_some())
+        {
+            res.paged.remove_volume(id);
+        }
+        return Ok(false);
+    }
+    let geometry = slice_geometry(image.slice(), &layout.shape()).map_err(|reason| {
+        RenderError::InvalidSlice {
+            source_label: source.label(),
+            reason,
+        }
+    })?;
+    if layout.channels() != 1 {
+        return Err(RenderError::UnsupportedSource {
+            visual: "Image",
+            source_label: source.label(),
+            reason: format!(
+                "a slice of a paged volume shows one channel; this source has {}",
+                layout.channels()
+            ),
+        });
+    }
+    crate::visual::check_level_policy("Image", image.level_policy(), layout.levels().len())?;
+    if let Some(v) = res.visuals.remove(&id) {
+        res.release_users(v.texture, &v.buffers);
+    }
+    let slice = SlicePlane {
+        plane: geometry.plane,
+        size: geometry.size,
+        clip: geometry.clip,
+    };
+    res.paged.bind_volume(
+        &res.device,
+        &image.token,
+        source,
+        Some(slice),
+        size_of::<SliceParams>() as u64,
+    )?;
+    res.paged.set_volume_policy(id, image.level_policy(), None);
+    res.colormap_gpu(image.colormap());
+    Ok(true)
+}
+
+/// Whether `image` is drawn here this frame (after [`prepare`]).
+pub(super) fn is_paged(image: &Image, res: &Resources) -> bool {
+    res.paged
+        .volumes
+        .visuals
+        .get(&image.token.id)
+        .is_some_and(|v| v.slice.is_some())
+}
+
+pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
+    let id = image.token.id;
+    let colormap_key = image.colormap().key();
+    let lut_size = res.colormaps[&colormap_key].entries as u32;
+    let v = &res.paged.volumes.visuals[&id];
+    let slice = v.slice.expect("a slice visual");
+    let s = &res.paged.volumes.sources[&v.source];
+    let filterable = s.atlas.format.filterable;
+    let generation = s.atlas.generation;
+    let [d, h, w] = s.layout.shape().padded();
+    let levels = s.layout.levels().len().min(MAX_LEVELS_3D);
+    let policy = image.level_policy();
+    let clim = image.effective_clim();
+    let [ax, ay, az] = s.atlas.size();
+    let params = SliceParams {
+        transform: draw.mvp.to_cols_array_2d(),
+        plane: slice.plane.to_cols_array_2d(),
+        nan_color: image.nan_color(),
+        display: DisplayParams {
+            clim: [clim[0] as f32, clim[1] as f32],
+            gamma: image.gamma(),
+            lut_size,
+        },
+        size: slice.size,
+        levels: levels as u32,
+        linear: u32::from(image.interpolation() == Interpolation::Linear),
+        atlas_size: [ax as f32, ay as f32, az as f32],
+        hw: u32::from(filterable),
+        slot_per: s.atlas.per,
+        slot_side: s.atlas.side,
+        window: s.window,
+        page: s.grid.page_size()[0] as f32,
+        border: s.grid.border() as f32,
+        value_scale: s.atlas.format.value_scale(),
+        opacity: image.opacity(),
+        data_size: [w as f32, h as f32, d as f32],
+        clip: u32::from(slice.clip),
+        level_bias: policy.bias,
+        level_lock: policy
+            .lock
+            .map_or(u32::MAX, |l| l.min(levels.saturating_sub(1)) as u32),
+        pad: [0; 2],
+        lv: super::paged_volume::level_params(s),
+    };
+    let device = &res.device;
+    let shader = res
+        .paged
+        .volumes
+        .slice_pipelines
+        .by_filter
+        .entry(filterable)
+        .or_insert_with(|| build(device, filterable));
+    let fresh = v
+        .bind
+        .as_ref()
+        .is_some_and(|(_, g, c)| *g == generation && *c == colormap_key);
+    if !fresh {
+        let lut = &res.colormaps[&colormap_key];
+        let group = res.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("sluice paged slice"),
+            layout: &shader.layout,
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: v.uniform.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: wgpu::BindingResource::TextureView(&s.atlas.view),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 2,
+                    resource: wgpu::BindingResource::TextureView(&lut.view),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 3,
+                    resource: s.table.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 4,
+                    resource: wgpu::BindingResource::Sampler(&shader.sampler),
+                },
+            ],
+        });
+        res.paged
+            .volumes
+            .visuals
+            .get_mut(&id)
+            .expect("prepared")
+            .bind = Some((group, generation, colormap_key));
+    }
+    let v = res.paged.volumes.visuals.get_mut(&id).expect("prepared");
+    v.flat_depth = flat_depth(draw.mvp, slice.size);
+    res.queue
+        .write_buffer(&v.uniform, 0, bytemuck::bytes_of(&params));
+}
+
+pub(super) fn pass_need(image: &Image, res: &Resources) -> PassNeed {
+    PassNeed::Flat(res.paged.volumes.visuals[&image.token.id].flat_depth)
+}
+
+pub(super) fn ensure_pipelines(image: &Image, res: &mut Resources, pass: PassKind) {
+    let v = &res.paged.volumes.visuals[&image.token.id];
+    let filterable = res.paged.volumes.sources[&v.source].atlas.format.filterable;
+    let device = &res.device;
+    let shader = res
+        .paged
+        .volumes
+        .slice_pipelines
+        .by_filter
+        .entry(filterable)
+        .or_insert_with(|| build(device, filterable));
+    let depth_write = image.opacity() >= 1.0;
+    shader
+        .pipelines
+        .entry((pass, depth_write))
+        .or_insert_with(|| {
+            render_pipeline(
+                device,
+                PipelineSpec {
+                    label: "sluice paged slice",
+                    layout: &shader.pipeline_layout,
+                    module: &shader.module,
+                    topology: wgpu::PrimitiveTopology::TriangleList,
+                    depth: pass.depth(depth_write),
+                    fragment_entry: "fs_main",
+                    targets: &pass.targets(depth_write),
+                },
+            )
+        });
+}
+
+pub(super) fn record_opaque(
+    image: &Image,
+    res: &Resources,
+    pass: &mut RenderPass<'_>,
+    mode: PassKind,
+) -> bool {
+    let v = &res.paged.volumes.visuals[&image.token.id];
+    let Some((group, _, _)) = &v.bind else {
+        return false;
+    };
+    let filterable = res.paged.volumes.sources[&v.source].atlas.format.filterable;
+    let Some(pipeline) = res
+        .paged
+        .volumes
+        .slice_pipelines
+        .by_filter
+        .get(&filterable)
+        .and_then(|s| s.pipelines.get(&(mode, image.opacity() >= 1.0)))
+    else {
+        return false;
+    };
+    pass.set_pipeline(pipeline);
+    pass.set_bind_group(0, group, &[]);
+    pass.draw(0..6, 0..1);
+    true
+}
+
+fn build(device: &wgpu::Device, filterable: bool) -> SliceShader {
+    let fragment = wgpu::ShaderStages::FRAGMENT;
+    let entries = [
+        uniform_entry(
+            size_of::<SliceParams>(),
+            wgpu::ShaderStages::VERTEX_FRAGMENT,
+        ),
+        wgpu::BindGroupLayoutEntry {
+            binding: 1,
+            visibility: fragment,
+            ty: wgpu::BindingType::Texture {
+                sample_type: wgpu::TextureSampleType::Float { filterable },
+                view_dimension: wgpu::TextureViewDimension::D3,
+                multisampled: false,
+            },
+            count: None,
+        },
+        lut_entry(),
+        wgpu::BindGroupLayoutEntry {
+            binding: 3,
+            visibility: fragment,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only: true },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        },
+        wgpu::BindGroupLayoutEntry {
+            binding: 4,
+            visibility: fragment,
+            ty: wgpu::BindingType::Sampler(if filterable {
+                wgpu::SamplerBindingType::Filtering
+            } else {
+                wgpu::SamplerBindingType::NonFiltering
+            }),
+            count: None,
+        },
+    ];
+    // common.wgsl's dense samplers name these; this shader never calls them.
+    let stub = "const DATA_3D: bool = true;\nconst MAY_BE_NAN: bool = true;\nconst VALUE_SCALE: f32 = 1.0;\nconst FILTERED: bool = false;\nfn fetch(p: vec3<i32>) -> vec4<f32> { return textureLoad(atlas, p, 0); }\nfn sample_hw(p: vec3<f32>, size: vec3<i32>) -> Sample { return sample_taps(p, size); }\n";
+    let body = SHADER.replace("MAX_LEVELS", &MAX_LEVELS_3D.to_string());
+    let source = format!("{COMMON}\n{PAGED3D}\n{body}\n{stub}");
+    let parts = ShaderParts::new(device, "sluice paged slice", &entries, source, &[]);
+    let filter = if filterable {
+        wgpu::FilterMode::Linear
+    } else {
+        wgpu::FilterMode::Nearest
+    };
+    let sampler = device.create_sampler(&wgpu::SamplerDescriptor {
+        label: Some("sluice paged slice atlas"),
+        mag_filter: filter,
+        min_filter: filter,
+        ..Default::default()
+    });
+    SliceShader {
+        layout: parts.layout,
+        pipeline_layout: parts.pipeline_layout,
+        module: parts.module,
+        sampler,
+        pipelines: HashMap::new(),
+    }
+}
