@@ -22,7 +22,9 @@
 #                                      $OUT/visuals.log, then (all, the default) every test
 #                                      binary teeing to $OUT/tests.log. Exits non-zero if
 #                                      any of them failed. `frames` runs only the frame-cost
-#                                      breakdown (benches/frames.rs) into $OUT/frames.log.
+#                                      breakdown (benches/frames.rs) into $OUT/frames.log;
+#                                      `chunked` the virtual-texture bench (benches/chunked.rs)
+#                                      into $OUT/chunked.log.
 #
 # The device tool call (after `prepare` here; .gl and .device are ignored, so they must be
 # carried):
@@ -85,10 +87,10 @@ prepare() {
   stage="$(mktemp -d /tmp/sluice-device.XXXXXX)"
   msgs="$(mktemp)"
   mkdir -p "$stage/bin"
-  (cd "$src" && cargo bench --bench upload --bench visuals --bench frames --no-run \
+  (cd "$src" && cargo bench --bench upload --bench visuals --bench frames --bench chunked --no-run \
     --message-format=json-render-diagnostics) >"$msgs"
   local bench name
-  for name in upload visuals frames; do
+  for name in upload visuals frames chunked; do
     bench="$(jq -r --arg name "$name" \
       'select(.reason == "compiler-artifact" and .target.name == $name
               and (.target.kind | index("bench")) and .executable != null)
@@ -165,7 +167,7 @@ EOF
 
 remote() {
   local what="${1:-all}"
-  case "$what" in bench | tests | all | frames) ;; *) die "remote takes bench, tests, all or frames, not '$what'" ;; esac
+  case "$what" in bench | tests | all | frames | chunked) ;; *) die "remote takes bench, tests, all, frames or chunked, not '$what'" ;; esac
   local name f
   # Binaries travel gzipped: unpack them next to themselves.
   for f in .device/bin/*.gz; do
@@ -202,6 +204,18 @@ remote() {
   } 2>&1 | tee "$out/env.log"
 
   local status=0
+  if [ "$what" = chunked ]; then
+    # The virtual-texture bench alone (benches/chunked.rs; SLUICE_BENCH_VOLUME_ONLY=1 for its
+    # volume case only).
+    [ -x .device/bin/chunked-bench ] || die ".device/bin/chunked-bench missing: run 'prepare' here"
+    echo "== bench: chunked-bench --bench"
+    set +e
+    timeout "${SLUICE_DEVICE_BENCH_TIMEOUT:-300}" .device/bin/chunked-bench --bench 2>&1 | tee "$out/chunked.log"
+    local rc=${PIPESTATUS[0]}
+    set -e
+    echo "device-run: logs in $out; chunked bench status $rc"
+    return "$rc"
+  fi
   if [ "$what" = frames ]; then
     # The frame-cost breakdown alone (benches/frames.rs).
     echo "== bench: frames-bench --bench"

@@ -364,9 +364,13 @@ fn a_level_lock_and_a_depth_sample_target_choose_the_level_drawn() {
     assert_mip(&img, n, 1).unwrap();
     assert_eq!(loads[0], 8, "{loads:?}");
     // Under `Front` the eye sits on the near plane 9 voxels before the box; the box's depth
-    // from there is sqrt(32^2 + 32^2 + 73^2) - 9 = 76.9 voxels. 40 samples: steps of 1.9
-    // voxels, so level 1 (2 voxels per sample) and no chunk of level 0.
+    // from there is sqrt(32^2 + 32^2 + 73^2) - 9 = 76.9 voxels. 32 samples: steps of 2.4
+    // voxels, so level 1 (2 voxels per sample) and no chunk of level 0; 40 samples: 1.9,
+    // still level 0.
     let (img, loads) = drawn_with(|v| v.with_depth_samples(Some(40)).unwrap());
+    assert_mip(&img, n, 1).unwrap();
+    assert_eq!(loads[0], 8, "{loads:?}");
+    let (img, loads) = drawn_with(|v| v.with_depth_samples(Some(32)).unwrap());
     assert_mip(&img, n, 2).unwrap();
     assert_eq!((loads[0], loads[1]), (0, 1), "{loads:?}");
     // 16 samples: steps of 4.8 voxels, level 2.

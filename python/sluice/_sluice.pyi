@@ -189,6 +189,7 @@ class Volume:
         step: float | None = None,
         interpolation: Interpolation = "linear",
         opacity: float = 1.0,
+        depth_samples: int | None = 256,
     ) -> None: ...
     source: Any
     mode: Literal["mip", "translucent", "iso"]
@@ -199,6 +200,7 @@ class Volume:
     def gamma(self) -> float: ...
     colormap: Colormap
     step: float | None
+    depth_samples: int | None
     @property
     def interpolation(self) -> Interpolation: ...
     @property

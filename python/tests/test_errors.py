@@ -81,6 +81,15 @@ def test_visual_settings():
         sluice.Image(src, slice=("w", 1))
     with pytest.raises(ValueError, match='unknown volume mode "max"'):
         sluice.Volume(np.zeros((4, 4, 4), np.float32), mode="max")
+    with pytest.raises(ValueError, match="depth samples"):
+        sluice.Volume(np.zeros((4, 4, 4), np.float32), depth_samples=0)
+    volume = sluice.Volume(np.zeros((4, 4, 4), np.float32))
+    assert volume.depth_samples == 256
+    volume.depth_samples = None
+    assert volume.depth_samples is None
+    with pytest.raises(ValueError, match="depth samples"):
+        volume.depth_samples = 0
+    assert volume.depth_samples is None
     with pytest.raises(ValueError, match='unknown shading "phong"'):
         sluice.Mesh(np.zeros((3, 3), np.float32), shading="phong")
 

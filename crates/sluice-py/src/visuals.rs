@@ -200,7 +200,7 @@ pub struct PyVolume {
 #[pymethods]
 impl PyVolume {
     #[new]
-    #[pyo3(signature = (source, *, mode = "mip", attenuation = 1.0, threshold = 0.5, clim = None, gamma = 1.0, colormap = None, step = None, interpolation = "linear", opacity = 1.0))]
+    #[pyo3(signature = (source, *, mode = "mip", attenuation = 1.0, threshold = 0.5, clim = None, gamma = 1.0, colormap = None, step = None, interpolation = "linear", opacity = 1.0, depth_samples = Some(sluice_render::DEFAULT_DEPTH_SAMPLES)))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         source: &Bound<'_, PyAny>,
@@ -213,6 +213,7 @@ impl PyVolume {
         step: Option<f32>,
         interpolation: &str,
         opacity: f32,
+        depth_samples: Option<u32>,
     ) -> PyResult<Self> {
         let (shared, object) = shared_source(source, ArrayAxes::Spatial)?;
         let mut inner = Volume::new(shared)
@@ -237,7 +238,23 @@ impl PyVolume {
         };
         volume.set_mode_impl(py, mode, attenuation, threshold)?;
         volume.set_step(py, step)?;
+        volume.set_depth_samples(py, depth_samples)?;
         Ok(volume)
+    }
+
+    /// For lazy and multiscale sources: about how many samples a ray takes at most, which
+    /// chooses the level drawn (the default 256; `None`: one sample per pixel, the finest
+    /// level the screen can show). More samples draw finer levels and load more data.
+    #[getter]
+    fn depth_samples(&self, py: Python<'_>) -> PyResult<Option<u32>> {
+        self.slot.read(py, |v| v.depth_samples())
+    }
+
+    #[setter]
+    fn set_depth_samples(&mut self, py: Python<'_>, samples: Option<u32>) -> PyResult<()> {
+        self.slot
+            .write(py, move |v| v.set_depth_samples(samples))?
+            .map_err(render_error)
     }
 
     /// The source object shown.
