@@ -561,3 +561,76 @@ fn slices_through_pages_match_the_dense_path_axis_aligned_and_oblique() {
         assert!(lit > 5000, "{slice:?}: only {lit} pixels drawn");
     }
 }
+
+#[test]
+fn a_paged_image_and_a_paged_volume_share_the_frames_upload_budget() {
+    // A lazy 1024^2 f32 image (16 pages of 256^2, 266 KB a slot) and a lazy 3-level 128^3
+    // volume (9 pages of 64^3 at levels 0 and 1 and 1 at level 2, 1.15 MB a slot) in one
+    // scene, under a per-frame upload budget of 1.5 MiB: every frame's page uploads, 2-D and
+    // 3-D together, stay within it (no page here is larger than the budget, so not even a
+    // frame's first page may pass it), and both visuals complete.
+    let budget = 3 << 19;
+    let mut renderer_options = RendererOptions::from_env().unwrap();
+    renderer_options.always_page_3d = true;
+    renderer_options.upload_budget = Some(budget);
+    let mut r = Renderer::with_options(renderer_options).unwrap();
+    let grid = ChunkGrid::new(&[256, 256]).unwrap();
+    let layout = Layout::new(Shape::d2(1024, 1024).unwrap(), ElementType::F32, 1)
+        .unwrap()
+        .with_chunks(grid);
+    let loader = ProceduralLoader::new(layout, |_key, region, dst| {
+        for (i, v) in dst.chunks_exact_mut(4).enumerate() {
+            let (y, x) = (
+                region.origin[0] + i / region.size[2],
+                region.origin[2] + i % region.size[2],
+            );
+            v.copy_from_slice(&(((x + y) % 256) as f32).to_ne_bytes());
+        }
+        Ok(ChunkFill::Filled)
+    });
+    let flat: SharedSource = Arc::new(LazySource::with_options(loader, options_2d()).unwrap());
+    let volume_loader = ProceduralLoader::new(pyramid(128, 3), |key, region, dst| {
+        fill(key, region, dst);
+        Ok(ChunkFill::Filled)
+    });
+    let deep: SharedSource = Arc::new(LazySource::with_options(volume_loader, options()).unwrap());
+    let mut scene = Scene::new();
+    let image = scene.add(Image::new(flat).with_clim(0.0, 255.0).unwrap());
+    scene.set_transform(image, Mat4::from_scale(Vec3::splat(0.125)));
+    let volume = scene.add(mip_volume(deep, Interpolation::Linear));
+    let camera = Front { n: 128.0 };
+    let target = r.create_target(128, 128).unwrap();
+    let start = Instant::now();
+    let mut frames_over_half = 0;
+    loop {
+        let before = r.counters().bytes_uploaded;
+        r.render(&scene, &camera, &target).unwrap();
+        let spent = r.counters().bytes_uploaded - before;
+        assert!(
+            spent <= budget,
+            "a frame uploaded {spent} bytes, budget {budget}"
+        );
+        if spent > budget / 2 {
+            frames_over_half += 1;
+        }
+        let done =
+            [image, volume].map(|n| r.progress(scene.visual(n).unwrap()).unwrap().is_complete());
+        if done == [true, true] {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "not complete: {done:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The budget was the limit, not the loaders: frames filled most of it.
+    assert!(
+        frames_over_half >= 4,
+        "{frames_over_half} frames used over half the budget"
+    );
+}
+
+fn options_2d() -> LazyOptions {
+    LazyOptions::with_pool(LoaderPool::new(2).unwrap(), ChunkCache::new(64 << 20))
+}

@@ -160,6 +160,9 @@ pub(crate) struct PagedTextures {
     /// The most time the frame's page uploads may take (`None`: no limit); see
     /// [`PagedTextures::set_upload_time_budget`].
     upload_time_budget: Option<Duration>,
+    /// What this frame's 2-D pass spent of the per-frame upload budgets (bytes, time, whether
+    /// it uploaded a page), which the 3-D pass then has less of.
+    frame_spent: (u64, Duration, bool),
     /// Paged volumes (`volume`): their pages share `allocator`.
     pub volumes: PagedVolumes,
 }
@@ -201,6 +204,7 @@ impl PagedTextures {
             prefetch_ring: 1,
             upload_budget,
             upload_time_budget: None,
+            frame_spent: (0, Duration::ZERO, false),
             volumes: PagedVolumes::default(),
         }
     }
@@ -476,6 +480,7 @@ impl PagedTextures {
         counters: &mut Counters,
         draws: &[(u64, glam::Mat4, [u32; 2])],
     ) -> Result<bool, RenderError> {
+        self.frame_spent = (0, Duration::ZERO, false);
         self.apply_changes(device)?;
         // 1. What each visual's view needs.
         let mut wants: HashMap<SourceKey, Vec<PageWant>> = HashMap::new();
@@ -676,7 +681,32 @@ impl PagedTextures {
                 .table
                 .refresh(queue, &resident, preferred, fallbacks, &s.clamped);
         }
+        let spent = self
+            .upload_budget
+            .map_or(0, |b| b.saturating_sub(budget_left));
+        self.frame_spent = (spent, started.elapsed(), uploaded_any);
         Ok(plan.deferred > 0 || deferred_by_time > 0)
+    }
+
+    /// The per-frame upload budgets left to the 3-D pass after this frame's 2-D pass: bytes
+    /// (`usize::MAX`: no limit), the time left (`None`: no limit), and whether the frame has
+    /// uploaded a page already (then the first 3-D page is held to the budgets too).
+    pub(crate) fn frame_budget_left(&self) -> (usize, Option<Duration>, bool) {
+        let (bytes, time, any) = self.frame_spent;
+        let bytes = self.upload_budget.map_or(usize::MAX, |b| {
+            usize::try_from(b.saturating_sub(bytes)).unwrap_or(usize::MAX)
+        });
+        (
+            bytes,
+            self.upload_time_budget.map(|t| t.saturating_sub(time)),
+            any,
+        )
+    }
+
+    /// The configured per-frame upload budget in bytes (`usize::MAX`: no limit).
+    pub(crate) fn upload_budget_bytes(&self) -> usize {
+        self.upload_budget
+            .map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX))
     }
 
     /// Invalidates the resident pages whose data changed since the last frame.

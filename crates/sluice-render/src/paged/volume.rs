@@ -686,10 +686,13 @@ impl PagedTextures {
                 })
             })
             .collect();
-        let plan = self
-            .allocator
-            .plan_frame(&frames)
-            .map_err(|e| RenderError::Gpu(e.to_string()))?;
+        // The frame's upload budgets are shared with the 2-D pass before this one: plan within
+        // what it left, and once the frame has uploaded a page, hold every further one to it.
+        let (bytes_left, time_left, spent_any) = self.frame_budget_left();
+        self.allocator.set_upload_budget(bytes_left);
+        let plan = self.allocator.plan_frame(&frames);
+        self.allocator.set_upload_budget(self.upload_budget_bytes());
+        let plan = plan.map_err(|e| RenderError::Gpu(e.to_string()))?;
         drop(frames);
         drop(readiness);
         self.counters.pages_evicted += plan.evictions.len() as u64;
@@ -701,16 +704,29 @@ impl PagedTextures {
             .map(|(k, s)| (s.id, *k))
             .collect();
         let mut scratch = Vec::new();
+        let started = Instant::now();
+        let (mut uploaded, mut any, mut deferred) = (0usize, spent_any, 0usize);
         for up in &plan.uploads {
             let Some(key) = by_id.get(&up.source) else {
                 continue;
             };
             let s = self.volumes.sources.get_mut(key).expect("registered");
+            let slot_bytes = s.grid.slot_bytes(&s.layout).unwrap_or(usize::MAX);
+            let over_bytes = uploaded.saturating_add(slot_bytes) > bytes_left;
+            let over_time = time_left.is_some_and(|t| started.elapsed() >= t);
+            if any && (over_bytes || over_time) {
+                // Over what the frame has left: the slot goes back, the page waits.
+                let _ = self.allocator.invalidate(up.source, up.key);
+                deferred += 1;
+                continue;
+            }
             match upload_page_3d(s, device, queue, up.key, up.slot, &mut scratch) {
                 Ok(Some(bytes)) => {
                     counters.bytes_uploaded += bytes;
                     counters.copies_issued += 1;
                     self.counters.pages_uploaded += 1;
+                    uploaded = uploaded.saturating_add(slot_bytes);
+                    any = true;
                 }
                 Ok(None) => {
                     let _ = self.allocator.invalidate(up.source, up.key);
@@ -734,7 +750,7 @@ impl PagedTextures {
             let resident = self.allocator.resident(s.id);
             self.counters.table_bytes_written += refresh_table(s, queue, &resident, &wanted);
         }
-        Ok(plan.deferred > 0)
+        Ok(plan.deferred > 0 || deferred > 0)
     }
 
     /// Evicts the resident pages of sources whose data changed, and recreates those whose
