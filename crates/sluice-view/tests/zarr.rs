@@ -386,28 +386,56 @@ fn panel_t_and_channel_sliders_show_that_time_point_and_channel() {
         "pixels off t = 1, c = 2, z = 5 of the closed form"
     );
 
-    // The plane is drawn from the store's level 0, 3 x 3 x 4 chunks, all resident now.
+    // The plane of this lazy 3-D store is drawn from its 3-D pages (`draw/paged_slice.rs`):
+    // the level-0 page it crosses holds all 10 planes, whose 3 x 3 x 4 chunks load, and the
+    // one chunk of the coarsest level it falls back to; all resident now.
     let chunks = ChunkCounts::from(&sluice_view::chunks::scene_progress(&view.scene, &renderer));
     assert_eq!(
         chunks,
         ChunkCounts {
-            wanted: 36,
-            resident: 36,
+            wanted: 37,
+            resident: 37,
             loading: 0,
             failed: 0
         }
     );
     assert_eq!(
         panel::chunks_text(&chunks).unwrap(),
-        "chunks 36 / 36, 0 loading, 0 failed"
+        "chunks 37 / 37, 0 loading, 0 failed"
     );
-    let resident = renderer.counters().resident_bytes;
-    assert_eq!(resident, 10 * 72 * 100 * 2, "one u16 volume texture");
+    // Pages of 66^3 u16 texels (64^3 and a 1-sample border) in a 3-D atlas sized for the
+    // store's pages (one slot per page of every level), not for the 512 MiB GPU budget.
+    let counters = renderer.counters();
+    let slot = 66 * 66 * 66 * 2;
+    let layout = match view.scene.visual(view.layers[0].node).unwrap() {
+        sluice_render::Visual::Image(image) => image.source().layout(),
+        other => panic!("the layer is not an image: {other:?}"),
+    };
+    let all_pages: u64 = layout
+        .levels()
+        .iter()
+        .map(|l| {
+            let [d, h, w] = l.shape.padded();
+            (d.div_ceil(64) * h.div_ceil(64) * w.div_ceil(64)) as u64
+        })
+        .sum();
+    assert!(counters.pages_resident >= 2, "{counters:?}");
+    assert_eq!(
+        counters.page_bytes_resident,
+        counters.pages_resident * slot,
+        "{counters:?}"
+    );
+    let resident = counters.resident_bytes;
+    // (textures_alive 2: the atlas, and a texture of a few hundred bytes.)
+    assert!(
+        (all_pages * slot..all_pages * slot + 4096).contains(&resident),
+        "{all_pages} pages; {counters:?}"
+    );
     let status = Status {
         resident_bytes: resident,
         ..Status::default()
     };
-    assert_eq!(panel::memory_text(&status), "resident 0.1 MiB (no budget)");
+    assert_eq!(panel::memory_text(&status), "resident 3.3 MiB (no budget)");
     let budgeted = Status {
         resident_bytes: 40 << 20,
         page_bytes: 12 << 20,

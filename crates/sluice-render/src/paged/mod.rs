@@ -322,7 +322,14 @@ impl PagedTextures {
         // Upload bytes per sample may differ from the source's (RGB padded, f64 narrowed): the
         // budget counts what the atlas holds.
         let slot_bytes = slot_bytes / layout.sample_bytes().max(1) * upload.sample_bytes();
-        let wanted = self.budget / (slot_bytes.max(1) as u64);
+        // Slots for what the budget holds, or for every page of every level if fewer (a
+        // small source's atlas starts, and stays, small).
+        let all_pages = layout.levels().iter().try_fold(0u64, |sum, l| {
+            let g = grid.grid_size(&l.shape);
+            sum.checked_add((g[1] as u64).checked_mul(g[2] as u64)?)
+        });
+        let in_budget = self.budget / (slot_bytes.max(1) as u64);
+        let wanted = all_pages.map_or(in_budget, |all| all.min(in_budget));
         let (slots, per_row, max_rows) = AtlasTexture::capacity(slot, self.max_side, wanted);
         let id = self
             .allocator

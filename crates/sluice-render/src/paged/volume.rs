@@ -73,12 +73,15 @@ pub(crate) struct Atlas3d {
 
 impl Atlas3d {
     /// `(slots, per, max_layers)` for slots of `side` texels under a side limit `max_side`,
-    /// capped at `wanted` slots.
+    /// for `wanted` slots (capped by the limit): layers of as few slots as hold `wanted` in
+    /// the layers the limit allows, so that the texture a source starts with (one layer)
+    /// stays small and grows by layers as its pages arrive.
     fn capacity(side: u32, max_side: u32, wanted: u64) -> (u32, [u32; 2], u32) {
         let fit = u64::from((max_side / side.max(1)).max(1));
         let wanted = wanted.clamp(1, fit * fit * fit);
-        let px = fit.min(wanted);
-        let py = fit.min(wanted.div_ceil(px));
+        let per_layer = wanted.div_ceil(fit);
+        let px = fit.min((per_layer as f64).sqrt().ceil() as u64).max(1);
+        let py = fit.min(per_layer.div_ceil(px));
         let pz = fit.min(wanted.div_ceil(px * py));
         ((px * py * pz) as u32, [px as u32, py as u32], pz as u32)
     }
@@ -416,18 +419,28 @@ impl PagedTextures {
             .slot_bytes(&layout)
             .map_err(|e| unsupported(e.to_string()))?;
         let slot_bytes = slot_bytes / layout.sample_bytes().max(1) * upload.sample_bytes();
-        let wanted = self.budget / (slot_bytes.max(1) as u64);
+        // Slots for what the budget holds, or for every page of every level if fewer.
+        let all_pages = layout.levels().iter().try_fold(0u64, |sum, l| {
+            let g = grid.grid_size(&l.shape);
+            sum.checked_add(
+                (g[0] as u64)
+                    .checked_mul(g[1] as u64)?
+                    .checked_mul(g[2] as u64)?,
+            )
+        });
+        let in_budget = self.budget / (slot_bytes.max(1) as u64);
         // Every view needs the coarsest level's visible pages (the fallback that leaves no
         // holes), and choosing them walks its whole page grid: it must fit the budget.
         let coarsest = &layout.levels()[levels - 1].shape;
         let g = grid.grid_size(coarsest);
         let pages = g[0].checked_mul(g[1]).and_then(|p| p.checked_mul(g[2]));
-        if pages.is_none_or(|p| p as u64 > wanted) {
+        if pages.is_none_or(|p| p as u64 > in_budget) {
             return Err(unsupported(format!(
-                "its coarsest level {coarsest} needs {g:?} pages of {slot_bytes} bytes, more than the {wanted} the GPU budget of {} bytes holds (give it coarser levels, or raise gpu_budget)",
+                "its coarsest level {coarsest} needs {g:?} pages of {slot_bytes} bytes, more than the {in_budget} the GPU budget of {} bytes holds (give it coarser levels, or raise gpu_budget)",
                 self.budget
             )));
         }
+        let wanted = all_pages.map_or(in_budget, |all| all.min(in_budget));
         let (slots, per, max_layers) = Atlas3d::capacity(side, max_3d, wanted);
         let id = self
             .allocator
@@ -924,9 +937,13 @@ mod tests {
 
     #[test]
     fn atlas_capacity_fits_the_wanted_slots_under_the_side_limit() {
-        assert_eq!(Atlas3d::capacity(66, 2048, 10), (10, [10, 1], 1));
+        // Few slots: one a layer, so the texture starts at one slot.
+        assert_eq!(Atlas3d::capacity(66, 2048, 10), (10, [1, 1], 10));
+        // 2,000 slots in at most 31 layers: 65 a layer, arranged 9 x 8.
         let (slots, per, layers) = Atlas3d::capacity(66, 2048, 2000);
-        assert!(slots >= 2000 && per == [31, 31] && layers == 3);
+        assert_eq!((slots, per, layers), (2016, [9, 8], 28));
+        // A 512 MiB budget of f32 slots (466): a first layer of 16 slots (18 MB), not 496.
+        assert_eq!(Atlas3d::capacity(66, 2048, 466), (480, [4, 4], 30));
         // Never more than the side limit allows.
         assert_eq!(Atlas3d::capacity(66, 200, 1000), (27, [3, 3], 3));
         assert_eq!(Atlas3d::capacity(66, 2048, 0), (1, [1, 1], 1));
