@@ -112,6 +112,25 @@ def test_ome_zarr_time_channels_and_level(renderer, fixtures):
     assert np.abs(frame[..., 0].astype(int) - want.astype(int)).max() <= 1
 
 
+def test_slices_of_a_multiscale_volume_show_its_planes(renderer, fixtures):
+    # All three levels of the OME-Zarr group: a lazy multiscale volume, whose planes are drawn
+    # from its 3-D pages at the level the view needs (level 0 at one sample per pixel).
+    out, manifest, script = fixtures
+    entry = manifest["ome05.zarr"]
+    src = sluice.open_zarr(out / "ome05.zarr", time=0, channels=[1])
+    lv0 = entry["levels"][0]
+    data = script.closed_form(tuple(lv0["shape"]), lv0["seed"], "uint16")[0, 1]
+    for axis, index, plane in [("z", 5, data[5]), ("y", 30, data[:, 30, :]),
+                               ("x", 70, data[:, :, 70])]:
+        scene = sluice.Scene()
+        scene.add(sluice.Image(src, clim=(0, 65535), slice=(axis, index)))
+        h, w = plane.shape
+        frame = render_until_complete(renderer, scene, w, h)
+        want = gray_entry(plane.astype(np.float32), clim=(0, 65535))
+        diff = np.abs(frame[..., 0].astype(int) - want.astype(int))
+        assert diff.max() <= 1, f"{axis} = {index}: {np.count_nonzero(diff > 1)} pixels off"
+
+
 def test_zarr_errors_name_the_numbers(fixtures, tmp_path):
     out, _, _ = fixtures
     with pytest.raises(FileNotFoundError, match="no Zarr array"):

@@ -1,11 +1,13 @@
 //! Which sides of a page need their border this frame.
 //!
 //! A page's 1-sample border is what lets the hardware filter exactly up to the page's edge.
-//! It comes from the neighbouring page's storage chunks. Where no view comes within one
-//! sample of that edge, nothing ever samples there, so the page is uploaded without that
-//! side's border (the shader clamps inside the interior on a *clamped* side) and the chunks
-//! are not fetched: a view then costs its own chunks, not a ring of chunks around it. Once a
-//! view comes near such an edge, the page is uploaded again with its border.
+//! It comes from the neighbouring page's storage chunks. A linear sample at a point gives the
+//! border sample a weight only where the point lies within half a sample of the edge (a
+//! nearest sample never reads it). Where no view's sampled points (its pixels' centres) come
+//! that near, the page is uploaded without that side's border (the shader clamps inside the
+//! interior on a *clamped* side) and the chunks are not fetched: a view then costs its own
+//! chunks, not a ring of chunks around it, also when its edges lie on page edges. Once a view
+//! comes near such an edge, the page is uploaded again with its border.
 
 use std::collections::HashMap;
 
@@ -23,7 +25,8 @@ pub(crate) struct ViewRects(pub Vec<[f64; 4]>);
 
 impl ViewRects {
     /// The sides of `key` to upload without a border: those whose neighbour page exists but
-    /// lies more than one of the level's samples away from every view.
+    /// whose edge lies half a sample of the level or more from every view's sampled points
+    /// (the rectangles hold the pixels' centres).
     pub fn clamped(&self, grid: &PageGrid, layout: &Layout, key: PageKey) -> u8 {
         let Ok((lo, hi)) = grid.level0_box(layout, key) else {
             return 0;
@@ -32,8 +35,9 @@ impl ViewRects {
             return 0;
         };
         let g = grid.grid_size(&level.shape);
-        let (dy, dx) = (level.downsample[1], level.downsample[2]);
-        // Whether any view (grown by a sample) meets the band of one sample beyond a side.
+        let (dy, dx) = (0.5 * level.downsample[1], 0.5 * level.downsample[2]);
+        // Whether any view (grown by half a sample: the reach of a linear sample's weights)
+        // meets the band beyond a side.
         let near = |band: [f64; 4]| {
             self.0.iter().any(|r| {
                 r[0] - dx < band[2]

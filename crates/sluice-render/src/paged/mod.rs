@@ -523,7 +523,22 @@ impl PagedTextures {
             if let (Some(f), Some(s)) = (&v.frame, self.sources.get_mut(&v.source)) {
                 let [x0, y0, x1, y1] = f.view_box;
                 if x0 < x1 && y0 < y1 {
-                    s.rects.0.push(f.view_box);
+                    // What is sampled are the pixels' centres, half a pixel inside the view's
+                    // edges (half a sample of the view's level where that is smaller, as
+                    // under a level lock).
+                    let ds = s
+                        .layout
+                        .levels()
+                        .get(f.view.level)
+                        .map_or(1.0, |l| l.downsample[1].min(l.downsample[2]));
+                    let h = 0.5 * f.view.footprint.min(ds).max(0.0);
+                    let (cx, cy) = ((x0 + x1) * 0.5, (y0 + y1) * 0.5);
+                    s.rects.0.push([
+                        (x0 + h).min(cx),
+                        (y0 + h).min(cy),
+                        (x1 - h).max(cx),
+                        (y1 - h).max(cy),
+                    ]);
                 }
             }
         }

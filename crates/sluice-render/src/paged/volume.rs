@@ -73,16 +73,21 @@ pub(crate) struct Atlas3d {
 
 impl Atlas3d {
     /// `(slots, per, max_layers)` for slots of `side` texels under a side limit `max_side`,
-    /// for `wanted` slots (capped by the limit): layers of as few slots as hold `wanted` in
-    /// the layers the limit allows, so that the texture a source starts with (one layer)
-    /// stays small and grows by layers as its pages arrive.
+    /// for `wanted` slots (capped by the limit): about a cube of slots (a layer of
+    /// `ceil(cbrt(wanted))^2`, as many layers as the rest needs), so that the texture a source
+    /// starts with (one layer) stays small, grows by layers as its pages arrive, and no side
+    /// runs to the device's limit while the others stay one slot wide.
     fn capacity(side: u32, max_side: u32, wanted: u64) -> (u32, [u32; 2], u32) {
         let fit = u64::from((max_side / side.max(1)).max(1));
         let wanted = wanted.clamp(1, fit * fit * fit);
-        let per_layer = wanted.div_ceil(fit);
-        let px = fit.min((per_layer as f64).sqrt().ceil() as u64).max(1);
-        let py = fit.min(per_layer.div_ceil(px));
+        let mut edge = (wanted as f64).cbrt().round() as u64;
+        while edge * edge * edge < wanted {
+            edge += 1;
+        }
+        let px = fit.min(edge.max(1));
+        let py = fit.min(wanted.div_ceil(px).min(edge.max(1)));
         let pz = fit.min(wanted.div_ceil(px * py));
+        let py = fit.min(wanted.div_ceil(px * pz)).max(1);
         ((px * py * pz) as u32, [px as u32, py as u32], pz as u32)
     }
 
@@ -937,13 +942,15 @@ mod tests {
 
     #[test]
     fn atlas_capacity_fits_the_wanted_slots_under_the_side_limit() {
-        // Few slots: one a layer, so the texture starts at one slot.
-        assert_eq!(Atlas3d::capacity(66, 2048, 10), (10, [1, 1], 10));
-        // 2,000 slots in at most 31 layers: 65 a layer, arranged 9 x 8.
+        // About a cube of slots: 10 in 3 x 2 a layer, two layers.
+        assert_eq!(Atlas3d::capacity(66, 2048, 10), (12, [3, 2], 2));
+        // 2,000 slots: 13 x 13 a layer (a cube of 12.6), 12 layers.
         let (slots, per, layers) = Atlas3d::capacity(66, 2048, 2000);
-        assert_eq!((slots, per, layers), (2016, [9, 8], 28));
-        // A 512 MiB budget of f32 slots (466): a first layer of 16 slots (18 MB), not 496.
-        assert_eq!(Atlas3d::capacity(66, 2048, 466), (480, [4, 4], 30));
+        assert_eq!((slots, per, layers), (2028, [13, 13], 12));
+        // A 512 MiB budget of f32 slots (466): a first layer of 64 slots (74 MB), not 496,
+        // and the same on a device whose 3-D side limit is 16,384 (no 15,000-texel tower).
+        assert_eq!(Atlas3d::capacity(66, 2048, 466), (512, [8, 8], 8));
+        assert_eq!(Atlas3d::capacity(66, 16384, 466), (512, [8, 8], 8));
         // Never more than the side limit allows.
         assert_eq!(Atlas3d::capacity(66, 200, 1000), (27, [3, 3], 3));
         assert_eq!(Atlas3d::capacity(66, 2048, 0), (1, [1, 1], 1));
