@@ -10,7 +10,9 @@
 #                                      cannot break), runs the benches once here as a smoke test
 #                                      and only then puts them into .device/ (bin/, tests.tsv,
 #                                      manifest.txt, run.sh). Needs network access to Debian's
-#                                      package registry.
+#                                      package registry. SLUICE_DEVICE_TESTS=0 leaves the
+#                                      release test binaries out (benches only): all of them
+#                                      are over the 64 MiB the device tool carries.
 #
 #   scripts/device-run.sh remote [bench|tests|all|frames]
 #                                      THERE, in the repo root copy on the device machine:
@@ -99,6 +101,12 @@ prepare() {
     cp "$bench" "$stage/bin/$name-bench"
   done
 
+  : >"$stage/tests.tsv"
+  if [ "${SLUICE_DEVICE_TESTS:-1}" = 0 ]; then
+    # Benches only: the release test binaries (45 of them, ~225 MB gzipped) no longer fit
+    # the 64 MiB the device tool carries.
+    rm -f "$msgs"
+  else
   (cd "$src" && cargo test --release --workspace --no-run --message-format=json-render-diagnostics) >"$msgs"
   # One line per test binary: stable name, package folder relative to the root (cargo runs
   # each test binary there).
@@ -116,6 +124,7 @@ prepare() {
   done <"$msgs.tsv"
   rm -f "$msgs" "$msgs.tsv"
   [ -s "$stage/tests.tsv" ] || die "no test binaries found in cargo's messages"
+  fi
 
   # Debug info out, symbols kept (backtraces still name functions): a smaller transfer.
   strip --strip-debug "$stage"/bin/* 2>/dev/null || true
