@@ -146,3 +146,39 @@ def test_zarr_errors_name_the_numbers(fixtures, tmp_path):
     src = sluice.open_zarr(out / "v3_zstd.zarr")
     with pytest.raises(ValueError, match=r"0\.\.400 of an axis of length 300"):
         src.read_region(np.s_[0:400, :])
+
+
+def test_a_store_still_being_written_fills_in_when_watched(renderer, tmp_path):
+    # zarr-python writes one chunk of four; sluice shows it and the fill for the rest, then
+    # zarr-python writes the others while sluice renders: every chunk appears.
+    path = tmp_path / "growing.zarr"
+    h, w = 64, 64
+    arr = zarr.create_array(str(path), shape=(h, w), chunks=(32, 32), dtype="uint8",
+                            fill_value=0)
+    data = ((np.arange(h)[:, None] * 3 + np.arange(w)[None, :] * 5) % 250 + 5).astype(np.uint8)
+    arr[:32, :32] = data[:32, :32]
+    src = sluice.open_zarr(path, watch=0.02)
+    assert src.watch == pytest.approx(0.02)
+    scene = sluice.Scene()
+    scene.add(sluice.Image(src, clim=(0, 255)))
+    frame = render_until_complete(renderer, scene, w, h)
+    first = data.copy()
+    first[32:, :] = 0
+    first[:, 32:] = 0
+    want = gray_entry(first.astype(np.float32), clim=(0, 255))
+    assert np.abs(frame[..., 0].astype(int) - want.astype(int)).max() <= 1
+    arr[:32, 32:] = data[:32, 32:]
+    arr[32:, :] = data[32:, :]
+    want = gray_entry(data.astype(np.float32), clim=(0, 255))
+    deadline = time.monotonic() + 20.0
+    while True:
+        frame = render_until_complete(renderer, scene, w, h)
+        off = np.abs(frame[..., 0].astype(int) - want.astype(int)) > 1
+        if not off.any():
+            break
+        assert time.monotonic() < deadline, f"{off.sum()} pixels never appeared"
+        time.sleep(0.02)
+    assert src.chunks_appeared == 3 and src.watch_polls > 0
+    with pytest.raises(ValueError, match="watch -1 s"):
+        sluice.open_zarr(path, watch=-1)
+    assert sluice.open_zarr(path).watch is None

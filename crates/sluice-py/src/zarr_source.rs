@@ -12,7 +12,7 @@ use pyo3::types::PyDict;
 use sluice_core::{
     ChunkFill, ChunkKey, ChunkLoader, DataSource, Layout, LazySource, Region, SourceError,
 };
-use sluice_zarr::{AxisKind, OpenOptions, StoreOptions, ZarrError, ZarrSource};
+use sluice_zarr::{AxisKind, OpenOptions, StoreOptions, Watcher, ZarrError, ZarrSource};
 
 use crate::dtype::numpy_dtype;
 use crate::errors::{guard, source_error, SourceReadError};
@@ -86,6 +86,9 @@ pub struct PyZarrSource {
     zarr: ZarrSource,
     /// The level shown alone, or `None`: every level (the layout's pyramid).
     level: Option<usize>,
+    /// Polls the store for chunks written since they loaded empty (`open_zarr(watch=...)`),
+    /// with its interval.
+    watcher: Option<(Watcher, Duration)>,
 }
 
 #[pymethods]
@@ -197,6 +200,26 @@ impl PyZarrSource {
         self.inner.loader_calls()
     }
 
+    /// The poll interval in seconds when the store is watched (`open_zarr(watch=...)`), else
+    /// `None`.
+    #[getter]
+    fn watch(&self) -> Option<f64> {
+        self.watcher.as_ref().map(|(_, every)| every.as_secs_f64())
+    }
+
+    /// Chunks that loaded empty and have appeared in the store since (each then loads and is
+    /// shown), when watched; 0 otherwise.
+    #[getter]
+    fn chunks_appeared(&self) -> u64 {
+        self.watcher.as_ref().map_or(0, |(w, _)| w.appeared())
+    }
+
+    /// Polls of the watched store done so far; 0 when not watched.
+    #[getter]
+    fn watch_polls(&self) -> u64 {
+        self.watcher.as_ref().map_or(0, |(w, _)| w.polls())
+    }
+
     /// Reads `index` (numpy-style slices of the level's spatial axes; `None`: all of it) of
     /// `level` (default: the level shown) now, blocking, into a new numpy array (channels
     /// last where more than one is selected). Chunks never written read as the fill value.
@@ -261,12 +284,14 @@ impl PyZarrSource {
 /// level of a multiscale group alone (default: every level, level 0 at full size). Remote
 /// stores: `s3_endpoint`, `s3_region`, `s3_credentials=(key_id, secret)`, `s3_unsigned`,
 /// `allow_http`, `timeout` (seconds, per request); unset S3 settings come from the `AWS_*`
-/// environment variables.
+/// environment variables. `watch`: for a store still being written (a dask job writing to
+/// S3), poll it every `watch` seconds on a thread of its own for chunks that loaded empty and
+/// have been written since; they then load and are shown (the thread stops with the source).
 #[pyfunction]
 #[pyo3(signature = (
     url_or_path, *, time = 0, channels = None, level = None, s3_endpoint = None,
     s3_region = None, s3_credentials = None, s3_unsigned = false, allow_http = false,
-    timeout = 30.0
+    timeout = 30.0, watch = None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn open_zarr(
@@ -281,7 +306,20 @@ pub fn open_zarr(
     s3_unsigned: bool,
     allow_http: bool,
     timeout: f64,
+    watch: Option<f64>,
 ) -> PyResult<PyZarrSource> {
+    let watch = watch
+        .map(|every| {
+            Duration::try_from_secs_f64(every)
+                .ok()
+                .filter(|t| !t.is_zero())
+                .ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "watch {every} s: it must be a positive number of seconds, or None"
+                    ))
+                })
+        })
+        .transpose()?;
     let timeout = Duration::try_from_secs_f64(timeout)
         .ok()
         .filter(|t| !t.is_zero())
@@ -319,10 +357,13 @@ pub fn open_zarr(
                     LazySource::new(loader).map_err(source_error)?
                 }
             };
+            let inner = Arc::new(inner);
+            let watcher = watch.map(|every| (zarr.watch(&inner, every), every));
             Ok(PyZarrSource {
-                inner: Arc::new(inner),
+                inner,
                 zarr,
                 level,
+                watcher,
             })
         })
     })
