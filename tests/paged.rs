@@ -885,3 +885,61 @@ fn a_per_frame_upload_time_budget_spreads_pages_over_frames() {
         done.frames
     );
 }
+
+/// Renders `scene` until complete with the camera centred on `centre`, 1:1, on `target`.
+fn complete_at(r: &mut Renderer, scene: &Scene, target: &RenderTarget, centre: [f32; 2]) {
+    let camera = PanZoomCamera::new(Vec2::new(centre[0], centre[1]), 1.0);
+    let done = r
+        .render_until_complete(scene, &camera, target, LONG)
+        .unwrap();
+    assert!(done.complete, "{done:?}");
+}
+
+#[test]
+fn an_atlas_whose_pages_left_shrinks_and_still_draws_what_it_kept() {
+    // Two lazy 1024^2 images side by side (pages of 32^2, 34^2 slots of f32: 4,624 bytes),
+    // under a budget of 1,100 slots: A is seen whole (its four quadrants in turn), then B;
+    // B's pages push A's out (LRU) but for those of the quadrant A showed last.
+    let slot = 34 * 34 * 4;
+    let budget = 1_100 * slot;
+    let mut r = paged_renderer(32, Some(budget), None);
+    let a = procedural(pyramid_layout(1024, 1024, 1, [64, 64]));
+    let b = procedural(pyramid_layout(1024, 1024, 1, [64, 64]));
+    let mut scene = Scene::new();
+    scene.add(gray_image(a));
+    let node_b = scene.add(gray_image(b));
+    scene.set_transform(node_b, Mat4::from_translation(Vec3::new(2048.0, 0.0, 0.0)));
+    let target = r.create_target(512, 512).unwrap();
+    let quadrants = [
+        [256.0, 256.0],
+        [768.0, 256.0],
+        [256.0, 768.0],
+        [768.0, 768.0],
+    ];
+    for q in quadrants {
+        complete_at(&mut r, &scene, &target, q);
+    }
+    let grown = r.counters();
+    assert_eq!(grown.pages_resident, 1_024, "{grown:?}");
+    for q in quadrants {
+        complete_at(&mut r, &scene, &target, [q[0] + 2048.0, q[1]]);
+    }
+    // A frame more: A's atlas, now at most a quarter full, shrinks before planning.
+    complete_at(&mut r, &scene, &target, [768.0 + 2048.0, 768.0]);
+    let after = r.counters();
+    assert!(after.atlases_shrunk >= 1, "{after:?}");
+    assert!(after.page_bytes_resident <= budget, "{after:?}");
+    // B's atlas (5 rows of 240 slots) and A's (2 rows) against two full ones before.
+    assert!(
+        after.resident_bytes < grown.resident_bytes * 2 - 2 * 240 * slot,
+        "textures {} bytes after, {} with A alone: {after:?}",
+        after.resident_bytes,
+        grown.resident_bytes
+    );
+    // Back to A's last quadrant: the pages A kept, packed into low slots, and those loading
+    // again draw the image exactly.
+    complete_at(&mut r, &scene, &target, [768.0, 768.0]);
+    assert_pattern(&r.read_image(&target).unwrap(), 512, 512, 1);
+    complete_at(&mut r, &scene, &target, [256.0, 256.0]);
+    assert_pattern(&r.read_image(&target).unwrap(), 0, 0, 1);
+}

@@ -57,6 +57,18 @@ pub struct PageEviction {
     pub slot: u32,
 }
 
+/// A resident page that [`AtlasAllocator::compact`] moved to a lower slot: the render side
+/// copies slot `from` of its old texture into slot `to` of the smaller one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotMove {
+    /// The page.
+    pub key: PageKey,
+    /// The slot it held.
+    pub from: u32,
+    /// The slot it holds now.
+    pub to: u32,
+}
+
 /// What to draw for one wanted page this frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PageFallback {
@@ -266,6 +278,71 @@ impl AtlasAllocator {
         s.free.clear();
         s.next_slot = 0;
         Ok(out)
+    }
+
+    /// The slots `source` has handed out at most so far (one past the highest slot in use or
+    /// freed): what its atlas texture must hold.
+    pub fn slots_used(&self, source: AtlasSourceId) -> u32 {
+        self.sources.get(source.0).map_or(0, |s| s.next_slot)
+    }
+
+    /// Resident pages of `source`.
+    pub fn resident_count(&self, source: AtlasSourceId) -> usize {
+        self.sources.get(source.0).map_or(0, |s| s.pages.len())
+    }
+
+    /// Packs `source`'s resident pages into its lowest `slots` slots, so that the render side
+    /// can shrink its atlas texture to hold just those: pages at or above `slots` move to free
+    /// slots below it (returned, for the GPU copies, in slot order), and new slots are then
+    /// handed out from the free ones below `slots` first, then from `slots` up (the texture
+    /// grows again as before). Nothing changes on an error: [`PagingError::UnknownSource`],
+    /// or [`PagingError::OverBudget`] naming the pages when more are resident than `slots`.
+    pub fn compact(
+        &mut self,
+        source: AtlasSourceId,
+        slots: u32,
+    ) -> Result<Vec<SlotMove>, PagingError> {
+        let registered = self.sources.len();
+        let s = self
+            .sources
+            .get_mut(source.0)
+            .ok_or(PagingError::UnknownSource {
+                id: source.0,
+                registered,
+            })?;
+        if s.pages.len() > slots as usize {
+            return Err(PagingError::OverBudget {
+                pages: s.pages.len(),
+                bytes: s.pages.len().saturating_mul(s.slot_bytes),
+                budget: (slots as usize).saturating_mul(s.slot_bytes),
+            });
+        }
+        let used: std::collections::HashSet<u32> = s.pages.values().map(|r| r.slot).collect();
+        // Free slots below `slots`, lowest last (popped first).
+        let mut free: Vec<u32> = (0..slots.min(s.next_slot))
+            .filter(|slot| !used.contains(slot))
+            .rev()
+            .collect();
+        let mut high: Vec<(PageKey, u32)> = s
+            .pages
+            .iter()
+            .filter(|(_, r)| r.slot >= slots)
+            .map(|(k, r)| (*k, r.slot))
+            .collect();
+        high.sort_by_key(|&(_, slot)| slot);
+        let mut moves = Vec::with_capacity(high.len());
+        let mut next = slots.min(s.next_slot);
+        for (key, from) in high {
+            let to = free.pop().unwrap_or_else(|| {
+                next += 1;
+                next - 1
+            });
+            s.pages.get_mut(&key).expect("resident").slot = to;
+            moves.push(SlotMove { key, from, to });
+        }
+        s.next_slot = next;
+        s.free = free;
+        Ok(moves)
     }
 
     fn evict(&mut self, source: usize, key: PageKey, plan: &mut FramePlan) {
@@ -587,6 +664,71 @@ mod tests {
         assert!(p.uploads.is_empty() && p.evictions.is_empty(), "{p:?}");
         assert_eq!(p.no_room, 1);
         assert!(a.resident_bytes() <= a.budget());
+    }
+
+    #[test]
+    fn compaction_packs_resident_pages_into_the_lowest_slots() {
+        let layout = pyramid(2048, 2048, 1, ElementType::U8);
+        let grid = PageGrid::new(2, &[256, 256], 0).unwrap();
+        let mut a = AtlasAllocator::new(64 * 65_536, 64 * 65_536);
+        let s = a.add_source("img", layout, grid, 64).unwrap();
+        // 16 pages resident in slots 0..16, then a view of 3 of them (budget room for 4 more
+        // wanted pages only after evicting): fill, then keep pages 1, 9 and 14 by making the
+        // source's other pages leave.
+        let all: Vec<PageWant> = (0..16)
+            .map(|i| want(0, i / 8, i % 8, Tier::Visible, i as f64))
+            .collect();
+        a.plan_frame(&[AtlasFrame {
+            source: s,
+            wants: &all,
+            ready: &all_ready,
+        }])
+        .unwrap();
+        assert_eq!((a.resident_count(s), a.slots_used(s)), (16, 16));
+        let keep = [1usize, 9, 14];
+        for (i, w) in all.iter().enumerate() {
+            if !keep.contains(&i) {
+                a.invalidate(s, w.key).unwrap();
+            }
+        }
+        let before: HashMap<PageKey, u32> = a.resident(s).into_iter().collect();
+        // Too small: refused, nothing changed.
+        let e = a.compact(s, 2).unwrap_err();
+        assert!(matches!(e, PagingError::OverBudget { pages: 3, .. }), "{e}");
+        assert_eq!(a.resident(s).into_iter().collect::<HashMap<_, _>>(), before);
+        // Into 4 slots: pages in slots 9 and 14 move to the free slots 0 and 2, lowest first.
+        let moves = a.compact(s, 4).unwrap();
+        let slot_of = |i: usize| before[&all[i].key];
+        assert_eq!(
+            moves,
+            vec![
+                SlotMove {
+                    key: all[9].key,
+                    from: slot_of(9),
+                    to: 0
+                },
+                SlotMove {
+                    key: all[14].key,
+                    from: slot_of(14),
+                    to: 2
+                },
+            ]
+        );
+        assert_eq!(a.slot_of(s, all[1].key), Some(1));
+        assert_eq!(a.slots_used(s), 4);
+        // New pages take the free slot below 4 first, then 4 and up.
+        let more = [all[1], all[9], all[14], all[0], all[2]];
+        let p = a
+            .plan_frame(&[AtlasFrame {
+                source: s,
+                wants: &more,
+                ready: &all_ready,
+            }])
+            .unwrap();
+        let mut slots: Vec<u32> = p.uploads.iter().map(|u| u.slot).collect();
+        slots.sort();
+        assert_eq!(slots, vec![3, 4]);
+        assert_eq!(a.slots_used(s), 5);
     }
 
     #[test]

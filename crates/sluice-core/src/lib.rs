@@ -58,6 +58,7 @@ mod visibility;
 pub use array::{ArraySource, HostCopyPolicy};
 pub use atlas::{
     AtlasAllocator, AtlasFrame, AtlasSourceId, FramePlan, PageEviction, PageFallback, PageUpload,
+    SlotMove,
 };
 pub use cache::{ChunkCache, DEFAULT_CACHE_BYTES};
 pub use changes::{ChangeLog, Changes, Version};

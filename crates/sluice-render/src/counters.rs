@@ -49,6 +49,8 @@ pub struct Counters {
     pub pages_evicted: u64,
     /// Bytes of page-table entries written so far.
     pub page_table_bytes_written: u64,
+    /// Atlas textures shrunk so far, after most of their pages left (see docs/chunked.md).
+    pub atlases_shrunk: u64,
     /// What the device upload path's pools did (CUDA destinations: host waits, GPU-side
     /// waits, destinations made), as the path reports it; zero without one.
     pub device_pools: DevicePoolCounters,
@@ -108,6 +110,7 @@ impl Counters {
             pages_evicted: self.pages_evicted - earlier.pages_evicted,
             page_table_bytes_written: self.page_table_bytes_written
                 - earlier.page_table_bytes_written,
+            atlases_shrunk: self.atlases_shrunk - earlier.atlases_shrunk,
             device_pools: self.device_pools.since(&earlier.device_pools),
             ..*self
         }

@@ -308,6 +308,7 @@ impl Renderer {
             pages_uploaded: paged.counters.pages_uploaded,
             pages_evicted: paged.counters.pages_evicted,
             page_table_bytes_written: paged.counters.table_bytes_written,
+            atlases_shrunk: paged.counters.atlases_shrunk,
             staging_buffers_created: self.staging.created,
             staging_bytes: self.staging.held_bytes,
             compute_copies: self.unpack.recorded(),

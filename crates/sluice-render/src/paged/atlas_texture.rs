@@ -111,6 +111,89 @@ impl AtlasTexture {
     }
 }
 
+impl AtlasTexture {
+    /// Slot rows the texture has now.
+    pub fn rows(&self) -> u32 {
+        self.rows
+    }
+
+    /// Shrinks the texture to `rows` rows (at least 2, never more than it has): slots below
+    /// the new size keep their texels, and each `(from, to)` in `moves` (from
+    /// `AtlasAllocator::compact`) copies a slot above it into one below. Submitted at once,
+    /// after this frame's page writes into the old texture. Returns whether it shrank.
+    pub fn shrink(
+        &mut self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        rows: u32,
+        moves: &[(u32, u32)],
+    ) -> bool {
+        let rows = rows.max(2.min(self.max_rows));
+        if rows >= self.rows {
+            return false;
+        }
+        let texture = create(device, self.format, self.slot, self.per_row, rows);
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("sluice atlas shrink"),
+        });
+        let kept = wgpu::Extent3d {
+            width: self.per_row * self.slot[0],
+            height: rows * self.slot[1],
+            depth_or_array_layers: 1,
+        };
+        encoder.copy_texture_to_texture(
+            self.texture.as_image_copy(),
+            texture.as_image_copy(),
+            kept,
+        );
+        let at = |slot: u32| {
+            let [x, y] = self.slot_origin(slot);
+            wgpu::Origin3d { x, y, z: 0 }
+        };
+        for &(from, to) in moves {
+            encoder.copy_texture_to_texture(
+                wgpu::TexelCopyTextureInfo {
+                    texture: &self.texture,
+                    mip_level: 0,
+                    origin: at(from),
+                    aspect: wgpu::TextureAspect::All,
+                },
+                wgpu::TexelCopyTextureInfo {
+                    texture: &texture,
+                    mip_level: 0,
+                    origin: at(to),
+                    aspect: wgpu::TextureAspect::All,
+                },
+                wgpu::Extent3d {
+                    width: self.slot[0],
+                    height: self.slot[1],
+                    depth_or_array_layers: 1,
+                },
+            );
+        }
+        queue.submit([encoder.finish()]);
+        self.view = texture.create_view(&wgpu::TextureViewDescriptor::default());
+        self.texture = texture;
+        self.rows = rows;
+        self.generation = next_generation();
+        true
+    }
+}
+
+/// The rows (2-D) or layers (3-D) an atlas of `per_row` slots a row and `rows` rows now
+/// shrinks to for `resident` pages, if it should: when at most a quarter of its slots hold
+/// pages, to twice what they need (a power of two, at least `least`), so that growth by
+/// doubling and shrinking do not alternate.
+pub(crate) fn shrink_rows(per_row: u32, rows: u32, resident: u32, least: u32) -> Option<u32> {
+    let slots = per_row.saturating_mul(rows);
+    if rows <= least || resident.saturating_mul(4) > slots {
+        return None;
+    }
+    let need = resident.saturating_mul(2).div_ceil(per_row.max(1));
+    let target = need.next_power_of_two().max(least);
+    (target < rows).then_some(target)
+}
+
 fn next_generation() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -139,4 +222,22 @@ fn create(
             | wgpu::TextureUsages::COPY_SRC,
         view_formats: &[],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shrink_rows;
+
+    #[test]
+    fn atlases_shrink_when_three_quarters_are_empty_to_twice_their_pages() {
+        // 31 slots a row, 16 rows (496 slots): more than a quarter (125 pages) keeps it.
+        assert_eq!(shrink_rows(31, 16, 125, 2), None);
+        assert_eq!(shrink_rows(31, 16, 124, 2), Some(8));
+        assert_eq!(shrink_rows(31, 16, 10, 2), Some(2));
+        assert_eq!(shrink_rows(31, 16, 0, 2), Some(2));
+        // Never below the least size, nor to the size it has.
+        assert_eq!(shrink_rows(31, 2, 0, 2), None);
+        assert_eq!(shrink_rows(64, 8, 3, 1), Some(1));
+        assert_eq!(shrink_rows(64, 1, 0, 1), None);
+    }
 }

@@ -51,6 +51,7 @@ pub(crate) use volume::{
     camera_of, wants_paging_3d, PagedVolumes, SlicePlane, VolumeSource, MAX_LEVELS_3D,
 };
 
+pub(crate) use atlas_texture::shrink_rows;
 use atlas_texture::AtlasTexture;
 use borders::{chunks_for, upload_region, ViewRects};
 use format::AtlasFormat;
@@ -87,6 +88,7 @@ pub(crate) struct PagedCounters {
     pub pages_evicted: u64,
     pub table_bytes_written: u64,
     pub peak_page_bytes: u64,
+    pub atlases_shrunk: u64,
 }
 
 /// One paged source on this renderer.
@@ -489,6 +491,7 @@ impl PagedTextures {
     ) -> Result<bool, RenderError> {
         self.frame_spent = (0, Duration::ZERO, false);
         self.apply_changes(device)?;
+        self.shrink_atlases(device, queue);
         // 1. What each visual's view needs.
         let mut wants: HashMap<SourceKey, Vec<PageWant>> = HashMap::new();
         for &(id, mvp, viewport) in draws {
@@ -708,6 +711,31 @@ impl PagedTextures {
             .map_or(0, |b| b.saturating_sub(budget_left));
         self.frame_spent = (spent, started.elapsed(), uploaded_any);
         Ok(plan.deferred > 0 || deferred_by_time > 0)
+    }
+
+    /// Shrinks the atlas textures of 2-D sources whose pages left (at most a quarter of their
+    /// slots hold pages after the last frame): their pages are packed into the lowest slots
+    /// (`AtlasAllocator::compact`) and copied into a smaller texture. Before this frame's
+    /// planning, so that its plan and page tables name the new slots. The GPU budget bounds
+    /// resident pages; this keeps each atlas within about twice its resident pages, so that a
+    /// working set moving from one source to another does not leave the first one's texture
+    /// at the size it grew to.
+    fn shrink_atlases(&mut self, device: &wgpu::Device, queue: &wgpu::Queue) {
+        for s in self.sources.values_mut() {
+            let resident = self.allocator.resident_count(s.id) as u32;
+            let Some(rows) =
+                atlas_texture::shrink_rows(s.atlas.per_row, s.atlas.rows(), resident, 2)
+            else {
+                continue;
+            };
+            let Ok(moves) = self.allocator.compact(s.id, rows * s.atlas.per_row) else {
+                continue;
+            };
+            let moves: Vec<(u32, u32)> = moves.iter().map(|m| (m.from, m.to)).collect();
+            if s.atlas.shrink(device, queue, rows, &moves) {
+                self.counters.atlases_shrunk += 1;
+            }
+        }
     }
 
     /// The per-frame upload budgets left to the 3-D pass after this frame's 2-D pass: bytes

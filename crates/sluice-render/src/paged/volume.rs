@@ -166,6 +166,75 @@ impl Atlas3d {
     }
 }
 
+impl Atlas3d {
+    /// Slot layers the texture has now.
+    pub fn layers(&self) -> u32 {
+        self.layers
+    }
+
+    /// Shrinks the texture to `layers` layers (at least 1, never more than it has): slots
+    /// below the new size keep their texels, and each `(from, to)` in `moves` (from
+    /// `AtlasAllocator::compact`) copies a slot above it into one below. Submitted at once.
+    /// Returns whether it shrank.
+    pub fn shrink(
+        &mut self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        layers: u32,
+        moves: &[(u32, u32)],
+    ) -> bool {
+        let layers = layers.max(1);
+        if layers >= self.layers {
+            return false;
+        }
+        let texture = create_3d(device, self.format, self.side, self.per, layers);
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("sluice 3-D atlas shrink"),
+        });
+        let [w, h, _] = self.size();
+        encoder.copy_texture_to_texture(
+            self.texture.as_image_copy(),
+            texture.as_image_copy(),
+            wgpu::Extent3d {
+                width: w,
+                height: h,
+                depth_or_array_layers: layers * self.side,
+            },
+        );
+        let at = |slot: u32| {
+            let [x, y, z] = self.slot_origin(slot);
+            wgpu::Origin3d { x, y, z }
+        };
+        for &(from, to) in moves {
+            encoder.copy_texture_to_texture(
+                wgpu::TexelCopyTextureInfo {
+                    texture: &self.texture,
+                    mip_level: 0,
+                    origin: at(from),
+                    aspect: wgpu::TextureAspect::All,
+                },
+                wgpu::TexelCopyTextureInfo {
+                    texture: &texture,
+                    mip_level: 0,
+                    origin: at(to),
+                    aspect: wgpu::TextureAspect::All,
+                },
+                wgpu::Extent3d {
+                    width: self.side,
+                    height: self.side,
+                    depth_or_array_layers: self.side,
+                },
+            );
+        }
+        queue.submit([encoder.finish()]);
+        self.view = texture.create_view(&wgpu::TextureViewDescriptor::default());
+        self.texture = texture;
+        self.layers = layers;
+        self.generation = next_generation();
+        true
+    }
+}
+
 fn next_generation() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -612,6 +681,22 @@ impl PagedTextures {
             return Ok(false);
         }
         self.apply_volume_changes(device)?;
+        // Atlases whose pages left shrink before planning (as 2-D atlases do), so that this
+        // frame's plan and tables name the new slots.
+        for s in self.volumes.sources.values_mut() {
+            let per = s.atlas.per[0] * s.atlas.per[1];
+            let resident = self.allocator.resident_count(s.id) as u32;
+            let Some(layers) = super::shrink_rows(per, s.atlas.layers(), resident, 1) else {
+                continue;
+            };
+            let Ok(moves) = self.allocator.compact(s.id, layers * per) else {
+                continue;
+            };
+            let moves: Vec<(u32, u32)> = moves.iter().map(|m| (m.from, m.to)).collect();
+            if s.atlas.shrink(device, queue, layers, &moves) {
+                self.counters.atlases_shrunk += 1;
+            }
+        }
         let budget = usize::try_from(self.budget).unwrap_or(usize::MAX);
         // 1. What each camera needs.
         let mut wants: HashMap<SourceKey, Vec<PageWant>> = HashMap::new();
