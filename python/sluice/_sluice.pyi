@@ -170,6 +170,8 @@ class Image:
         nan_color: RGBA | None = None,
         opacity: float = 1.0,
         slice: SliceSpec | None = None,
+        level_bias: int = 0,
+        level_lock: int | None = None,
     ) -> None: ...
     source: Any
     clim: tuple[float, float] | None
@@ -181,6 +183,8 @@ class Image:
     nan_color: RGBA
     opacity: float
     slice: SliceSpec | None
+    level_bias: int
+    level_lock: int | None
 
 class Volume:
     def __init__(

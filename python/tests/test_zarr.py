@@ -182,3 +182,31 @@ def test_a_store_still_being_written_fills_in_when_watched(renderer, tmp_path):
     with pytest.raises(ValueError, match="watch -1 s"):
         sluice.open_zarr(path, watch=-1)
     assert sluice.open_zarr(path).watch is None
+
+
+def test_a_level_lock_draws_that_level_of_a_multiscale_store(renderer, fixtures):
+    # For slow links: the plane z = 5 of the OME-Zarr group drawn from level 2 at level 0's
+    # size. Level 2 halves twice (downsample 4): pixel (x, y) shows its sample
+    # (z 5.5 // 4 = 1, y // 4, x // 4).
+    out, manifest, script = fixtures
+    entry = manifest["ome05.zarr"]
+    src = sluice.open_zarr(out / "ome05.zarr", time=0, channels=[1])
+    lv2 = entry["levels"][2]
+    coarse = script.closed_form(tuple(lv2["shape"]), lv2["seed"], "uint16")[0, 1]
+    h, w = entry["levels"][0]["shape"][3:]
+    image = sluice.Image(src, clim=(0, 65535), slice=("z", 5), level_lock=2)
+    assert (image.level_lock, image.level_bias) == (2, 0)
+    scene = sluice.Scene()
+    scene.add(image)
+    frame = render_until_complete(renderer, scene, w, h)
+    ys, xs = np.meshgrid(np.arange(h) // 4, np.arange(w) // 4, indexing="ij")
+    plane = coarse[1][np.minimum(ys, coarse.shape[1] - 1), np.minimum(xs, coarse.shape[2] - 1)]
+    want = gray_entry(plane.astype(np.float32), clim=(0, 65535))
+    diff = np.abs(frame[..., 0].astype(int) - want.astype(int))
+    assert diff.max() <= 1, f"{np.count_nonzero(diff > 1)} pixels off level 2"
+    with pytest.raises(ValueError, match="level 3"):
+        image.level_lock = 3
+    assert image.level_lock == 2
+    image.level_lock = None
+    image.level_bias = 1
+    assert (image.level_lock, image.level_bias) == (None, 1)

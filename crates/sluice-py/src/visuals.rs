@@ -2,6 +2,7 @@
 //! Python properties. Changing a setting uploads nothing; the next render shows it.
 
 use pyo3::prelude::*;
+use sluice_core::LevelPolicy;
 use sluice_render::{Image, Mesh, Volume, VolumeMode};
 
 use crate::errors::render_error;
@@ -20,7 +21,7 @@ pub struct PyImage {
 #[pymethods]
 impl PyImage {
     #[new]
-    #[pyo3(signature = (source, *, clim = None, gamma = 1.0, colormap = None, interpolation = "nearest", nan_color = None, opacity = 1.0, slice = None))]
+    #[pyo3(signature = (source, *, clim = None, gamma = 1.0, colormap = None, interpolation = "nearest", nan_color = None, opacity = 1.0, slice = None, level_bias = 0, level_lock = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         source: &Bound<'_, PyAny>,
@@ -31,6 +32,8 @@ impl PyImage {
         nan_color: Option<[f32; 4]>,
         opacity: f32,
         slice: Option<&Bound<'_, PyAny>>,
+        level_bias: i32,
+        level_lock: Option<usize>,
     ) -> PyResult<Self> {
         let py = source.py();
         let (shared, object) = shared_source(source, ArrayAxes::Image)?;
@@ -49,7 +52,43 @@ impl PyImage {
         }
         image.set_opacity(py, opacity)?;
         image.set_slice(py, slice)?;
+        image.set_level_bias(py, level_bias)?;
+        image.set_level_lock(py, level_lock)?;
         Ok(image)
+    }
+
+    /// For multiscale sources: levels to draw coarser than the view needs (negative: finer),
+    /// for slow links; clamped to the source's levels. Ignored while `level_lock` is set.
+    #[getter]
+    fn level_bias(&self, py: Python<'_>) -> PyResult<i32> {
+        self.slot.read(py, |v| v.level_policy().bias)
+    }
+
+    #[setter]
+    fn set_level_bias(&mut self, py: Python<'_>, bias: i32) -> PyResult<()> {
+        self.slot
+            .write(py, move |v| {
+                let lock = v.level_policy().lock;
+                v.set_level_policy(LevelPolicy { bias, lock })
+            })?
+            .map_err(render_error)
+    }
+
+    /// For multiscale sources: the level drawn whatever the zoom, or `None` (the level the
+    /// view needs, then `level_bias`). A level the source does not have is a `ValueError`.
+    #[getter]
+    fn level_lock(&self, py: Python<'_>) -> PyResult<Option<usize>> {
+        self.slot.read(py, |v| v.level_policy().lock)
+    }
+
+    #[setter]
+    fn set_level_lock(&mut self, py: Python<'_>, lock: Option<usize>) -> PyResult<()> {
+        self.slot
+            .write(py, move |v| {
+                let bias = v.level_policy().bias;
+                v.set_level_policy(LevelPolicy { bias, lock })
+            })?
+            .map_err(render_error)
     }
 
     /// The source object shown.
