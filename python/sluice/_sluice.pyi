@@ -201,6 +201,8 @@ class Volume:
         interpolation: Interpolation = "linear",
         opacity: float = 1.0,
         depth_samples: int | None = 256,
+        level_bias: int = 0,
+        level_lock: int | None = None,
     ) -> None: ...
     source: Any
     mode: Literal["mip", "translucent", "iso"]
@@ -212,6 +214,8 @@ class Volume:
     colormap: Colormap
     step: float | None
     depth_samples: int | None
+    level_bias: int
+    level_lock: int | None
     @property
     def interpolation(self) -> Interpolation: ...
     @property

@@ -90,6 +90,15 @@ def test_visual_settings():
     with pytest.raises(ValueError, match="depth samples"):
         volume.depth_samples = 0
     assert volume.depth_samples is None
+    # One level: a lock on level 1 names both numbers; a bias is kept (clamped when drawn).
+    with pytest.raises(ValueError, match="level 1, but the source has 1 level"):
+        sluice.Volume(np.zeros((4, 4, 4), np.float32), level_lock=1)
+    with pytest.raises(ValueError, match="level 1, but the source has 1 level"):
+        volume.level_lock = 1
+    volume.level_bias = 2
+    assert (volume.level_bias, volume.level_lock) == (2, None)
+    with pytest.raises(ValueError, match="level 1, but the source has 1 level"):
+        sluice.Image(np.zeros((4, 4), np.float32), level_lock=1)
     with pytest.raises(ValueError, match='unknown shading "phong"'):
         sluice.Mesh(np.zeros((3, 3), np.float32), shading="phong")
 

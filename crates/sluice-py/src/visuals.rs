@@ -239,7 +239,7 @@ pub struct PyVolume {
 #[pymethods]
 impl PyVolume {
     #[new]
-    #[pyo3(signature = (source, *, mode = "mip", attenuation = 1.0, threshold = 0.5, clim = None, gamma = 1.0, colormap = None, step = None, interpolation = "linear", opacity = 1.0, depth_samples = Some(sluice_render::DEFAULT_DEPTH_SAMPLES)))]
+    #[pyo3(signature = (source, *, mode = "mip", attenuation = 1.0, threshold = 0.5, clim = None, gamma = 1.0, colormap = None, step = None, interpolation = "linear", opacity = 1.0, depth_samples = Some(sluice_render::DEFAULT_DEPTH_SAMPLES), level_bias = 0, level_lock = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         source: &Bound<'_, PyAny>,
@@ -253,6 +253,8 @@ impl PyVolume {
         interpolation: &str,
         opacity: f32,
         depth_samples: Option<u32>,
+        level_bias: i32,
+        level_lock: Option<usize>,
     ) -> PyResult<Self> {
         let (shared, object) = shared_source(source, ArrayAxes::Spatial)?;
         let mut inner = Volume::new(shared)
@@ -278,7 +280,44 @@ impl PyVolume {
         volume.set_mode_impl(py, mode, attenuation, threshold)?;
         volume.set_step(py, step)?;
         volume.set_depth_samples(py, depth_samples)?;
+        volume.set_level_bias(py, level_bias)?;
+        volume.set_level_lock(py, level_lock)?;
         Ok(volume)
+    }
+
+    /// For multiscale and lazy sources: levels to draw coarser than the view needs (negative:
+    /// finer), for slow links; clamped to the source's levels. Ignored while `level_lock` is
+    /// set.
+    #[getter]
+    fn level_bias(&self, py: Python<'_>) -> PyResult<i32> {
+        self.slot.read(py, |v| v.level_policy().bias)
+    }
+
+    #[setter]
+    fn set_level_bias(&mut self, py: Python<'_>, bias: i32) -> PyResult<()> {
+        self.slot
+            .write(py, move |v| {
+                let lock = v.level_policy().lock;
+                v.set_level_policy(LevelPolicy { bias, lock })
+            })?
+            .map_err(render_error)
+    }
+
+    /// For multiscale sources: the level drawn whatever the view, or `None`. A level the
+    /// source does not have is a `ValueError`.
+    #[getter]
+    fn level_lock(&self, py: Python<'_>) -> PyResult<Option<usize>> {
+        self.slot.read(py, |v| v.level_policy().lock)
+    }
+
+    #[setter]
+    fn set_level_lock(&mut self, py: Python<'_>, lock: Option<usize>) -> PyResult<()> {
+        self.slot
+            .write(py, move |v| {
+                let bias = v.level_policy().bias;
+                v.set_level_policy(LevelPolicy { bias, lock })
+            })?
+            .map_err(render_error)
     }
 
     /// For lazy and multiscale sources: about how many samples a ray takes at most, which
