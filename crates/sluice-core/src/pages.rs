@@ -240,6 +240,18 @@ impl PageGrid {
             })
     }
 
+    /// Pages of every level of `layout` together, or `None` if the count overflows.
+    pub fn page_count(&self, layout: &Layout) -> Option<u64> {
+        layout.levels().iter().try_fold(0u64, |sum, l| {
+            let g = self.grid_size(&l.shape);
+            sum.checked_add(
+                (g[0] as u64)
+                    .checked_mul(g[1] as u64)?
+                    .checked_mul(g[2] as u64)?,
+            )
+        })
+    }
+
     /// Pages per axis covering `shape`.
     pub fn grid_size(&self, shape: &Shape) -> [usize; 3] {
         let d = shape.padded();

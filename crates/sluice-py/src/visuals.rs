@@ -68,8 +68,7 @@ impl PyImage {
     fn set_level_bias(&mut self, py: Python<'_>, bias: i32) -> PyResult<()> {
         self.slot
             .write(py, move |v| {
-                let lock = v.level_policy().lock;
-                v.set_level_policy(LevelPolicy { bias, lock })
+                v.set_level_policy(with_bias(v.level_policy(), bias))
             })?
             .map_err(render_error)
     }
@@ -85,8 +84,7 @@ impl PyImage {
     fn set_level_lock(&mut self, py: Python<'_>, lock: Option<usize>) -> PyResult<()> {
         self.slot
             .write(py, move |v| {
-                let bias = v.level_policy().bias;
-                v.set_level_policy(LevelPolicy { bias, lock })
+                v.set_level_policy(with_lock(v.level_policy(), lock))
             })?
             .map_err(render_error)
     }
@@ -297,8 +295,7 @@ impl PyVolume {
     fn set_level_bias(&mut self, py: Python<'_>, bias: i32) -> PyResult<()> {
         self.slot
             .write(py, move |v| {
-                let lock = v.level_policy().lock;
-                v.set_level_policy(LevelPolicy { bias, lock })
+                v.set_level_policy(with_bias(v.level_policy(), bias))
             })?
             .map_err(render_error)
     }
@@ -314,8 +311,7 @@ impl PyVolume {
     fn set_level_lock(&mut self, py: Python<'_>, lock: Option<usize>) -> PyResult<()> {
         self.slot
             .write(py, move |v| {
-                let bias = v.level_policy().bias;
-                v.set_level_policy(LevelPolicy { bias, lock })
+                v.set_level_policy(with_lock(v.level_policy(), lock))
             })?
             .map_err(render_error)
     }
@@ -646,4 +642,14 @@ impl PyMesh {
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         self.slot.read(py, |v| format!("{:?}", v))
     }
+}
+
+/// `policy` with another bias (its lock kept).
+fn with_bias(policy: LevelPolicy, bias: i32) -> LevelPolicy {
+    LevelPolicy { bias, ..policy }
+}
+
+/// `policy` with another lock (its bias kept).
+fn with_lock(policy: LevelPolicy, lock: Option<usize>) -> LevelPolicy {
+    LevelPolicy { lock, ..policy }
 }

@@ -10,18 +10,16 @@ use std::collections::HashMap;
 use crate::error::RenderError;
 use crate::image_pipeline::slice_geometry;
 use crate::paged::{wants_paging_3d, SlicePlane, MAX_LEVELS_3D};
-use crate::pipeline::{
-    lut_entry, render_pipeline, uniform_entry, DisplayParams, PassKind, PipelineSpec, ShaderParts,
-};
+use crate::pipeline::{render_pipeline, DisplayParams, PassKind, PipelineSpec, ShaderParts};
 use crate::redraw::flat_depth;
 use crate::visual::{Image, Interpolation};
 use wgpu::RenderPass;
 
-use super::paged_volume::LevelParams3d;
+use super::paged_volume::{
+    atlas_sampler, paged3d_bind_group, paged3d_entries, paged3d_source, LevelParams3d,
+};
 use super::{Draw, PassNeed, Resources};
 
-const COMMON: &str = include_str!("../shaders/common.wgsl");
-const PAGED3D: &str = include_str!("../shaders/paged3d.wgsl");
 const SHADER: &str = include_str!("../shaders/paged_slice.wgsl");
 
 /// The slice's uniform block (`Params` in `shaders/paged_slice.wgsl`).
@@ -190,32 +188,15 @@ pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
         .is_some_and(|(_, g, c)| *g == generation && *c == colormap_key);
     if !fresh {
         let lut = &res.colormaps[&colormap_key];
-        let group = res.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("sluice paged slice"),
-            layout: &shader.layout,
-            entries: &[
-                wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: v.uniform.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 1,
-                    resource: wgpu::BindingResource::TextureView(&s.atlas.view),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 2,
-                    resource: wgpu::BindingResource::TextureView(&lut.view),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 3,
-                    resource: s.table.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 4,
-                    resource: wgpu::BindingResource::Sampler(&shader.sampler),
-                },
-            ],
-        });
+        let group = paged3d_bind_group(
+            &res.device,
+            "sluice paged slice",
+            &shader.layout,
+            &v.uniform,
+            s,
+            &lut.view,
+            &shader.sampler,
+        );
         res.paged
             .volumes
             .visuals
@@ -292,60 +273,15 @@ pub(super) fn record_opaque(
 }
 
 fn build(device: &wgpu::Device, filterable: bool) -> SliceShader {
-    let fragment = wgpu::ShaderStages::FRAGMENT;
-    let entries = [
-        uniform_entry(
-            size_of::<SliceParams>(),
-            wgpu::ShaderStages::VERTEX_FRAGMENT,
-        ),
-        wgpu::BindGroupLayoutEntry {
-            binding: 1,
-            visibility: fragment,
-            ty: wgpu::BindingType::Texture {
-                sample_type: wgpu::TextureSampleType::Float { filterable },
-                view_dimension: wgpu::TextureViewDimension::D3,
-                multisampled: false,
-            },
-            count: None,
-        },
-        lut_entry(),
-        wgpu::BindGroupLayoutEntry {
-            binding: 3,
-            visibility: fragment,
-            ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage { read_only: true },
-                has_dynamic_offset: false,
-                min_binding_size: None,
-            },
-            count: None,
-        },
-        wgpu::BindGroupLayoutEntry {
-            binding: 4,
-            visibility: fragment,
-            ty: wgpu::BindingType::Sampler(if filterable {
-                wgpu::SamplerBindingType::Filtering
-            } else {
-                wgpu::SamplerBindingType::NonFiltering
-            }),
-            count: None,
-        },
-    ];
-    // common.wgsl's dense samplers name these; this shader never calls them.
-    let stub = "const DATA_3D: bool = true;\nconst MAY_BE_NAN: bool = true;\nconst VALUE_SCALE: f32 = 1.0;\nconst FILTERED: bool = false;\nfn fetch(p: vec3<i32>) -> vec4<f32> { return textureLoad(atlas, p, 0); }\nfn sample_hw(p: vec3<f32>, size: vec3<i32>) -> Sample { return sample_taps(p, size); }\n";
-    let body = SHADER.replace("MAX_LEVELS", &MAX_LEVELS_3D.to_string());
-    let source = format!("{COMMON}\n{PAGED3D}\n{body}\n{stub}");
+    let entries = paged3d_entries(
+        size_of::<SliceParams>(),
+        wgpu::ShaderStages::VERTEX_FRAGMENT,
+        wgpu::ShaderStages::FRAGMENT,
+        filterable,
+    );
+    let source = paged3d_source(SHADER);
     let parts = ShaderParts::new(device, "sluice paged slice", &entries, source, &[]);
-    let filter = if filterable {
-        wgpu::FilterMode::Linear
-    } else {
-        wgpu::FilterMode::Nearest
-    };
-    let sampler = device.create_sampler(&wgpu::SamplerDescriptor {
-        label: Some("sluice paged slice atlas"),
-        mag_filter: filter,
-        min_filter: filter,
-        ..Default::default()
-    });
+    let sampler = atlas_sampler(device, filterable);
     SliceShader {
         layout: parts.layout,
         pipeline_layout: parts.pipeline_layout,

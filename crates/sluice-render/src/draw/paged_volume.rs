@@ -229,19 +229,10 @@ pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
         .by_filter
         .entry(filterable)
         .or_insert_with(|| build(device, filterable, target_layout));
-    pipelines.samplers.entry(filterable).or_insert_with(|| {
-        let filter = if filterable {
-            wgpu::FilterMode::Linear
-        } else {
-            wgpu::FilterMode::Nearest
-        };
-        device.create_sampler(&wgpu::SamplerDescriptor {
-            label: Some("sluice 3-D atlas"),
-            mag_filter: filter,
-            min_filter: filter,
-            ..Default::default()
-        })
-    });
+    pipelines
+        .samplers
+        .entry(filterable)
+        .or_insert_with(|| atlas_sampler(device, filterable));
     let v = &res.paged.volumes.visuals[&id];
     let fresh = v
         .bind
@@ -250,32 +241,15 @@ pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
     if !fresh {
         let s = &res.paged.volumes.sources[&key];
         let lut = &res.colormaps[&colormap_key];
-        let group = res.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("sluice paged volume"),
-            layout: &pipelines.by_filter[&filterable].0,
-            entries: &[
-                wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: v.uniform.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 1,
-                    resource: wgpu::BindingResource::TextureView(&s.atlas.view),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 2,
-                    resource: wgpu::BindingResource::TextureView(&lut.view),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 3,
-                    resource: s.table.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 4,
-                    resource: wgpu::BindingResource::Sampler(&pipelines.samplers[&filterable]),
-                },
-            ],
-        });
+        let group = paged3d_bind_group(
+            &res.device,
+            "sluice paged volume",
+            &pipelines.by_filter[&filterable].0,
+            &v.uniform,
+            s,
+            &lut.view,
+            &pipelines.samplers[&filterable],
+        );
         res.paged
             .volumes
             .visuals
@@ -288,19 +262,22 @@ pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
         .write_buffer(&v.uniform, 0, bytemuck::bytes_of(&p));
 }
 
-fn build(
-    device: &wgpu::Device,
+/// The bind group layout of a shader over a source's 3-D pages (`shaders/paged3d.wgsl`): its
+/// uniform block of `uniform_size` bytes (visible to `uniform_stages`), the atlas, the
+/// colormap, the page table and the atlas sampler (visible to `stages`).
+pub(super) fn paged3d_entries(
+    uniform_size: usize,
+    uniform_stages: wgpu::ShaderStages,
+    stages: wgpu::ShaderStages,
     filterable: bool,
-    target_layout: &wgpu::BindGroupLayout,
-) -> (wgpu::BindGroupLayout, wgpu::ComputePipeline) {
-    let c = wgpu::ShaderStages::COMPUTE;
+) -> [wgpu::BindGroupLayoutEntry; 5] {
     let mut lut = lut_entry();
-    lut.visibility = c;
-    let entries = [
-        uniform_entry(size_of::<PagedVolumeParams>(), c),
+    lut.visibility = stages;
+    [
+        uniform_entry(uniform_size, uniform_stages),
         wgpu::BindGroupLayoutEntry {
             binding: 1,
-            visibility: c,
+            visibility: stages,
             ty: wgpu::BindingType::Texture {
                 sample_type: wgpu::TextureSampleType::Float { filterable },
                 view_dimension: wgpu::TextureViewDimension::D3,
@@ -311,7 +288,7 @@ fn build(
         lut,
         wgpu::BindGroupLayoutEntry {
             binding: 3,
-            visibility: c,
+            visibility: stages,
             ty: wgpu::BindingType::Buffer {
                 ty: wgpu::BufferBindingType::Storage { read_only: true },
                 has_dynamic_offset: false,
@@ -321,7 +298,7 @@ fn build(
         },
         wgpu::BindGroupLayoutEntry {
             binding: 4,
-            visibility: c,
+            visibility: stages,
             ty: wgpu::BindingType::Sampler(if filterable {
                 wgpu::SamplerBindingType::Filtering
             } else {
@@ -329,11 +306,79 @@ fn build(
             }),
             count: None,
         },
-    ];
-    // common.wgsl's dense samplers name these; this shader never calls them.
+    ]
+}
+
+/// The source of a shader over 3-D pages: common.wgsl, the page lookup, `body` (its
+/// MAX_LEVELS replaced) and the declarations common.wgsl's dense samplers name, which such a
+/// shader never calls.
+pub(super) fn paged3d_source(body: &str) -> String {
     let stub = "const DATA_3D: bool = true;\nconst MAY_BE_NAN: bool = true;\nconst VALUE_SCALE: f32 = 1.0;\nconst FILTERED: bool = false;\nfn fetch(p: vec3<i32>) -> vec4<f32> { return textureLoad(atlas, p, 0); }\nfn sample_hw(p: vec3<f32>, size: vec3<i32>) -> Sample { return sample_taps(p, size); }\n";
-    let body = SHADER.replace("MAX_LEVELS", &MAX_LEVELS_3D.to_string());
-    let source = format!("{COMMON}\n{PAGED3D}\n{body}\n{stub}");
+    let body = body.replace("MAX_LEVELS", &MAX_LEVELS_3D.to_string());
+    format!("{COMMON}\n{PAGED3D}\n{body}\n{stub}")
+}
+
+/// The sampler of a 3-D atlas: linear where the atlas is filterable.
+pub(super) fn atlas_sampler(device: &wgpu::Device, filterable: bool) -> wgpu::Sampler {
+    let filter = if filterable {
+        wgpu::FilterMode::Linear
+    } else {
+        wgpu::FilterMode::Nearest
+    };
+    device.create_sampler(&wgpu::SamplerDescriptor {
+        label: Some("sluice 3-D atlas"),
+        mag_filter: filter,
+        min_filter: filter,
+        ..Default::default()
+    })
+}
+
+/// The bind group of `paged3d_entries` for `s`'s pages with `uniform`, `lut` and `sampler`.
+pub(super) fn paged3d_bind_group(
+    device: &wgpu::Device,
+    label: &str,
+    layout: &wgpu::BindGroupLayout,
+    uniform: &wgpu::Buffer,
+    s: &VolumeSource,
+    lut: &wgpu::TextureView,
+    sampler: &wgpu::Sampler,
+) -> wgpu::BindGroup {
+    device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some(label),
+        layout,
+        entries: &[
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: uniform.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: wgpu::BindingResource::TextureView(&s.atlas.view),
+            },
+            wgpu::BindGroupEntry {
+                binding: 2,
+                resource: wgpu::BindingResource::TextureView(lut),
+            },
+            wgpu::BindGroupEntry {
+                binding: 3,
+                resource: s.table.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 4,
+                resource: wgpu::BindingResource::Sampler(sampler),
+            },
+        ],
+    })
+}
+
+fn build(
+    device: &wgpu::Device,
+    filterable: bool,
+    target_layout: &wgpu::BindGroupLayout,
+) -> (wgpu::BindGroupLayout, wgpu::ComputePipeline) {
+    let c = wgpu::ShaderStages::COMPUTE;
+    let entries = paged3d_entries(size_of::<PagedVolumeParams>(), c, c, filterable);
+    let source = paged3d_source(SHADER);
     let parts = ShaderParts::new(
         device,
         "sluice paged volume",

@@ -51,7 +51,6 @@ pub(crate) use volume::{
     camera_of, wants_paging_3d, PagedVolumes, SlicePlane, VolumeSource, MAX_LEVELS_3D,
 };
 
-pub(crate) use atlas_texture::shrink_rows;
 use atlas_texture::AtlasTexture;
 use borders::{chunks_for, upload_region, ViewRects};
 use format::AtlasFormat;
@@ -76,6 +75,23 @@ pub(crate) fn wants_paging(source: &SharedSource, limits: TextureLimits, always:
     }
     let [_, h, w] = shape.padded();
     always || source.is_lazy() || layout.levels().len() > 1 || h.max(w) > limits.d2 as usize
+}
+
+/// For an atlas of `per` slots a row (2-D) or layer (3-D) and `now` of them, at least
+/// `least`: the rows or layers to shrink it to (`atlas_texture::shrink_rows`) and the slot
+/// moves that pack `id`'s pages below them (`AtlasAllocator::compact`, which it applies), or
+/// `None` to keep it.
+fn plan_shrink(
+    allocator: &mut AtlasAllocator,
+    id: AtlasSourceId,
+    per: u32,
+    now: u32,
+    least: u32,
+) -> Option<(u32, Vec<(u32, u32)>)> {
+    let resident = u32::try_from(allocator.resident_count(id)).unwrap_or(u32::MAX);
+    let rows = atlas_texture::shrink_rows(per, now, resident, least)?;
+    let moves = allocator.compact(id, rows.checked_mul(per)?).ok()?;
+    Some((rows, moves.iter().map(|m| (m.from, m.to)).collect()))
 }
 
 /// Whether a page's chunks are all settled on the host (what `AtlasFrame::ready` asks).
@@ -326,12 +342,10 @@ impl PagedTextures {
         let slot_bytes = slot_bytes / layout.sample_bytes().max(1) * upload.sample_bytes();
         // Slots for what the budget holds, or for every page of every level if fewer (a
         // small source's atlas starts, and stays, small).
-        let all_pages = layout.levels().iter().try_fold(0u64, |sum, l| {
-            let g = grid.grid_size(&l.shape);
-            sum.checked_add((g[1] as u64).checked_mul(g[2] as u64)?)
-        });
         let in_budget = self.budget / (slot_bytes.max(1) as u64);
-        let wanted = all_pages.map_or(in_budget, |all| all.min(in_budget));
+        let wanted = grid
+            .page_count(&layout)
+            .map_or(in_budget, |all| all.min(in_budget));
         let (slots, per_row, max_rows) = AtlasTexture::capacity(slot, self.max_side, wanted);
         let id = self
             .allocator
@@ -722,18 +736,13 @@ impl PagedTextures {
     /// at the size it grew to.
     fn shrink_atlases(&mut self, device: &wgpu::Device, queue: &wgpu::Queue) {
         for s in self.sources.values_mut() {
-            let resident = self.allocator.resident_count(s.id) as u32;
-            let Some(rows) =
-                atlas_texture::shrink_rows(s.atlas.per_row, s.atlas.rows(), resident, 2)
-            else {
-                continue;
-            };
-            let Ok(moves) = self.allocator.compact(s.id, rows * s.atlas.per_row) else {
-                continue;
-            };
-            let moves: Vec<(u32, u32)> = moves.iter().map(|m| (m.from, m.to)).collect();
-            if s.atlas.shrink(device, queue, rows, &moves) {
-                self.counters.atlases_shrunk += 1;
+            let per = s.atlas.per_row;
+            if let Some((rows, moves)) =
+                plan_shrink(&mut self.allocator, s.id, per, s.atlas.rows(), 2)
+            {
+                if s.atlas.shrink(device, queue, rows, &moves) {
+                    self.counters.atlases_shrunk += 1;
+                }
             }
         }
     }

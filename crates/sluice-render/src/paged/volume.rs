@@ -493,15 +493,6 @@ impl PagedTextures {
             .slot_bytes(&layout)
             .map_err(|e| unsupported(e.to_string()))?;
         let slot_bytes = slot_bytes / layout.sample_bytes().max(1) * upload.sample_bytes();
-        // Slots for what the budget holds, or for every page of every level if fewer.
-        let all_pages = layout.levels().iter().try_fold(0u64, |sum, l| {
-            let g = grid.grid_size(&l.shape);
-            sum.checked_add(
-                (g[0] as u64)
-                    .checked_mul(g[1] as u64)?
-                    .checked_mul(g[2] as u64)?,
-            )
-        });
         let in_budget = self.budget / (slot_bytes.max(1) as u64);
         // Every view needs the coarsest level's visible pages (the fallback that leaves no
         // holes), and choosing them walks its whole page grid: it must fit the budget.
@@ -514,7 +505,10 @@ impl PagedTextures {
                 self.budget
             )));
         }
-        let wanted = all_pages.map_or(in_budget, |all| all.min(in_budget));
+        // Slots for what the budget holds, or for every page of every level if fewer.
+        let wanted = grid
+            .page_count(&layout)
+            .map_or(in_budget, |all| all.min(in_budget));
         let (slots, per, max_layers) = Atlas3d::capacity(side, max_3d, wanted);
         let id = self
             .allocator
@@ -685,16 +679,12 @@ impl PagedTextures {
         // frame's plan and tables name the new slots.
         for s in self.volumes.sources.values_mut() {
             let per = s.atlas.per[0] * s.atlas.per[1];
-            let resident = self.allocator.resident_count(s.id) as u32;
-            let Some(layers) = super::shrink_rows(per, s.atlas.layers(), resident, 1) else {
-                continue;
-            };
-            let Ok(moves) = self.allocator.compact(s.id, layers * per) else {
-                continue;
-            };
-            let moves: Vec<(u32, u32)> = moves.iter().map(|m| (m.from, m.to)).collect();
-            if s.atlas.shrink(device, queue, layers, &moves) {
-                self.counters.atlases_shrunk += 1;
+            if let Some((layers, moves)) =
+                super::plan_shrink(&mut self.allocator, s.id, per, s.atlas.layers(), 1)
+            {
+                if s.atlas.shrink(device, queue, layers, &moves) {
+                    self.counters.atlases_shrunk += 1;
+                }
             }
         }
         let budget = usize::try_from(self.budget).unwrap_or(usize::MAX);

@@ -92,38 +92,7 @@ impl Image {
         }
     }
 
-    /// Draws `bias` levels coarser than the view needs (negative: finer), for slow links: a
-    /// bias of +1 fetches about a quarter of the bytes. Clamped to the source's levels. Only
-    /// multiscale sources (drawn through the virtual texture) have levels to choose from.
-    #[must_use]
-    pub fn with_level_bias(mut self, bias: i32) -> Self {
-        self.level_policy = LevelPolicy { bias, lock: None };
-        self
-    }
-
-    /// Draws level `level` whatever the zoom. Fails, naming both numbers, if the source has
-    /// no such level (a source shown later with fewer levels fails at its frame instead).
-    pub fn with_level_lock(mut self, level: usize) -> Result<Self, RenderError> {
-        self.set_level_policy(LevelPolicy {
-            bias: 0,
-            lock: Some(level),
-        })?;
-        Ok(self)
-    }
-
-    /// Sets the level bias or lock; uploads nothing itself (the next frame requests the
-    /// pages of the new level). On a lock past the source's levels returns the error and
-    /// keeps the old policy.
-    pub fn set_level_policy(&mut self, policy: LevelPolicy) -> Result<(), RenderError> {
-        check_level_policy("Image", policy, self.source.layout().levels().len())?;
-        self.level_policy = policy;
-        Ok(())
-    }
-
-    /// The level bias or lock (by default none: about one data sample per screen pixel).
-    pub fn level_policy(&self) -> LevelPolicy {
-        self.level_policy
-    }
+    level_policy_methods!("Image", "a quarter");
 
     /// Shows plane `slice` of a 3-D source.
     #[must_use]
@@ -184,6 +153,57 @@ impl Image {
         self.nan_color
     }
 }
+
+/// The level bias and lock methods of a visual of a possibly multiscale source (a
+/// `level_policy: LevelPolicy` field and a `source: SharedSource` field): `$visual` names it in
+/// errors, `$share` is the share of bytes a bias of +1 fetches.
+macro_rules! level_policy_methods {
+    ($visual:literal, $share:literal) => {
+        #[doc = concat!(
+            "Draws `bias` levels coarser than the view needs (negative: finer), for slow links: a\n",
+            "bias of +1 fetches about ", $share, " of the bytes. Clamped to the source's levels. Only\n",
+            "multiscale sources (drawn through the virtual texture) have levels to choose from."
+        )]
+        #[must_use]
+        pub fn with_level_bias(mut self, bias: i32) -> Self {
+            self.level_policy = sluice_core::LevelPolicy { bias, lock: None };
+            self
+        }
+
+        /// Draws level `level` whatever the view. Fails, naming both numbers, if the source
+        /// has no such level (a source shown later with fewer levels fails at its frame
+        /// instead).
+        pub fn with_level_lock(mut self, level: usize) -> Result<Self, RenderError> {
+            self.set_level_policy(sluice_core::LevelPolicy {
+                bias: 0,
+                lock: Some(level),
+            })?;
+            Ok(self)
+        }
+
+        /// Sets the level bias or lock; uploads nothing itself (the next frame requests the
+        /// pages of the new level). On a lock past the source's levels returns the error and
+        /// keeps the old policy.
+        pub fn set_level_policy(
+            &mut self,
+            policy: sluice_core::LevelPolicy,
+        ) -> Result<(), RenderError> {
+            $crate::visual::check_level_policy(
+                $visual,
+                policy,
+                self.source.layout().levels().len(),
+            )?;
+            self.level_policy = policy;
+            Ok(())
+        }
+
+        /// The level bias or lock (by default none: the level the view needs).
+        pub fn level_policy(&self) -> sluice_core::LevelPolicy {
+            self.level_policy
+        }
+    };
+}
+pub(crate) use level_policy_methods;
 
 /// A lock must name one of the source's `levels` levels.
 pub(crate) fn check_level_policy(

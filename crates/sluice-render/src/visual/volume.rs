@@ -5,7 +5,8 @@ use std::fmt;
 use sluice_core::{LevelPolicy, SharedSource};
 
 use super::display::display_methods;
-use super::{check_level_policy, debug_visual, DisplaySettings, IntoSource, Token};
+use super::image::level_policy_methods;
+use super::{debug_visual, DisplaySettings, IntoSource, Token};
 use crate::colormap::Colormap;
 use crate::error::RenderError;
 use crate::visual::Interpolation;
@@ -104,37 +105,7 @@ impl Volume {
         self.depth_samples
     }
 
-    /// Draws `bias` levels coarser than the view needs (negative: finer), for slow links: a
-    /// bias of +1 fetches about an eighth of the bytes. Clamped to the source's levels.
-    #[must_use]
-    pub fn with_level_bias(mut self, bias: i32) -> Self {
-        self.level_policy = LevelPolicy { bias, lock: None };
-        self
-    }
-
-    /// Draws level `level` whatever the view. Fails, naming both numbers, if the source has
-    /// no such level (a source shown later with fewer levels fails at its frame instead).
-    pub fn with_level_lock(mut self, level: usize) -> Result<Self, RenderError> {
-        self.set_level_policy(LevelPolicy {
-            bias: 0,
-            lock: Some(level),
-        })?;
-        Ok(self)
-    }
-
-    /// Sets the level bias or lock; uploads nothing itself (the next frame requests the
-    /// pages of the new level). On a lock past the source's levels returns the error and
-    /// keeps the old policy.
-    pub fn set_level_policy(&mut self, policy: LevelPolicy) -> Result<(), RenderError> {
-        check_level_policy("Volume", policy, self.source.layout().levels().len())?;
-        self.level_policy = policy;
-        Ok(())
-    }
-
-    /// The level bias or lock (by default none).
-    pub fn level_policy(&self) -> LevelPolicy {
-        self.level_policy
-    }
+    level_policy_methods!("Volume", "an eighth");
 
     /// Sets the rendering mode. Fails, naming the value, for a negative or non-finite
     /// attenuation or a non-finite threshold.
