@@ -1,12 +1,12 @@
 //! Where the chunks of the layers' lazy sources stand: what the status bar counts and what a
 //! headless render waits for.
 //!
-//! A 2-D lazy source is drawn through the renderer's virtual texture: the renderer says what
-//! its view needs ([`Renderer::progress`]: the visible pages' chunks), turned into a
-//! [`ChunkProgress`] by [`from_paged`]. Other lazy sources (volumes, planes of volumes) go
-//! through the dense path, which reads level 0 whole, a read of chunks not yet resident
-//! queuing them: what a frame needs is every level-0 chunk, and [`level0_progress`] sums up
-//! their [`ChunkStatus`]es (every level-0 chunk counted as visible).
+//! A lazy source is drawn through the renderer's virtual texture (images, volumes and planes
+//! of volumes alike): the renderer says what its view needs ([`Renderer::progress`]: the
+//! chunks of the visible pages), turned into a [`ChunkProgress`] by [`from_paged`]. A lazy
+//! source the renderer draws otherwise (a dense path that reads level 0 whole, a read of
+//! chunks not yet resident queuing them) needs every level-0 chunk, and [`level0_progress`]
+//! sums up their [`ChunkStatus`]es (every level-0 chunk counted as visible).
 
 use std::sync::Arc;
 

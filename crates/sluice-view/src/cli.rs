@@ -20,6 +20,7 @@ use crate::chunks;
 use crate::error::ViewError;
 use crate::input::{self, InputKind, OpenOptions};
 use crate::layers::{Settings, ShowAs, View, ViewCamera};
+use crate::progress::Progress;
 use crate::window::Viewer;
 
 /// Look at data: images, volumes, files, live sources.
@@ -116,6 +117,11 @@ struct InputArgs {
     /// C1,C2,C3[,C4] shown as RGB(A).
     #[arg(long)]
     channel: Option<String>,
+    /// .npy and raw files: draw through a lazy pyramid (chunks read as the view needs them,
+    /// coarser levels computed from finer ones): auto (files over 512 MiB, or a side over
+    /// 16,384 for images or 2,048 for volumes), always or never.
+    #[arg(long, value_parser = ["auto", "always", "never"], default_value = "auto")]
+    pyramid: String,
 }
 
 #[derive(Args, Debug)]
@@ -148,6 +154,7 @@ impl InputArgs {
             offset: self.offset,
             time: self.time,
             channels: self.channel.as_deref().map(parse_channels).transpose()?,
+            pyramid: input::PyramidChoice::parse(&self.pyramid)?,
         };
         self.paths
             .iter()
@@ -303,9 +310,12 @@ pub fn render_view_within(
         .filter_map(|l| layer_source(&view.scene, l.node).map(|s| (l.name.as_str(), l.node, s)))
         .collect();
     let started = Instant::now();
+    // Drawn only once chunks are waited for (and only on a terminal).
+    let mut bar: Option<Progress> = None;
     loop {
         let stats = renderer.render(&view.scene, &camera, &target)?;
         let mut complete = !stats.uploads_pending;
+        let mut needed = sluice_core::ChunkProgress::default();
         for (name, node, source) in &sources {
             // A paged visual's view (what the renderer says it needs), else level 0.
             let paged = view.scene.visual(*node).and_then(|v| renderer.progress(v));
@@ -316,6 +326,7 @@ pub fn render_view_within(
             else {
                 continue;
             };
+            chunks::add_progress(&mut needed, progress.clone());
             if let Some((key, failure)) = progress.failed.first() {
                 return Err(ViewError::ChunksFailed {
                     input: name.to_string(),
@@ -341,6 +352,10 @@ pub fn render_view_within(
         }
         if complete {
             break;
+        }
+        if needed.visible_wanted > 0 {
+            bar.get_or_insert_with(|| Progress::chunks("loading the view's chunks"))
+                .set(needed.visible_resident as u64, needed.visible_wanted as u64);
         }
         let left = timeout.saturating_sub(started.elapsed());
         if left.is_zero() {
@@ -444,12 +459,17 @@ pub fn info(input: &input::Input) -> String {
         return format!("{}\n{}", input.name, store.describe());
     }
     let layout = input.source.layout();
+    let lazy = if input.mapped.is_some() {
+        ", drawn through a lazy pyramid"
+    } else {
+        ""
+    };
     let kind = match InputKind::of(&input.name) {
-        InputKind::Npy => "npy (memory-mapped)",
-        InputKind::Png => "png (decoded)",
-        InputKind::Tiff => "tiff (decoded)",
-        InputKind::Zarr => "zarr",
-        InputKind::Raw => "raw (memory-mapped)",
+        InputKind::Npy => format!("npy (memory-mapped{lazy})"),
+        InputKind::Png => "png (decoded)".to_string(),
+        InputKind::Tiff => "tiff (decoded)".to_string(),
+        InputKind::Zarr => "zarr".to_string(),
+        InputKind::Raw => format!("raw (memory-mapped{lazy})"),
     };
     let chunks = layout.chunks();
     let grid = chunks.grid_size(&layout.shape());
@@ -464,11 +484,11 @@ pub fn info(input: &input::Input) -> String {
         &grid[3 - ndim..],
         layout.total_bytes(),
     );
-    for (i, level) in layout.levels().iter().enumerate() {
+    // `levels()` starts with level 0, described above.
+    for (i, level) in layout.levels().iter().enumerate().skip(1) {
         let bytes = level.shape.len().saturating_mul(layout.sample_bytes());
         out.push_str(&format!(
-            "  level {}: shape {:?}, {bytes} bytes\n",
-            i + 1,
+            "  level {i}: shape {:?}, {bytes} bytes\n",
             level.shape.dims()
         ));
     }

@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sluice_core::ndarray::{Array, Array2, Array3, IxDyn};
-use sluice_core::{ArraySource, ElementType, Layout, MmapSource, Shape, SharedSource};
+use sluice_core::{
+    ArraySource, ChunkGrid, ElementType, Layout, LazyOptions, LazySource, MmapSource, Shape,
+    SharedSource, SourceLoader,
+};
 
 use crate::error::ViewError;
 use crate::progress::Progress;
@@ -29,7 +32,60 @@ pub struct OpenOptions {
     /// The channels of a Zarr store with a channel axis (channel 0 alone without them; three
     /// or four are shown as RGB or RGBA).
     pub channels: Option<Vec<u64>>,
+    /// Whether a memory-mapped file (`.npy`, raw) is drawn through a lazy pyramid.
+    pub pyramid: PyramidChoice,
 }
+
+/// Whether a memory-mapped file is drawn through a lazy multiscale pyramid
+/// ([`LazySource::pyramid`] over the file's map): chunks of level 0 are read on the loader
+/// pool as the view needs them and coarser levels are computed from finer ones (2 x 2 or
+/// 2 x 2 x 2 means), so a file far bigger than GPU memory or RAM is shown coarse first and
+/// refined where the view zooms in. Without it the whole file is uploaded (in pages when over
+/// the device's texture limits).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PyramidChoice {
+    /// A pyramid for big files: over [`PYRAMID_MIN_BYTES`], or a side over
+    /// [`PYRAMID_MIN_SIDE_2D`] (images) or [`PYRAMID_MIN_SIDE_3D`] (volumes).
+    #[default]
+    Auto,
+    /// A pyramid whatever the size (levels halving down to [`PYRAMID_TOP_SIDE_2D`] or
+    /// [`PYRAMID_TOP_SIDE_3D`] samples a side; none for a file already that small).
+    Always,
+    /// No pyramid: level 0 only.
+    Never,
+}
+
+impl PyramidChoice {
+    /// Parses `auto`, `always` or `never`.
+    pub fn parse(text: &str) -> Result<Self, ViewError> {
+        match text {
+            "auto" => Ok(PyramidChoice::Auto),
+            "always" => Ok(PyramidChoice::Always),
+            "never" => Ok(PyramidChoice::Never),
+            _ => Err(ViewError::BadArgument {
+                option: "--pyramid",
+                value: text.to_string(),
+                reason: "expected auto, always or never".into(),
+            }),
+        }
+    }
+}
+
+/// Files of more bytes than this get a lazy pyramid under [`PyramidChoice::Auto`] (512 MiB).
+pub const PYRAMID_MIN_BYTES: usize = 512 << 20;
+/// Images with a side of more samples than this get a lazy pyramid under
+/// [`PyramidChoice::Auto`] (the texture limit of many devices).
+pub const PYRAMID_MIN_SIDE_2D: usize = 16_384;
+/// Volumes with a side of more samples than this get a lazy pyramid under
+/// [`PyramidChoice::Auto`].
+pub const PYRAMID_MIN_SIDE_3D: usize = 2_048;
+/// A pyramid of an image halves its levels down to at most this many samples a side.
+pub const PYRAMID_TOP_SIDE_2D: usize = 1_024;
+/// A pyramid of a volume halves its levels down to at most this many samples a side.
+pub const PYRAMID_TOP_SIDE_3D: usize = 256;
+/// The chunks a pyramid's level 0 is read in: 256 x 256 samples (images), 64^3 (volumes).
+const PYRAMID_CHUNK_2D: usize = 256;
+const PYRAMID_CHUNK_3D: usize = 64;
 
 /// An opened input: its name (the path as given) and its data.
 #[derive(Clone)]
@@ -41,6 +97,9 @@ pub struct Input {
     /// The Zarr store behind `source`, for a store (its description, its statistics, and
     /// other time points and channels).
     pub store: Option<ZarrInput>,
+    /// For a file drawn through a lazy pyramid: the file's map, which reads at once (for
+    /// statistics), while `source` is the lazy pyramid over it.
+    pub mapped: Option<SharedSource>,
 }
 
 impl Input {
@@ -50,7 +109,15 @@ impl Input {
             name: name.into(),
             source,
             store: None,
+            mapped: None,
         }
+    }
+
+    /// The number of levels of the lazy pyramid `source` is drawn through, if it is one.
+    pub fn pyramid_levels(&self) -> Option<usize> {
+        self.mapped
+            .as_ref()
+            .map(|_| self.source.layout().levels().len())
     }
 }
 
@@ -118,11 +185,13 @@ pub fn open(input: &str, options: &OpenOptions) -> Result<Input, ViewError> {
                 name: input.to_string(),
                 source,
                 store: Some(store),
+                mapped: None,
             });
         }
         InputKind::Npy => {
             check_exists(&path)?;
-            Arc::new(MmapSource::open_npy(&path)?)
+            let map: SharedSource = Arc::new(MmapSource::open_npy(&path)?);
+            return mapped(input, map, options.pyramid);
         }
         InputKind::Png => {
             check_exists(&path)?;
@@ -142,10 +211,52 @@ pub fn open(input: &str, options: &OpenOptions) -> Result<Input, ViewError> {
                 return Err(ViewError::UnknownFormat { path });
             };
             let layout = Layout::new(Shape::new(shape)?, dtype, 1)?;
-            Arc::new(MmapSource::open_raw(&path, layout, options.offset)?)
+            let map: SharedSource = Arc::new(MmapSource::open_raw(&path, layout, options.offset)?);
+            return mapped(input, map, options.pyramid);
         }
     };
     Ok(Input::new(input, source))
+}
+
+/// The input of a memory-mapped file: the map itself, or a lazy pyramid over it where
+/// `choice` asks for one.
+fn mapped(name: &str, map: SharedSource, choice: PyramidChoice) -> Result<Input, ViewError> {
+    let layout = map.layout();
+    let dims = layout.shape().dims().to_vec();
+    let three_d = dims.len() == 3;
+    let (min_side, top, chunk) = if three_d {
+        (PYRAMID_MIN_SIDE_3D, PYRAMID_TOP_SIDE_3D, PYRAMID_CHUNK_3D)
+    } else {
+        (PYRAMID_MIN_SIDE_2D, PYRAMID_TOP_SIDE_2D, PYRAMID_CHUNK_2D)
+    };
+    let largest = dims.iter().copied().max().unwrap_or(1);
+    let wanted = match choice {
+        PyramidChoice::Never => false,
+        PyramidChoice::Always => true,
+        PyramidChoice::Auto => layout.total_bytes() > PYRAMID_MIN_BYTES || largest > min_side,
+    };
+    let levels = pyramid_levels(largest, top);
+    if !wanted || levels < 2 {
+        return Ok(Input::new(name, map));
+    }
+    let grid = ChunkGrid::new(&vec![chunk; dims.len()])?;
+    let loader = SourceLoader::new(map.clone(), grid)?;
+    let lazy = LazySource::pyramid(loader, levels, LazyOptions::shared()?)?;
+    let mut input = Input::new(name, Arc::new(lazy));
+    input.mapped = Some(map);
+    Ok(input)
+}
+
+/// Levels (level 0 included) of a pyramid halving a side of `largest` samples until it is at
+/// most `top`.
+fn pyramid_levels(largest: usize, top: usize) -> usize {
+    let mut levels = 1;
+    let mut side = largest;
+    while side > top {
+        side = side.div_ceil(2);
+        levels += 1;
+    }
+    levels
 }
 
 fn check_exists(path: &Path) -> Result<(), ViewError> {

@@ -220,7 +220,8 @@ impl View {
             // chunks of its coarsest level, read now.
             let stats = match &input.store {
                 Some(store) => store.sample_stats()?,
-                None => Stats::scan(&input.source),
+                // A file behind a lazy pyramid: its map reads at once.
+                None => Stats::scan(input.mapped.as_ref().unwrap_or(&input.source)),
             };
             let clim = settings.clim.unwrap_or_else(|| {
                 if layout.element().is_float() {

@@ -1,4 +1,5 @@
-//! Progress bars on the terminal (indicatif) for long work: decoding files, scanning data.
+//! Progress bars on the terminal (indicatif) for long work: decoding files, reading a store's
+//! statistics, loading the chunks a headless render waits for.
 //!
 //! A bar draws on stderr only when stderr is a terminal, and clears itself when dropped, so an
 //! error printed after it is never hidden behind it.
@@ -23,9 +24,29 @@ impl Progress {
         Progress { bar }
     }
 
+    /// A bar counting chunks of lazy sources (resident of those a view needs), with their
+    /// rate.
+    pub fn chunks(message: impl Into<String>) -> Self {
+        let bar = ProgressBar::new(0);
+        if let Ok(style) =
+            ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} chunks {per_sec} {elapsed}")
+        {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message(message.into());
+        Progress { bar }
+    }
+
     /// Counts `bytes` more done.
     pub fn advance(&self, bytes: u64) {
         self.bar.inc(bytes);
+    }
+
+    /// Sets the work done and the whole (which may grow: a view's chunks are known as it
+    /// refines).
+    pub fn set(&self, done: u64, total: u64) {
+        self.bar.set_length(total.max(done));
+        self.bar.set_position(done);
     }
 }
 

@@ -191,3 +191,81 @@ fn grid_places_inputs_side_by_side() {
         "the gap shows the background"
     );
 }
+
+/// An image wider than 16,384 samples is drawn through a lazy pyramid over its map (chunks
+/// read on the loader pool, coarser levels the means of finer ones): `sluice info` says so and
+/// lists the levels, and `sluice render` of the whole image, 32 samples a pixel, shows the
+/// data. The data are constant over blocks of 1,024 columns, so every level's mean inside a
+/// block is the block's value: pixels away from block edges are the gray colormap of it.
+#[test]
+fn a_wide_npy_is_drawn_through_a_lazy_pyramid() {
+    const WIDE: usize = 17 * 1024;
+    const TALL: usize = 1024;
+    let value = |c: usize| ((c / 1024) * 29 + 7) as u8;
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("wide.npy");
+    let mut bytes = npy_header(ElementType::U8, &[TALL, WIDE]);
+    let row: Vec<u8> = (0..WIDE).map(value).collect();
+    for _ in 0..TALL {
+        bytes.extend_from_slice(&row);
+    }
+    std::fs::write(&npy, bytes).unwrap();
+
+    let info = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["info", npy.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&info.stdout);
+    assert!(
+        info.status.success(),
+        "{}",
+        String::from_utf8_lossy(&info.stderr)
+    );
+    assert!(text.contains("drawn through a lazy pyramid"), "{text}");
+    // 17,408 halves five times to 544 (at most 1,024 a side: 6 levels in all).
+    assert!(
+        text.contains("level 5: shape [32, 544], 17408 bytes"),
+        "{text}"
+    );
+    assert!(!text.contains("level 6:"), "{text}");
+
+    let out = dir.path().join("wide.png");
+    let (w, h) = (WIDE / 32, TALL / 32);
+    let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "render",
+            npy.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .args(["--size", &format!("{w}x{h}")])
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let png = image::open(&out).unwrap().to_rgba8();
+    assert_eq!(png.dimensions(), (w as u32, h as u32));
+    let map = Colormap::Gray;
+    let mut wrong = Vec::new();
+    for y in 0..h {
+        for x in (0..w).filter(|x| (2..30).contains(&(x % 32))) {
+            let v = f32::from(value(x * 32 + 16));
+            let got = png.get_pixel(x as u32, y as u32).0;
+            let near = [-0.5f32, 0.0, 0.5]
+                .iter()
+                .any(|d| expected(&map, v + d, [0.0, 255.0]) == got);
+            if !near {
+                wrong.push((x, y, got, v));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} pixels off, first {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(4)]
+    );
+}
