@@ -499,6 +499,71 @@ fn slices_of_a_lazy_volume_show_its_planes_at_the_level_the_view_needs() {
     assert!(e.contains("Z(64)") && e.contains("63"), "{e}");
 }
 
+/// With the prefetch ring (plain `render`; `render_until_complete` keeps it off), a slice's
+/// view also loads and uploads the slabs of pages before and behind it: once the frames have
+/// settled, stepping the slice into the next slab of 64^3 pages draws it complete in its first
+/// frame, exactly, with no chunk loaded for it.
+#[test]
+fn a_slice_view_prefetches_the_slabs_beside_it() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let n = 128;
+    let loads = Arc::new(AtomicUsize::new(0));
+    let counted = loads.clone();
+    let loader = ProceduralLoader::new(pyramid(n, 3), move |key, region, dst| {
+        counted.fetch_add(1, Ordering::Relaxed);
+        fill(key, region, dst);
+        Ok(ChunkFill::Filled)
+    });
+    let source: SharedSource = Arc::new(LazySource::with_options(loader, options()).unwrap());
+    let mut r = paged_renderer(None);
+    let mut scene = Scene::new();
+    let id = scene.add(
+        Image::new(source)
+            .with_slice(Slice::Z(37))
+            .with_interpolation(Interpolation::Nearest)
+            .with_clim(0.0, 255.0)
+            .unwrap(),
+    );
+    let target = r.create_target(n as u32, n as u32).unwrap();
+    let camera = Front { n: n as f32 };
+    // Frames until nothing more loads or uploads (the ring's chunks included).
+    let mut quiet = 0;
+    for _ in 0..2000 {
+        let before = loads.load(Ordering::Relaxed);
+        let stats = r.render(&scene, &camera, &target).unwrap();
+        r.wait_idle().unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        let settled = stats.bytes_uploaded == 0
+            && !stats.uploads_pending
+            && loads.load(Ordering::Relaxed) == before;
+        quiet = if settled { quiet + 1 } else { 0 };
+        if quiet == 20 {
+            break;
+        }
+    }
+    assert_eq!(quiet, 20, "the frames never settled");
+    let visual = scene.visual(id).unwrap();
+    assert!(r.progress(visual).unwrap().is_complete());
+    assert_pixels(&r.read_image(&target).unwrap(), "Z(37)", |x, y| {
+        value(37, y, x)
+    });
+    // Plane 101 lies in the next slab of pages (64..128).
+    let settled = loads.load(Ordering::Relaxed);
+    scene.image_mut(id).unwrap().set_slice(Slice::Z(101));
+    r.render(&scene, &camera, &target).unwrap();
+    let visual = scene.visual(id).unwrap();
+    let progress = r.progress(visual).unwrap();
+    assert!(progress.is_complete(), "{progress:?}");
+    assert_eq!(
+        loads.load(Ordering::Relaxed),
+        settled,
+        "chunks loaded for the new slab"
+    );
+    assert_pixels(&r.read_image(&target).unwrap(), "Z(101)", |x, y| {
+        value(101, y, x)
+    });
+}
+
 #[test]
 fn slices_through_pages_match_the_dense_path_axis_aligned_and_oblique() {
     // The dense test volume, drawn as slices by a paged renderer (always_page_3d) and by a

@@ -85,8 +85,9 @@ pub use source::{
 };
 
 pub use visibility::{
-    choose_level, chunk_wants, visible_pages_2d, visible_pages_3d, visible_pages_plane, ClipMatrix,
-    LevelPolicy, PageWant, PlaneView, View2d, View3d, ViewOptions2d, ViewPages,
+    choose_level, chunk_wants, prefetch_ring_3d, prefetch_ring_plane, visible_pages_2d,
+    visible_pages_3d, visible_pages_plane, ClipMatrix, LevelPolicy, PageWant, PlaneView, View2d,
+    View3d, ViewOptions2d, ViewPages,
 };
 
 /// Re-exported so users name the same `f16` type sources store.

@@ -818,6 +818,143 @@ pub fn visible_pages_plane(
     })
 }
 
+/// Adds a prefetch ring to a volume's pages from [`visible_pages_3d`]: the pages within `ring`
+/// pages (along each axis) of a wanted page, at its level, that lie outside the camera's
+/// frustum, so that turning or panning the camera finds them resident. Inside the frustum
+/// the level rule has already chosen what is drawn. They come as [`Tier::Prefetch`], nearest
+/// to the eye first, as many as fit in `budget` bytes beside the visible pages; the visible
+/// pages are never dropped or changed, so a ring of 0 or a full budget leaves `pages` as it
+/// was.
+///
+/// Fails with [`PagingError::InvalidView`] for a non-finite matrix or eye and
+/// [`PagingError::InvalidPageSize`] unless the data and the grid are 3-D.
+pub fn prefetch_ring_3d(
+    layout: &Layout,
+    grid: &PageGrid,
+    camera: &View3d,
+    pages: &mut ViewPages,
+    ring: usize,
+    budget: usize,
+) -> Result<(), PagingError> {
+    grid.check_ndim(layout, Some(3))?;
+    check_matrix(&camera.view_proj)?;
+    if !camera.eye.iter().all(|v| v.is_finite()) {
+        return Err(PagingError::InvalidView {
+            reason: format!("eye {:?} must be finite", camera.eye),
+        });
+    }
+    let m = camera.view_proj;
+    let eye = camera.eye;
+    add_ring(layout, grid, pages, ring, budget, |lo, hi| {
+        (!box_visible(&m, lo, hi)).then(|| box_distance(eye, lo, hi))
+    })
+}
+
+/// Adds a prefetch ring to the pages of a plane through a volume from
+/// [`visible_pages_plane`]: the pages of the view's level within `ring` pages (along each
+/// axis) of those the plane crosses: the pages beside them in the plane (for panning) and the
+/// slabs of pages before and behind the plane (for stepping the slice through the volume).
+/// They come as [`Tier::Prefetch`], nearest to the plane's visible part first, as many as fit
+/// in `budget` bytes beside the visible pages, which are never dropped or changed.
+///
+/// Fails with [`PagingError::InvalidView`] for non-finite matrices and
+/// [`PagingError::InvalidPageSize`] unless the data and the grid are 3-D.
+pub fn prefetch_ring_plane(
+    layout: &Layout,
+    grid: &PageGrid,
+    view: &PlaneView,
+    pages: &mut ViewPages,
+    ring: usize,
+    budget: usize,
+) -> Result<(), PagingError> {
+    grid.check_ndim(layout, Some(3))?;
+    check_matrix(&view.view_proj)?;
+    check_matrix(&view.plane)?;
+    let poly = visible_polygon(view);
+    if poly.is_empty() {
+        return Ok(());
+    }
+    // The visible part's centre, level-0 (x, y, z).
+    let p = &view.plane;
+    let mut centre = [0.0f64; 3];
+    for q in &poly {
+        for (r, c) in centre.iter_mut().enumerate() {
+            *c += (p[0][r] * q[0] + p[1][r] * q[1] + p[3][r]) / poly.len() as f64;
+        }
+    }
+    // Only the view's level grows a ring (the coarsest level's pages are the fallback).
+    let (wants, others): (Vec<PageWant>, Vec<PageWant>) = std::mem::take(&mut pages.wants)
+        .into_iter()
+        .partition(|w| w.key.level == pages.level);
+    let mut of_level = ViewPages {
+        level: pages.level,
+        footprint: pages.footprint,
+        wants,
+    };
+    let slot = grid.slot_bytes(layout)?;
+    let left = budget.saturating_sub(others.len().saturating_mul(slot));
+    let grown = add_ring(layout, grid, &mut of_level, ring, left, |lo, hi| {
+        let mid = [0, 1, 2].map(|a| (lo[2 - a] + hi[2 - a]) * 0.5 - centre[a]);
+        Some((mid[0] * mid[0] + mid[1] * mid[1] + mid[2] * mid[2]).sqrt())
+    });
+    // The pages are put back whatever `add_ring` answered.
+    pages.wants = others;
+    pages.wants.extend(of_level.wants);
+    pages.wants.sort_by(PageWant::load_order);
+    grown
+}
+
+/// Adds to `pages` the pages within `ring` pages of each wanted page at its level that it
+/// does not hold and `keep` gives a distance for, as prefetch, nearest first, while the whole
+/// set stays within `budget` bytes; the result stays in load order.
+fn add_ring(
+    layout: &Layout,
+    grid: &PageGrid,
+    pages: &mut ViewPages,
+    ring: usize,
+    budget: usize,
+    keep: impl Fn([f64; 3], [f64; 3]) -> Option<f64>,
+) -> Result<(), PagingError> {
+    let slot = grid.slot_bytes(layout)?;
+    let max_pages = budget / slot.max(1);
+    if ring == 0 || pages.wants.len() >= max_pages {
+        return Ok(());
+    }
+    let levels = layout.levels();
+    let held: HashSet<PageKey> = pages.wants.iter().map(|w| w.key).collect();
+    let mut seen = HashSet::new();
+    let mut ring_pages = Vec::new();
+    for w in &pages.wants {
+        let g = grid.grid_size(&levels[w.key.level].shape);
+        let i = w.key.index;
+        let lo = i.map(|v| v.saturating_sub(ring));
+        let hi = [0, 1, 2].map(|a| i[a].saturating_add(ring).saturating_add(1).min(g[a]));
+        for z in lo[0]..hi[0] {
+            for y in lo[1]..hi[1] {
+                for x in lo[2]..hi[2] {
+                    let key = PageKey::new(w.key.level, [z, y, x]);
+                    if held.contains(&key) || !seen.insert(key) {
+                        continue;
+                    }
+                    let (blo, bhi) = grid.level0_box(layout, key)?;
+                    if let Some(distance) = keep(blo, bhi) {
+                        ring_pages.push(PageWant {
+                            key,
+                            tier: Tier::Prefetch,
+                            distance,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    ring_pages.sort_by(PageWant::load_order);
+    ring_pages.truncate(max_pages - pages.wants.len());
+    pages.wants.extend(ring_pages);
+    pages.wants.sort_by(PageWant::load_order);
+    Ok(())
+}
+
 /// The storage chunks a set of pages needs, each once with its most urgent want (a chunk
 /// shared by a visible and a prefetch page is visible), distances carried over from the pages,
 /// in load order: the set to give
@@ -1380,5 +1517,197 @@ mod tests {
         let e = visible_pages_plane(&layout, &grid, &flat, LevelPolicy::default(), usize::MAX)
             .unwrap_err();
         assert!(e.to_string().contains("not parallel"), "{e}");
+    }
+
+    #[test]
+    fn a_3d_prefetch_ring_adds_the_neighbours_outside_the_frustum_within_the_budget() {
+        let n = 1024.0;
+        let layout = volume(1024, 5);
+        let grid = PageGrid::new(3, &[64, 64, 64], 1).unwrap();
+        let slot = grid.slot_bytes(&layout).unwrap();
+        // A narrow camera close above the volume sees only its middle.
+        let eye = [n / 2.0, n / 2.0, n + 100.0];
+        let m = look_down_z(n, eye[2], 0.4, 1.0);
+        let cam = View3d::perspective(m, eye, 0.4, 256.0);
+        let v = visible_pages_3d(&layout, &grid, &cam, LevelPolicy::default(), usize::MAX).unwrap();
+        assert!(v.wants.iter().all(|w| w.tier == Tier::Visible));
+        let held: HashSet<PageKey> = v.wants.iter().map(|w| w.key).collect();
+        let mut r = v.clone();
+        prefetch_ring_3d(&layout, &grid, &cam, &mut r, 1, usize::MAX).unwrap();
+        let visible: HashSet<PageKey> = r
+            .wants
+            .iter()
+            .filter(|w| w.tier == Tier::Visible)
+            .map(|w| w.key)
+            .collect();
+        assert_eq!(visible, held, "the visible pages stay as they were");
+        let ring: Vec<PageWant> = r
+            .wants
+            .iter()
+            .filter(|w| w.tier == Tier::Prefetch)
+            .copied()
+            .collect();
+        assert!(!ring.is_empty());
+        let adjacent = |a: PageKey, b: PageKey| {
+            a.level == b.level && (0..3).all(|i| a.index[i].abs_diff(b.index[i]) <= 1)
+        };
+        for w in &ring {
+            let (lo, hi) = grid.level0_box(&layout, w.key).unwrap();
+            assert!(!box_visible(&m, lo, hi), "{:?} is in the frustum", w.key);
+            assert!(!held.contains(&w.key));
+            assert!(
+                held.iter().any(|&h| adjacent(h, w.key)),
+                "{:?} is no neighbour",
+                w.key
+            );
+            assert_eq!(w.distance, box_distance(eye, lo, hi));
+        }
+        // Every neighbour outside the frustum is in (an unlimited budget).
+        let ring_keys: HashSet<PageKey> = ring.iter().map(|w| w.key).collect();
+        assert_eq!(ring_keys.len(), ring.len(), "each page once");
+        for h in &held {
+            let g = grid.grid_size(&layout.levels()[h.level].shape);
+            for dz in -1i64..=1 {
+                for dy in -1i64..=1 {
+                    for dx in -1i64..=1 {
+                        let i = [dz, dy, dx]
+                            .iter()
+                            .enumerate()
+                            .map(|(a, d)| h.index[a] as i64 + d)
+                            .collect::<Vec<_>>();
+                        if (0..3).any(|a| i[a] < 0 || i[a] >= g[a] as i64) {
+                            continue;
+                        }
+                        let key =
+                            PageKey::new(h.level, [i[0] as usize, i[1] as usize, i[2] as usize]);
+                        let (lo, hi) = grid.level0_box(&layout, key).unwrap();
+                        if !held.contains(&key) && !box_visible(&m, lo, hi) {
+                            assert!(ring_keys.contains(&key), "{key:?} missing from the ring");
+                        }
+                    }
+                }
+            }
+        }
+        // In load order: every visible page before every prefetch page.
+        let first_prefetch = r
+            .wants
+            .iter()
+            .position(|w| w.tier == Tier::Prefetch)
+            .unwrap();
+        assert!(r.wants[first_prefetch..]
+            .iter()
+            .all(|w| w.tier == Tier::Prefetch));
+        // A budget with room for 5 more pages takes the first 5 in load order.
+        let mut tight = v.clone();
+        prefetch_ring_3d(
+            &layout,
+            &grid,
+            &cam,
+            &mut tight,
+            1,
+            (v.wants.len() + 5) * slot,
+        )
+        .unwrap();
+        let mut order = ring.clone();
+        order.sort_by(PageWant::load_order);
+        let got: Vec<PageKey> = tight
+            .wants
+            .iter()
+            .filter(|w| w.tier == Tier::Prefetch)
+            .map(|w| w.key)
+            .collect();
+        assert_eq!(got, order[..5].iter().map(|w| w.key).collect::<Vec<_>>());
+        // No room, or a ring of 0: nothing changes (the visible pages are never dropped).
+        for (ring, budget) in [(1, v.wants.len() * slot - 1), (0, usize::MAX)] {
+            let mut same = v.clone();
+            prefetch_ring_3d(&layout, &grid, &cam, &mut same, ring, budget).unwrap();
+            assert_eq!(same, v);
+        }
+        let mut bad = cam;
+        bad.eye[1] = f64::INFINITY;
+        let e = prefetch_ring_3d(&layout, &grid, &bad, &mut v.clone(), 1, usize::MAX).unwrap_err();
+        assert!(e.to_string().contains("inf"), "{e}");
+    }
+
+    #[test]
+    fn a_plane_prefetch_ring_holds_the_slabs_beside_and_the_pages_around() {
+        let layout = volume(1024, 5);
+        let grid = PageGrid::new(3, &[64, 64, 64], 1).unwrap();
+        let slot = grid.slot_bytes(&layout).unwrap();
+        let z_plane = |k: f64| {
+            [
+                [1.0, 0.0, 0.0, 0.0],
+                [0.0, 1.0, 0.0, 0.0],
+                [0.0, 0.0, 0.0, 0.0],
+                [0.0, 0.0, k + 0.5, 1.0],
+            ]
+        };
+        let split = |v: &ViewPages, tier: Tier| -> HashSet<PageKey> {
+            v.wants
+                .iter()
+                .filter(|w| w.tier == tier)
+                .map(|w| w.key)
+                .collect()
+        };
+        // The whole plane z = 500.5 at level 1 (plane page 3, all 8 x 8 pages across): the
+        // ring is the slabs of pages 2 and 4, nothing around (the plane is all in view), and
+        // the coarsest level's page grows none.
+        let whole = PlaneView {
+            view_proj: plane_ortho(0.0, 1024.0, 0.0, 1024.0),
+            viewport: [512.0, 512.0],
+            plane: z_plane(500.0),
+            size: [1024.0, 1024.0],
+        };
+        let v = visible_pages_plane(&layout, &grid, &whole, LevelPolicy::default(), usize::MAX)
+            .unwrap();
+        let mut r = v.clone();
+        prefetch_ring_plane(&layout, &grid, &whole, &mut r, 1, usize::MAX).unwrap();
+        assert_eq!(split(&r, Tier::Visible), split(&v, Tier::Visible));
+        let want: HashSet<PageKey> = [2usize, 4]
+            .iter()
+            .flat_map(|&z| {
+                (0..8).flat_map(move |y| (0..8).map(move |x| PageKey::new(1, [z, y, x])))
+            })
+            .collect();
+        assert_eq!(split(&r, Tier::Prefetch), want);
+        // Zoomed into [260, 516]^2 at level 0 (plane page 7, pages 4..=8 across and down):
+        // the pages around in the plane and the slabs before and behind, 3 x 7 x 7 less the
+        // 25 visible ones; the page right behind the view's centre comes first.
+        let zoomed = PlaneView {
+            view_proj: plane_ortho(260.0, 516.0, 260.0, 516.0),
+            ..whole
+        };
+        let v = visible_pages_plane(&layout, &grid, &zoomed, LevelPolicy::default(), usize::MAX)
+            .unwrap();
+        let mut r = v.clone();
+        prefetch_ring_plane(&layout, &grid, &zoomed, &mut r, 1, usize::MAX).unwrap();
+        let visible = split(&v, Tier::Visible);
+        let want: HashSet<PageKey> = (6..=8)
+            .flat_map(|z| {
+                (3..=9).flat_map(move |y| (3..=9).map(move |x| PageKey::new(0, [z, y, x])))
+            })
+            .filter(|k| !visible.contains(k))
+            .collect();
+        assert_eq!(want.len(), 3 * 49 - 25);
+        assert_eq!(split(&r, Tier::Prefetch), want);
+        let first = r.wants.iter().find(|w| w.tier == Tier::Prefetch).unwrap();
+        assert_eq!(first.key, PageKey::new(0, [8, 6, 6]));
+        // Within a budget of 10 more pages, the 10 first of them.
+        let mut tight = v.clone();
+        prefetch_ring_plane(
+            &layout,
+            &grid,
+            &zoomed,
+            &mut tight,
+            1,
+            (v.wants.len() + 10) * slot,
+        )
+        .unwrap();
+        assert_eq!(split(&tight, Tier::Prefetch).len(), 10);
+        assert_eq!(split(&tight, Tier::Visible), visible);
+        // A ring of 0 changes nothing.
+        let mut same = v.clone();
+        prefetch_ring_plane(&layout, &grid, &zoomed, &mut same, 0, usize::MAX).unwrap();
+        assert_eq!(same, v);
     }
 }

@@ -16,9 +16,10 @@ use std::time::Instant;
 
 use glam::{DVec3, DVec4, Mat4};
 use sluice_core::{
-    chunk_wants, visible_pages_3d, visible_pages_plane, AtlasFrame, AtlasSourceId, ChunkStatus,
-    ConsumerId, Layout, LevelPolicy, PageGrid, PageKey, PageWant, PagingError, PlaneView,
-    Residency, SharedSource, UploadFormat, Version, View3d, ViewPages, DEFAULT_PAGE_3D,
+    chunk_wants, prefetch_ring_3d, prefetch_ring_plane, visible_pages_3d, visible_pages_plane,
+    AtlasFrame, AtlasSourceId, ChunkStatus, ConsumerId, Layout, LevelPolicy, PageGrid, PageKey,
+    PageWant, PagingError, PlaneView, Residency, SharedSource, Tier, UploadFormat, Version, View3d,
+    ViewPages, DEFAULT_PAGE_3D,
 };
 
 use super::format::AtlasFormat;
@@ -603,7 +604,7 @@ impl PagedTextures {
     }
 
     /// The progress of paged volume `id` as of its last visibility pass (`None`: not a paged
-    /// volume). Every wanted page of a volume is visible (`visible_pages_3d` has no ring).
+    /// volume): its visible pages and their chunks (the prefetch ring is not counted).
     pub(super) fn volume_progress(&self, id: u64) -> Option<super::Progress> {
         let v = self.volumes.visuals.get(&id)?;
         let s = &self.volumes.sources[&v.source];
@@ -615,15 +616,21 @@ impl PagedTextures {
             return Some(p);
         };
         p.level = pages.level;
-        p.pages_visible = pages.wants.len();
-        for w in &pages.wants {
+        let visible: Vec<PageWant> = pages
+            .wants
+            .iter()
+            .filter(|w| w.tier == Tier::Visible)
+            .copied()
+            .collect();
+        p.pages_visible = visible.len();
+        for w in &visible {
             if self.allocator.slot_of(s.id, w.key).is_some() {
                 p.pages_resident += 1;
             } else {
                 p.missing_pages.push(w.key);
             }
         }
-        let Ok(chunks) = chunk_wants(&s.layout, &s.grid, &pages.wants) else {
+        let Ok(chunks) = chunk_wants(&s.layout, &s.grid, &visible) else {
             return Some(p);
         };
         p.chunks_visible = chunks.len();
@@ -688,7 +695,8 @@ impl PagedTextures {
             }
         }
         let budget = usize::try_from(self.budget).unwrap_or(usize::MAX);
-        // 1. What each camera needs.
+        let ring = self.prefetch_ring;
+        // 1. What each camera needs, with a prefetch ring around it.
         let mut wants: HashMap<SourceKey, Vec<PageWant>> = HashMap::new();
         for &(id, mvp, viewport) in draws {
             let Some(v) = self.volumes.visuals.get_mut(&id) else {
@@ -705,9 +713,11 @@ impl PagedTextures {
                             plane: slice.plane.as_dmat4().to_cols_array_2d(),
                             size: slice.size.map(f64::from),
                         };
-                        let pages =
+                        let mut pages =
                             visible_pages_plane(&s.layout, &s.grid, &view, v.policy, budget)
                                 .map_err(|e| unsupported("Image", label(), e))?;
+                        prefetch_ring_plane(&s.layout, &s.grid, &view, &mut pages, ring, budget)
+                            .map_err(|e| unsupported("Image", label(), e))?;
                         Some(pages)
                     }
                     None => match camera_of(mvp, viewport) {
@@ -716,9 +726,11 @@ impl PagedTextures {
                                 Some(n) => camera.with_depth_samples(&s.layout, n),
                                 None => camera,
                             };
-                            let pages =
+                            let mut pages =
                                 visible_pages_3d(&s.layout, &s.grid, &camera, v.policy, budget)
                                     .map_err(|e| unsupported("Volume", label(), e))?;
+                            prefetch_ring_3d(&s.layout, &s.grid, &camera, &mut pages, ring, budget)
+                                .map_err(|e| unsupported("Volume", label(), e))?;
                             Some(pages)
                         }
                         None => None,
