@@ -17,7 +17,8 @@
 //!    Both volumes are drawn with the default depth-sample target (`Volume::set_depth_samples`:
 //!    about 256 samples along a ray, which chooses the level), as a user gets them;
 //!    `SLUICE_BENCH_VOLUME_PIXEL_RULE=1` adds one run of each at one sample per pixel (not
-//!    judged). Target: at most 1.5x. `SLUICE_BENCH_VOLUME_ONLY=1` runs this case alone.
+//!    judged). Target: at most 1.5x. `SLUICE_BENCH_VOLUME_ONLY=1` runs this case alone
+//!    (`SLUICE_BENCH_LOADING_ONLY=1` case 2 alone).
 //!
 //! `cargo bench --bench chunked`; `SLUICE_BENCH_ITERS` runs (default 3, medians reported);
 //! `SLUICE_BENCH_STRICT=1` exits with status 1 when a target is missed.
@@ -108,16 +109,19 @@ fn first_complete(side: usize, centre: f32, chunk: usize) -> Res<Duration> {
     Ok(d)
 }
 
+/// One frame rendered and waited for: its whole time, and the part spent in `render` (the
+/// CPU's work: planning, uploads, recording, submitting; the rest is waiting for the device).
 fn frame(
     r: &mut Renderer,
     scene: &Scene,
     camera: &PanZoomCamera,
     target: &RenderTarget,
-) -> Res<Duration> {
+) -> Res<(Duration, Duration)> {
     let t = Instant::now();
     r.render(scene, camera, target)?;
+    let cpu = t.elapsed();
     r.wait_idle()?;
-    Ok(t.elapsed())
+    Ok((t.elapsed(), cpu))
 }
 
 /// A procedural f32 volume of `side`^3 level-0 samples with levels halving down to 256^3,
@@ -249,12 +253,15 @@ fn main() -> Res<()> {
         return Ok(());
     }
 
+    // `SLUICE_BENCH_LOADING_ONLY=1`: case 2 alone.
+    let loading_only = std::env::var("SLUICE_BENCH_LOADING_ONLY").is_ok_and(|v| v == "1");
+
     // 1. Cost follows the view (alternating runs, medians). Both views start on a page
     // boundary: 4 x 4 pages of level 0 each. Inside the huge source the pages' 1-sample borders
     // also need the storage chunks around the view (the small source's view reaches its
     // edges, where pages have no border): with 256^2 chunks that is 6 x 6 chunks against
     // 4 x 4; with 64^2 chunks, 18 x 18 against 16 x 16.
-    for chunk in [256usize, 64] {
+    for chunk in [256usize, 64].into_iter().filter(|_| !loading_only) {
         let (mut huge, mut small) = (Vec::new(), Vec::new());
         for _ in 0..iters {
             huge.push(first_complete(100_000, 50_176.0, chunk)?);
@@ -284,11 +291,14 @@ fn main() -> Res<()> {
     let target = r.create_target(VIEW, VIEW)?;
     let camera = PanZoomCamera::new(Vec2::splat(4096.0), 1.0);
     let mut loading = Vec::new();
+    let mut loading_cpu = Vec::new();
     let mut in_flight = Vec::new();
     // The first frame creates pipelines: not timed.
     r.render(&scene, &camera, &target)?;
     for _ in 0..(5 * iters) {
-        loading.push(frame(&mut r, &scene, &camera, &target)?);
+        let (whole, cpu) = frame(&mut r, &scene, &camera, &target)?;
+        loading.push(whole);
+        loading_cpu.push(cpu);
         let p = scene
             .visual(id)
             .and_then(|visual| r.progress(visual))
@@ -300,10 +310,20 @@ fn main() -> Res<()> {
         return Err("the loading view never completed".into());
     }
     let mut idle = Vec::new();
+    let mut idle_cpu = Vec::new();
     for _ in 0..(5 * iters) {
-        idle.push(frame(&mut r, &scene, &camera, &target)?);
+        let (whole, cpu) = frame(&mut r, &scene, &camera, &target)?;
+        idle.push(whole);
+        idle_cpu.push(cpu);
     }
     let (l, i) = (median(&loading), median(&idle));
+    println!(
+        "  of which in render (CPU): {:.1} ms loading, {:.1} ms idle; waiting for the device: {:.1} / {:.1} ms",
+        ms(median(&loading_cpu)),
+        ms(median(&idle_cpu)),
+        ms(l.saturating_sub(median(&loading_cpu))),
+        ms(i.saturating_sub(median(&idle_cpu)))
+    );
     let least = in_flight.iter().min().copied().unwrap_or(0);
     println!(
         "1024^2 frame: {:.1} ms while {least}..{} chunks were loading, {:.1} ms idle",
@@ -323,6 +343,11 @@ fn main() -> Res<()> {
         least.to_string(),
         "(~1,000 wanted)",
     );
+
+    if loading_only {
+        v.finish("virtual texture (benches/chunked.rs)", strict);
+        return Ok(());
+    }
 
     // 3. Budgets over a scripted pan and zoom.
     let gpu_budget = 32u64 << 20;
