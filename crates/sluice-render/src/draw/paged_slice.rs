@@ -285,3 +285,11 @@ fn build(device: &wgpu::Device, key: ShaderKey) -> SliceShader {
         pipelines: HashMap::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_paged_slice_compiles_for_every_atlas_kind() {
+        super::super::paged_volume::assert_valid_for_every_atlas(super::SHADER, "paged slice");
+    }
+}

@@ -462,3 +462,41 @@ pub(super) fn record_after(
     super::volume::composite(res, enc, out);
     true
 }
+
+/// Checks that `body` over 3-D pages (`paged3d_source`) is valid WGSL for every atlas kind a
+/// host source can have (naga, no GPU needed).
+#[cfg(test)]
+pub(super) fn assert_valid_for_every_atlas(body: &str, what: &str) {
+    use wgpu::naga;
+    let kinds = [
+        SampleKind::Float,
+        SampleKind::FilterFloat,
+        SampleKind::Unorm8,
+        SampleKind::Unorm16,
+        SampleKind::Uint,
+        SampleKind::Sint,
+    ];
+    for kind in kinds {
+        let key = ShaderKey {
+            kind,
+            filterable: kind.filterable(),
+        };
+        let source = paged3d_source(body, key);
+        let module = naga::front::wgsl::parse_str(&source)
+            .unwrap_or_else(|e| panic!("{what} {key:?}: {}", e.emit_to_string(&source)));
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::all(),
+        )
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{what} {key:?}: {e:?}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_paged_marcher_compiles_for_every_atlas_kind() {
+        super::assert_valid_for_every_atlas(super::SHADER, "paged volume");
+    }
+}
