@@ -1,7 +1,9 @@
 //! Paged volumes (3-D pages in a 3-D atlas, `always_page_3d` for dense data) on a real GPU:
-//! the same MIP, translucent and iso pixels as the dense path, the coarse level exactly while the fine one is
-//! blocked, resident bytes under the GPU budget on an orbit, and no uploads when orbiting
-//! within resident pages.
+//! the same MIP, translucent and iso pixels as the dense path (f32 and u32), the coarse level
+//! exactly while the fine one is blocked, resident bytes under the GPU budget on an orbit, and
+//! no uploads when orbiting within resident pages; lazy integer volumes against CPU-computed
+//! pixels; slices of paged volumes (float, integer, 2 to 4 channels) as the dense path draws
+//! them.
 
 mod common;
 
@@ -108,6 +110,7 @@ fn a_dense_volume_through_pages_matches_the_dense_path() {
     for mode in [
         VolumeMode::Mip,
         VolumeMode::Translucent { attenuation: 0.05 },
+        VolumeMode::Iso { threshold: 20.0 },
     ] {
         let mut scene = Scene::new();
         scene.add(
