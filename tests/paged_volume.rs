@@ -1,7 +1,9 @@
 //! Paged volumes (3-D pages in a 3-D atlas, `always_page_3d` for dense data) on a real GPU:
-//! the same MIP, translucent and iso pixels as the dense path, the coarse level exactly while the fine one is
-//! blocked, resident bytes under the GPU budget on an orbit, and no uploads when orbiting
-//! within resident pages.
+//! the same MIP, translucent and iso pixels as the dense path (f32 and u32), the coarse level
+//! exactly while the fine one is blocked, resident bytes under the GPU budget on an orbit, and
+//! no uploads when orbiting within resident pages; lazy integer volumes against CPU-computed
+//! pixels; slices of paged volumes (float, integer, 2 to 4 channels) as the dense path draws
+//! them.
 
 mod common;
 
@@ -43,13 +45,18 @@ fn options() -> LazyOptions {
 /// A `levels`-level f32 volume of `n`^3 level-0 samples, level `l` sampling `value` at
 /// (z 2^l, y 2^l, x 2^l), in chunks of 32^3.
 fn pyramid(n: usize, levels: usize) -> Layout {
+    pyramid_of(n, levels, ElementType::F32, 1)
+}
+
+/// `pyramid` of `element` samples with `channels` channels.
+fn pyramid_of(n: usize, levels: usize, element: ElementType, channels: usize) -> Layout {
     let grid = ChunkGrid::new(&[32, 32, 32]).unwrap();
     let coarser = (1..levels).map(|l| {
         let f = 1usize << l;
         let m = n.div_ceil(f);
         Level::new(Shape::new(&[m, m, m]).unwrap(), [f as f64; 3]).with_chunks(grid)
     });
-    Layout::new(Shape::new(&[n, n, n]).unwrap(), ElementType::F32, 1)
+    Layout::new(Shape::new(&[n, n, n]).unwrap(), element, channels)
         .unwrap()
         .with_chunks(grid)
         .with_levels(coarser)
@@ -57,16 +64,26 @@ fn pyramid(n: usize, levels: usize) -> Layout {
 }
 
 fn fill(key: ChunkKey, region: Region, dst: &mut [u8]) {
+    fill_with(key, region, dst, |z, y, x| value(z, y, x).to_ne_bytes());
+}
+
+/// Fills a chunk of level `key.level` of a `pyramid_of` layout with 4-byte samples: level-0
+/// sample (z, y, x) is `sample(z, y, x)`.
+fn fill_with(
+    key: ChunkKey,
+    region: Region,
+    dst: &mut [u8],
+    sample: impl Fn(usize, usize, usize) -> [u8; 4],
+) {
     let f = 1usize << key.level;
-    let [d, h, w] = region.size;
-    let _ = d;
+    let [_, h, w] = region.size;
     for (i, v) in dst.chunks_exact_mut(4).enumerate() {
         let (z, y, x) = (
             region.origin[0] + i / (h * w),
             region.origin[1] + (i / w) % h,
             region.origin[2] + i % w,
         );
-        v.copy_from_slice(&value(z * f, y * f, x * f).to_ne_bytes());
+        v.copy_from_slice(&sample(z * f, y * f, x * f));
     }
 }
 
@@ -93,6 +110,7 @@ fn a_dense_volume_through_pages_matches_the_dense_path() {
     for mode in [
         VolumeMode::Mip,
         VolumeMode::Translucent { attenuation: 0.05 },
+        VolumeMode::Iso { threshold: 20.0 },
     ] {
         let mut scene = Scene::new();
         scene.add(
@@ -573,6 +591,14 @@ fn slices_through_pages_match_the_dense_path_axis_aligned_and_oblique() {
         ((x * 5 + y * 3 + z * 7) % 250) as f32 + 0.25 * ((x * y + z) % 4) as f32
     });
     let source: SharedSource = Arc::new(ArraySource::new(data).unwrap());
+    assert_slices_match_dense("f32", source, [0.0, 255.0]);
+}
+
+/// Draws Z, Y, X and oblique slices of the `n`^3 (100^3) `source` with linear interpolation
+/// and `clim`, by a paged renderer (`always_page_3d`) and by a dense one, and checks that
+/// every pixel is the same within 1 per channel.
+fn assert_slices_match_dense(what: &str, source: SharedSource, clim: [f64; 2]) {
+    let n = 100usize;
     let mut paged = paged_renderer(None);
     let mut dense = renderer();
     let slices = [
@@ -592,7 +618,7 @@ fn slices_through_pages_match_the_dense_path_axis_aligned_and_oblique() {
             Image::new(source.clone())
                 .with_slice(slice)
                 .with_interpolation(Interpolation::Linear)
-                .with_clim(0.0, 255.0)
+                .with_clim(clim[0], clim[1])
                 .unwrap(),
         );
         let camera = Front { n: n as f32 };
@@ -600,12 +626,12 @@ fn slices_through_pages_match_the_dense_path_axis_aligned_and_oblique() {
         let done = paged
             .render_until_complete(&scene, &camera, &target, Duration::from_secs(30))
             .unwrap();
-        assert!(done.complete, "{slice:?}: {done:?}");
+        assert!(done.complete, "{what} {slice:?}: {done:?}");
         let a = paged.read_image(&target).unwrap();
         let b = render(&mut dense, &scene, &camera, n as u32, n as u32);
         assert!(
             paged.counters().pages_resident > 0,
-            "{slice:?} was not paged"
+            "{what} {slice:?} was not paged"
         );
         // Tolerance: 1 per channel (the same interpolation in another texture).
         let differing: Vec<_> = a
@@ -617,13 +643,13 @@ fn slices_through_pages_match_the_dense_path_axis_aligned_and_oblique() {
             .collect();
         assert!(
             differing.is_empty(),
-            "{slice:?}: paged vs dense differ at {differing:?}"
+            "{what} {slice:?}: paged vs dense differ at {differing:?}"
         );
         let lit = a
             .pixels()
             .filter(|p| p.0 != [0, 0, 0, 0] && p.0 != BG)
             .count();
-        assert!(lit > 5000, "{slice:?}: only {lit} pixels drawn");
+        assert!(lit > 5000, "{what} {slice:?}: only {lit} pixels drawn");
     }
 }
 
@@ -698,4 +724,339 @@ fn a_paged_image_and_a_paged_volume_share_the_frames_upload_budget() {
 
 fn options_2d() -> LazyOptions {
     LazyOptions::with_pool(LoaderPool::new(2).unwrap(), ChunkCache::new(64 << 20))
+}
+
+/// Level-0 sample (z, y, x) of the integer test volumes: `int_of` its `value`.
+fn int_value(element: ElementType, z: usize, y: usize, x: usize) -> i64 {
+    int_of(element, value(z, y, x) as i64)
+}
+
+/// The integer test value of `element` for `v` (0 to 200): for u32, multiples of 2^16 above
+/// 2^31 (read as i32 they would be negative); for i32, thousands either side of 0. Every one
+/// is exact in f32, as the shaders read them.
+fn int_of(element: ElementType, v: i64) -> i64 {
+    match element {
+        ElementType::U32 => (1 << 31) + v * 65536,
+        ElementType::I32 => (v - 100) * 1000,
+        e => panic!("no integer test values for {e:?}"),
+    }
+}
+
+/// The bytes of integer sample `v` as `element`.
+fn int_bytes(element: ElementType, v: i64) -> [u8; 4] {
+    match element {
+        ElementType::U32 => u32::try_from(v).unwrap().to_ne_bytes(),
+        _ => i32::try_from(v).unwrap().to_ne_bytes(),
+    }
+}
+
+/// The contrast limits spanning `int_of` of `element` over `value`'s 0 to 200.
+fn int_clim(element: ElementType) -> [f64; 2] {
+    [0, 200].map(|v| int_of(element, v) as f64)
+}
+
+/// A lazy 2-level `n`^3 volume of `int_value` samples of `element`.
+fn lazy_int_volume(n: usize, element: ElementType) -> SharedSource {
+    let loader = ProceduralLoader::new(pyramid_of(n, 2, element, 1), move |key, region, dst| {
+        fill_with(key, region, dst, |z, y, x| {
+            int_bytes(element, int_value(element, z, y, x))
+        });
+        Ok(ChunkFill::Filled)
+    });
+    Arc::new(LazySource::with_options(loader, options()).unwrap())
+}
+
+/// `Front`, moved by `shift` voxels along x and y: pixel (px, py)'s ray runs through
+/// (px + 0.5 + shift, py + 0.5 + shift), between voxel centres.
+struct Shifted {
+    n: f32,
+    shift: f32,
+}
+
+impl Camera for Shifted {
+    fn view_projection(&self, _viewport: [u32; 2]) -> Mat4 {
+        let h = self.n / 2.0;
+        let eye = Vec3::new(h + self.shift, h + self.shift, -10.0);
+        let view = Mat4::look_to_rh(eye, Vec3::Z, Vec3::NEG_Y);
+        Mat4::orthographic_rh(-h, h, -h, h, 1.0, 10.0 + self.n + 10.0) * view
+    }
+}
+
+/// Renders `volume` by `r` under `camera` on an `n` x `n` target until complete.
+fn complete(r: &mut Renderer, volume: Volume, camera: &dyn Camera, n: usize) -> image::RgbaImage {
+    let mut scene = Scene::new();
+    scene.add(volume);
+    let target = r.create_target(n as u32, n as u32).unwrap();
+    let done = r
+        .render_until_complete(&scene, camera, &target, Duration::from_secs(30))
+        .unwrap();
+    assert!(done.complete, "{done:?}");
+    assert!(r.counters().pages_resident > 0, "not paged");
+    r.read_image(&target).unwrap()
+}
+
+/// The gray colour of `v` through `clim` as the shader picks it (in f32).
+fn gray(v: f64, clim: [f64; 2]) -> [u8; 4] {
+    expected_entry(&Colormap::Gray, v as f32, clim.map(|c| c as f32), 1.0).0
+}
+
+/// Checks every pixel of `img` within `tol` per channel of `want(x, y)`.
+fn assert_near(
+    img: &image::RgbaImage,
+    what: &str,
+    tol: u8,
+    want: impl Fn(usize, usize) -> [u8; 4],
+) {
+    let bad: Vec<_> = img
+        .enumerate_pixels()
+        .filter_map(|(x, y, p)| {
+            let w = want(x as usize, y as usize);
+            let off = p.0.iter().zip(w).any(|(a, b)| a.abs_diff(b) > tol);
+            off.then_some((x, y, p.0, w))
+        })
+        .take(5)
+        .collect();
+    assert!(bad.is_empty(), "{what}: (x, y, got, expected) {bad:?}");
+}
+
+#[test]
+fn lazy_integer_volumes_draw_the_cpu_computed_mip_and_translucent_pixels() {
+    // 100^3 u32 and i32 sources of 2 levels: level 0 in 2 x 2 x 2 pages meeting at 64.
+    let n = 100usize;
+    for element in [ElementType::U32, ElementType::I32] {
+        let source = lazy_int_volume(n, element);
+        let clim = int_clim(element);
+        let at = |z: usize, y: usize, x: usize| int_value(element, z, y, x) as f64;
+        let volume = |interpolation| {
+            Volume::new(source.clone())
+                .with_interpolation(interpolation)
+                .with_clim(clim[0], clim[1])
+                .unwrap()
+                .with_colormap(Colormap::Gray)
+        };
+        let mut r = paged_renderer(None);
+        let front = Front { n: n as f32 };
+        // Nearest MIP, one voxel per pixel: level 0, the exact maximum along z.
+        let img = complete(&mut r, volume(Interpolation::Nearest), &front, n);
+        let mip = |x: usize, y: usize| (0..n).map(|z| at(z, y, x)).fold(f64::MIN, f64::max);
+        assert_near(&img, &format!("{element:?} nearest MIP"), 0, |x, y| {
+            gray(mip(x, y), clim)
+        });
+        // Locked to level 1: the maximum of its samples, level-0 samples (2z, 2y, 2x).
+        let img = complete(
+            &mut r,
+            volume(Interpolation::Nearest).with_level_lock(1).unwrap(),
+            &front,
+            n,
+        );
+        assert_near(&img, &format!("{element:?} level-1 MIP"), 0, |x, y| {
+            let m = (0..n / 2)
+                .map(|z| at(2 * z, y / 2 * 2, x / 2 * 2))
+                .fold(f64::MIN, f64::max);
+            gray(m, clim)
+        });
+        // Linear MIP with rays a quarter voxel off the centres in x and y: bilinear in each
+        // plane of voxel centres (z), weights 3/4 and 1/4, across the pages' borders at 64
+        // (clamped to the last centre at the far edges). Tolerance 1 per channel (f32
+        // weights near 2^31 on the GPU against f64 here).
+        let img = complete(
+            &mut r,
+            volume(Interpolation::Linear),
+            &Shifted {
+                n: n as f32,
+                shift: 0.25,
+            },
+            n,
+        );
+        let taps = |p: usize| {
+            let c = (p as f64 + 0.75).clamp(0.5, n as f64 - 0.5) - 0.5;
+            let i = c.floor() as usize;
+            (i, (i + 1).min(n - 1), c - i as f64)
+        };
+        assert_near(&img, &format!("{element:?} linear MIP"), 1, |x, y| {
+            let ((x0, x1, fx), (y0, y1, fy)) = (taps(x), taps(y));
+            let m = (0..n)
+                .map(|z| {
+                    let row = |y| at(z, y, x0) * (1.0 - fx) + at(z, y, x1) * fx;
+                    row(y0) * (1.0 - fy) + row(y1) * fy
+                })
+                .fold(f64::MIN, f64::max);
+            gray(m, clim)
+        });
+        // Translucent, nearest: front-to-back over the samples at z = i + 0.5 (step 1), each
+        // of opacity 1 - exp(-attenuation t step) for gray's opaque entries; over the black
+        // background the colour is what accumulated. Tolerance 2 per channel (f32 against
+        // f64 over 100 samples).
+        let attenuation = 0.03f64;
+        let img = complete(
+            &mut r,
+            volume(Interpolation::Nearest)
+                .with_mode(VolumeMode::Translucent {
+                    attenuation: attenuation as f32,
+                })
+                .unwrap(),
+            &front,
+            n,
+        );
+        assert_near(&img, &format!("{element:?} translucent"), 2, |x, y| {
+            let (mut color, mut alpha) = (0.0f64, 0.0f64);
+            for z in 0..n {
+                if alpha > 0.995 {
+                    break;
+                }
+                let v = at(z, y, x);
+                let t = ((v - clim[0]) / (clim[1] - clim[0])).clamp(0.0, 1.0);
+                let e = gray(v, clim);
+                let a = 1.0 - (-attenuation * t).exp();
+                color += (1.0 - alpha) * a * f64::from(e[0]) / 255.0;
+                alpha += (1.0 - alpha) * a;
+            }
+            let c = (color * 255.0).round() as u8;
+            [c, c, c, 255]
+        });
+    }
+}
+
+#[test]
+fn a_dense_u32_volume_through_pages_matches_the_dense_path() {
+    // The f32 test's sphere in u32 units of 1/4096 (exact in f32): 2 x 2 x 2 pages of an
+    // R32Uint atlas, interpolated by eight taps inside each slot, against the dense path's
+    // R32Uint texture. (Values above 2^31 are drawn by the lazy test above; here, near 2^31,
+    // f32's 256-unit steps would make the iso mode's gradients differ by rounding alone.)
+    let n = 100usize;
+    let data = Array3::from_shape_fn((n, n, n), |(z, y, x)| {
+        let p = Vec3::new(x as f32, y as f32, z as f32) - Vec3::splat(49.5);
+        let f = (40.0 - p.length()) * 4.0 + 0.5 * ((x * 7 + y * 3 + z) % 11) as f32;
+        ((f + 200.0).max(0.0) * 4096.0).round() as u32
+    });
+    let source: SharedSource = Arc::new(ArraySource::new(data).unwrap());
+    let units = |v: f64| v * 4096.0;
+    let mut paged = paged_renderer(None);
+    let mut dense = renderer();
+    let mut camera = OrbitCamera::fit(Vec3::ZERO, Vec3::splat(n as f32), 35.0, 25.0);
+    for mode in [
+        VolumeMode::Mip,
+        VolumeMode::Translucent { attenuation: 0.05 },
+        VolumeMode::Iso {
+            threshold: units(220.0),
+        },
+    ] {
+        let mut scene = Scene::new();
+        scene.add(
+            Volume::new(source.clone())
+                .with_interpolation(Interpolation::Linear)
+                .with_clim(units(200.0), units(360.0))
+                .unwrap()
+                .with_colormap(Colormap::Gray)
+                .with_mode(mode)
+                .unwrap(),
+        );
+        for _ in 0..3 {
+            let a = render(&mut paged, &scene, &camera, 96, 96);
+            let b = render(&mut dense, &scene, &camera, 96, 96);
+            // Tolerance: 1 per channel (the same taps in another texture).
+            let differing: Vec<_> = a
+                .enumerate_pixels()
+                .zip(b.pixels())
+                .filter(|((_, _, p), q)| p.0.iter().zip(q.0).any(|(u, v)| u.abs_diff(v) > 1))
+                .map(|((x, y, p), q)| (x, y, p.0, q.0))
+                .collect();
+            assert!(
+                differing.is_empty(),
+                "{mode:?}: {} pixels differ between paged and dense: {:?}",
+                differing.len(),
+                &differing[..differing.len().min(5)]
+            );
+            let lit = a.pixels().filter(|p| p.0 != BG).count();
+            assert!(lit > 800, "{mode:?}: only {lit} pixels lit");
+            assert_eq!(paged.counters().pages_resident, 8);
+            assert_eq!(dense.counters().pages_resident, 0);
+            camera.orbit(0.7, 0.2);
+        }
+    }
+}
+
+#[test]
+fn slices_of_paged_integer_volumes_match_the_dense_path() {
+    let n = 100usize;
+    for element in [ElementType::U32, ElementType::I32] {
+        let source: SharedSource = match element {
+            ElementType::U32 => Arc::new(
+                ArraySource::new(Array3::from_shape_fn((n, n, n), |(z, y, x)| {
+                    int_value(element, z, y, x) as u32
+                }))
+                .unwrap(),
+            ),
+            _ => Arc::new(
+                ArraySource::new(Array3::from_shape_fn((n, n, n), |(z, y, x)| {
+                    int_value(element, z, y, x) as i32
+                }))
+                .unwrap(),
+            ),
+        };
+        assert_slices_match_dense(&format!("{element:?}"), source, int_clim(element));
+    }
+}
+
+#[test]
+fn slices_of_paged_multichannel_volumes_match_the_dense_path() {
+    use sluice::ndarray::Array4;
+    let n = 100usize;
+    // Channel k of voxel (z, y, x): a ramp per channel, all within 0..=250.
+    let c =
+        |z: usize, y: usize, x: usize, k: usize| (x * (3 + k) + y * 5 + z * (7 - k) + 40 * k) % 251;
+    // Value + alpha (f32), RGB (u8, an RGBA atlas), RGBA (u16) and RGBA (i32, integer taps).
+    let two = Array4::from_shape_fn((n, n, n, 2), |(z, y, x, k)| c(z, y, x, k) as f32);
+    let three = Array4::from_shape_fn((n, n, n, 3), |(z, y, x, k)| c(z, y, x, k) as u8);
+    let four = Array4::from_shape_fn((n, n, n, 4), |(z, y, x, k)| {
+        (c(z, y, x, k) * 256 + 100 * k) as u16
+    });
+    let four_i32 = Array4::from_shape_fn((n, n, n, 4), |(z, y, x, k)| {
+        (c(z, y, x, k) as i32 - 125) * 1000 + if k == 3 { 1 << 30 } else { 0 }
+    });
+    let cases: [(&str, SharedSource, [f64; 2]); 4] = [
+        (
+            "f32 x 2",
+            Arc::new(ArraySource::with_channels(two).unwrap()),
+            [0.0, 250.0],
+        ),
+        (
+            "u8 x 3",
+            Arc::new(ArraySource::with_channels(three).unwrap()),
+            [0.0, 250.0],
+        ),
+        (
+            "u16 x 4",
+            Arc::new(ArraySource::with_channels(four).unwrap()),
+            [0.0, 64000.0],
+        ),
+        (
+            "i32 x 4",
+            Arc::new(ArraySource::with_channels(four_i32).unwrap()),
+            [-125000.0, 125000.0],
+        ),
+    ];
+    for (what, source, clim) in cases {
+        assert_eq!(source.layout().shape().ndim(), 3, "{what}");
+        assert_slices_match_dense(what, source, clim);
+    }
+}
+
+#[test]
+fn a_paged_volume_of_several_channels_is_refused_naming_them() {
+    // As on the dense path: a volume shows scalar data.
+    let loader = ProceduralLoader::new(pyramid_of(64, 2, ElementType::U8, 4), |_, _, dst| {
+        dst.fill(7);
+        Ok(ChunkFill::Filled)
+    });
+    let source: SharedSource = Arc::new(LazySource::with_options(loader, options()).unwrap());
+    let mut r = paged_renderer(None);
+    let mut scene = Scene::new();
+    scene.add(Volume::new(source));
+    let target = r.create_target(8, 8).unwrap();
+    let e = r
+        .render(&scene, &Front { n: 64.0 }, &target)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("4 channels"), "{e}");
 }

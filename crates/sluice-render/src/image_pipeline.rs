@@ -8,8 +8,9 @@ use sluice_core::{Layout, Shape};
 use crate::bricking::{BrickParams, Bricking};
 use crate::format::SampleKind;
 use crate::pipeline::{
-    alpha_scale, data_texture_entries, lut_entry, render_pipeline, sampled_shader_source,
-    uniform_entry, DisplayParams, PassKind, PipelineSpec, ShaderParts, TexDim,
+    alpha_scale, data_texture_entries, image_mode, lut_entry, render_pipeline,
+    sampled_shader_source, uniform_entry, DisplayParams, PassKind, PipelineSpec, ShaderParts,
+    TexDim,
 };
 use crate::sampling::{hardware_filtered, linear_sampler, sampler_entry};
 use crate::visual::{Image, Interpolation, Slice};
@@ -128,12 +129,7 @@ impl ImageParams {
                 lut_size: lut_size as u32,
             },
             size: geometry.size,
-            mode: match layout.channels() {
-                1 => 0,
-                2 => 1,
-                3 => 2,
-                _ => 3,
-            },
+            mode: image_mode(layout.channels()),
             linear: u32::from(image.interpolation() == Interpolation::Linear),
             data_size: [w as i32, h as i32, d as i32],
             alpha_scale: alpha_scale(layout.element()),

@@ -33,6 +33,17 @@ pub(crate) fn alpha_scale(element: ElementType) -> f32 {
     }
 }
 
+/// The image shader's `mode` for data of `channels` (`image_color` in `shaders/common.wgsl`):
+/// 0 one channel through the colormap, 1 value and alpha, 2 RGB, 3 RGBA.
+pub(crate) fn image_mode(channels: usize) -> u32 {
+    match channels {
+        1 => 0,
+        2 => 1,
+        3 => 2,
+        _ => 3,
+    }
+}
+
 /// Whether a texture is 2-D or 3-D.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum TexDim {

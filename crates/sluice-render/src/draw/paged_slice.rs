@@ -9,8 +9,10 @@ use std::collections::HashMap;
 
 use crate::error::RenderError;
 use crate::image_pipeline::slice_geometry;
-use crate::paged::{wants_paging_3d, SlicePlane, MAX_LEVELS_3D};
-use crate::pipeline::{render_pipeline, DisplayParams, PassKind, PipelineSpec, ShaderParts};
+use crate::paged::{wants_paging_3d, ShaderKey, SlicePlane, MAX_LEVELS_3D};
+use crate::pipeline::{
+    alpha_scale, image_mode, render_pipeline, DisplayParams, PassKind, PipelineSpec, ShaderParts,
+};
 use crate::redraw::flat_depth;
 use crate::visual::{Image, Interpolation};
 use wgpu::RenderPass;
@@ -34,7 +36,7 @@ struct SliceParams {
     levels: u32,
     linear: u32,
     atlas_size: [f32; 3],
-    hw: u32,
+    pad_atlas: u32,
     slot_per: [u32; 2],
     slot_side: u32,
     window: u32,
@@ -46,7 +48,8 @@ struct SliceParams {
     clip: u32,
     level_bias: i32,
     level_lock: u32,
-    pad: [u32; 2],
+    mode: u32,
+    alpha_scale: f32,
     lv: [LevelParams3d; MAX_LEVELS_3D],
 }
 
@@ -58,10 +61,11 @@ struct SliceShader {
     pipelines: HashMap<(PassKind, bool), wgpu::RenderPipeline>,
 }
 
-/// The paged slice pipelines, by whether the atlas is filterable, each built on first use.
+/// The paged slice pipelines, by the atlas's sample kind and filterability, each built on
+/// first use.
 #[derive(Default)]
 pub(crate) struct PagedSlicePipelines {
-    by_filter: HashMap<bool, SliceShader>,
+    by_key: HashMap<ShaderKey, SliceShader>,
 }
 
 /// Prepares `image` if its source is a paged 3-D source and returns true; otherwise drops any
@@ -90,16 +94,6 @@ pub(super) fn prepare(image: &Image, res: &mut Resources) -> Result<bool, Render
             reason,
         }
     })?;
-    if layout.channels() != 1 {
-        return Err(RenderError::UnsupportedSource {
-            visual: "Image",
-            source_label: source.label(),
-            reason: format!(
-                "a slice of a paged volume shows one channel; this source has {}",
-                layout.channels()
-            ),
-        });
-    }
     crate::visual::check_level_policy("Image", image.level_policy(), layout.levels().len())?;
     if let Some(v) = res.visuals.remove(&id) {
         res.release_users(v.texture, &v.buffers);
@@ -137,7 +131,7 @@ pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
     let v = &res.paged.volumes.visuals[&id];
     let slice = v.slice.expect("a slice visual");
     let s = &res.paged.volumes.sources[&v.source];
-    let filterable = s.atlas.format.filterable;
+    let key = ShaderKey::of(&s.atlas.format);
     let generation = s.atlas.generation;
     let [d, h, w] = s.layout.shape().padded();
     let levels = s.layout.levels().len().min(MAX_LEVELS_3D);
@@ -157,7 +151,7 @@ pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
         levels: levels as u32,
         linear: u32::from(image.interpolation() == Interpolation::Linear),
         atlas_size: [ax as f32, ay as f32, az as f32],
-        hw: u32::from(filterable),
+        pad_atlas: 0,
         slot_per: s.atlas.per,
         slot_side: s.atlas.side,
         window: s.window,
@@ -171,7 +165,8 @@ pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
         level_lock: policy
             .lock
             .map_or(u32::MAX, |l| l.min(levels.saturating_sub(1)) as u32),
-        pad: [0; 2],
+        mode: image_mode(s.layout.channels()),
+        alpha_scale: alpha_scale(s.layout.element()),
         lv: super::paged_volume::level_params(s),
     };
     let device = &res.device;
@@ -179,9 +174,9 @@ pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
         .paged
         .volumes
         .slice_pipelines
-        .by_filter
-        .entry(filterable)
-        .or_insert_with(|| build(device, filterable));
+        .by_key
+        .entry(key)
+        .or_insert_with(|| build(device, key));
     let fresh = v
         .bind
         .as_ref()
@@ -216,15 +211,15 @@ pub(super) fn pass_need(image: &Image, res: &Resources) -> PassNeed {
 
 pub(super) fn ensure_pipelines(image: &Image, res: &mut Resources, pass: PassKind) {
     let v = &res.paged.volumes.visuals[&image.token.id];
-    let filterable = res.paged.volumes.sources[&v.source].atlas.format.filterable;
+    let key = ShaderKey::of(&res.paged.volumes.sources[&v.source].atlas.format);
     let device = &res.device;
     let shader = res
         .paged
         .volumes
         .slice_pipelines
-        .by_filter
-        .entry(filterable)
-        .or_insert_with(|| build(device, filterable));
+        .by_key
+        .entry(key)
+        .or_insert_with(|| build(device, key));
     let depth_write = image.opacity() >= 1.0;
     shader
         .pipelines
@@ -255,13 +250,13 @@ pub(super) fn record_opaque(
     let Some((group, _, _)) = &v.bind else {
         return false;
     };
-    let filterable = res.paged.volumes.sources[&v.source].atlas.format.filterable;
+    let key = ShaderKey::of(&res.paged.volumes.sources[&v.source].atlas.format);
     let Some(pipeline) = res
         .paged
         .volumes
         .slice_pipelines
-        .by_filter
-        .get(&filterable)
+        .by_key
+        .get(&key)
         .and_then(|s| s.pipelines.get(&(mode, image.opacity() >= 1.0)))
     else {
         return false;
@@ -272,21 +267,29 @@ pub(super) fn record_opaque(
     true
 }
 
-fn build(device: &wgpu::Device, filterable: bool) -> SliceShader {
+fn build(device: &wgpu::Device, key: ShaderKey) -> SliceShader {
     let entries = paged3d_entries(
         size_of::<SliceParams>(),
         wgpu::ShaderStages::VERTEX_FRAGMENT,
         wgpu::ShaderStages::FRAGMENT,
-        filterable,
+        key,
     );
-    let source = paged3d_source(SHADER);
+    let source = paged3d_source(SHADER, key);
     let parts = ShaderParts::new(device, "sluice paged slice", &entries, source, &[]);
-    let sampler = atlas_sampler(device, filterable);
+    let sampler = atlas_sampler(device, key.filterable);
     SliceShader {
         layout: parts.layout,
         pipeline_layout: parts.pipeline_layout,
         module: parts.module,
         sampler,
         pipelines: HashMap::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_paged_slice_compiles_for_every_atlas_kind() {
+        super::super::paged_volume::assert_valid_for_every_atlas(super::SHADER, "paged slice");
     }
 }

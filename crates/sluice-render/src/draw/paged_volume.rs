@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use crate::error::RenderError;
 use crate::format::SampleKind;
-use crate::paged::{wants_paging_3d, VolumeSource, MAX_LEVELS_3D};
+use crate::paged::{wants_paging_3d, ShaderKey, VolumeSource, MAX_LEVELS_3D};
 use crate::pipeline::{lut_entry, uniform_entry, DisplayParams, ShaderParts};
 use crate::target::RenderTarget;
 use crate::visual::{Interpolation, Volume, VolumeMode};
@@ -50,7 +50,7 @@ pub(crate) struct PagedVolumeParams {
     levels: u32,
     linear: u32,
     atlas_size: [f32; 3],
-    hw: u32,
+    pad_atlas: u32,
     slot_per: [u32; 2],
     slot_side: u32,
     window: u32,
@@ -72,10 +72,11 @@ pub(crate) struct PagedVolumeParams {
     lv: [LevelParams3d; MAX_LEVELS_3D],
 }
 
-/// The paged marchers, by whether the atlas is filterable.
+/// The paged marchers, by the atlas's sample kind and filterability, and the atlas
+/// samplers, by filterability.
 #[derive(Default)]
 pub(crate) struct PagedVolumePipelines {
-    by_filter: HashMap<bool, (wgpu::BindGroupLayout, wgpu::ComputePipeline)>,
+    by_key: HashMap<ShaderKey, (wgpu::BindGroupLayout, wgpu::ComputePipeline)>,
     samplers: HashMap<bool, wgpu::Sampler>,
 }
 
@@ -143,7 +144,7 @@ fn params(volume: &Volume, s: &VolumeSource, draw: &Draw<'_>, lut_size: u32) -> 
         levels: levels as u32,
         linear: u32::from(volume.interpolation() == Interpolation::Linear),
         atlas_size: [ax as f32, ay as f32, az as f32],
-        hw: u32::from(s.atlas.format.filterable),
+        pad_atlas: 0,
         slot_per: s.atlas.per,
         slot_side: s.atlas.side,
         window,
@@ -218,7 +219,8 @@ pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
     let key = res.paged.volumes.visuals[&id].source;
     let s = &res.paged.volumes.sources[&key];
     let p = params(volume, s, draw, lut_size);
-    let filterable = s.atlas.format.filterable;
+    let shader = ShaderKey::of(&s.atlas.format);
+    let filterable = shader.filterable;
     let generation = s.atlas.generation;
     // The composite is the dense path's (built with its first marcher).
     res.volumes.ensure(&res.device, (SampleKind::Float, true));
@@ -226,9 +228,9 @@ pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
     let device = &res.device;
     let target_layout = res.volumes.target_layout();
     pipelines
-        .by_filter
-        .entry(filterable)
-        .or_insert_with(|| build(device, filterable, target_layout));
+        .by_key
+        .entry(shader)
+        .or_insert_with(|| build(device, shader, target_layout));
     pipelines
         .samplers
         .entry(filterable)
@@ -244,7 +246,7 @@ pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
         let group = paged3d_bind_group(
             &res.device,
             "sluice paged volume",
-            &pipelines.by_filter[&filterable].0,
+            &pipelines.by_key[&shader].0,
             &v.uniform,
             s,
             &lut.view,
@@ -262,24 +264,30 @@ pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
         .write_buffer(&v.uniform, 0, bytemuck::bytes_of(&p));
 }
 
-/// The bind group layout of a shader over a source's 3-D pages (`shaders/paged3d.wgsl`): its
-/// uniform block of `uniform_size` bytes (visible to `uniform_stages`), the atlas, the
-/// colormap, the page table and the atlas sampler (visible to `stages`).
+/// The bind group layout of a shader over a source's 3-D pages (`shaders/paged3d.wgsl`) in
+/// an atlas of `key`: its uniform block of `uniform_size` bytes (visible to
+/// `uniform_stages`), the atlas, the colormap, the page table and the atlas sampler (visible
+/// to `stages`).
 pub(super) fn paged3d_entries(
     uniform_size: usize,
     uniform_stages: wgpu::ShaderStages,
     stages: wgpu::ShaderStages,
-    filterable: bool,
+    key: ShaderKey,
 ) -> [wgpu::BindGroupLayoutEntry; 5] {
     let mut lut = lut_entry();
     lut.visibility = stages;
+    let filterable = key.filterable;
+    let sample_type = match key.kind {
+        SampleKind::Float => wgpu::TextureSampleType::Float { filterable },
+        kind => kind.texture_sample_type(),
+    };
     [
         uniform_entry(uniform_size, uniform_stages),
         wgpu::BindGroupLayoutEntry {
             binding: 1,
             visibility: stages,
             ty: wgpu::BindingType::Texture {
-                sample_type: wgpu::TextureSampleType::Float { filterable },
+                sample_type,
                 view_dimension: wgpu::TextureViewDimension::D3,
                 multisampled: false,
             },
@@ -309,13 +317,35 @@ pub(super) fn paged3d_entries(
     ]
 }
 
-/// The source of a shader over 3-D pages: common.wgsl, the page lookup, `body` (its
-/// MAX_LEVELS replaced) and the declarations common.wgsl's dense samplers name, which such a
+/// The linear sample inside a slot of an atlas of `key` (`sample_linear_in` in
+/// `shaders/paged3d.wgsl`): one hardware sample where the atlas is filterable (the 1-sample
+/// border makes it exact inside a page), eight taps clamped to the slot otherwise (integer
+/// atlases, and float ones the device cannot filter).
+fn linear_wgsl(key: ShaderKey) -> &'static str {
+    if key.filterable {
+        "fn sample_linear_in(texel: vec3<f32>, lo: vec3<i32>, hi: vec3<i32>) -> Sample {
+    let v = textureSampleLevel(atlas, samp, texel / params.atlas_size, 0.0) * params.value_scale;
+    return Sample(v, !has_nan(v));
+}"
+    } else {
+        "fn sample_linear_in(texel: vec3<f32>, lo: vec3<i32>, hi: vec3<i32>) -> Sample {
+    return sample_taps_in(texel, lo, hi);
+}"
+    }
+}
+
+/// The source of a shader over 3-D pages in an atlas of `key`: common.wgsl, the page lookup,
+/// `body` (MAX_LEVELS and SAMPLE_T replaced), the linear sample for the atlas, whether its
+/// texels may be NaN, and the declarations common.wgsl's dense samplers name, which such a
 /// shader never calls.
-pub(super) fn paged3d_source(body: &str) -> String {
-    let stub = "const DATA_3D: bool = true;\nconst MAY_BE_NAN: bool = true;\nconst VALUE_SCALE: f32 = 1.0;\nconst FILTERED: bool = false;\nfn fetch(p: vec3<i32>) -> vec4<f32> { return textureLoad(atlas, p, 0); }\nfn sample_hw(p: vec3<f32>, size: vec3<i32>) -> Sample { return sample_taps(p, size); }\n";
-    let body = body.replace("MAX_LEVELS", &MAX_LEVELS_3D.to_string());
-    format!("{COMMON}\n{PAGED3D}\n{body}\n{stub}")
+pub(super) fn paged3d_source(body: &str, key: ShaderKey) -> String {
+    let stub = "const DATA_3D: bool = true;\nconst VALUE_SCALE: f32 = 1.0;\nconst FILTERED: bool = false;\nfn fetch(p: vec3<i32>) -> vec4<f32> { return vec4<f32>(textureLoad(atlas, p, 0)); }\nfn sample_hw(p: vec3<f32>, size: vec3<i32>) -> Sample { return sample_taps(p, size); }\n";
+    let may_be_nan = format!("const MAY_BE_NAN: bool = {};\n", key.kind.may_be_nan());
+    let body = body
+        .replace("MAX_LEVELS", &MAX_LEVELS_3D.to_string())
+        .replace("SAMPLE_T", key.kind.wgsl());
+    let linear = linear_wgsl(key);
+    format!("{COMMON}\n{PAGED3D}\n{linear}\n{body}\n{may_be_nan}{stub}")
 }
 
 /// The sampler of a 3-D atlas: linear where the atlas is filterable.
@@ -373,12 +403,12 @@ pub(super) fn paged3d_bind_group(
 
 fn build(
     device: &wgpu::Device,
-    filterable: bool,
+    key: ShaderKey,
     target_layout: &wgpu::BindGroupLayout,
 ) -> (wgpu::BindGroupLayout, wgpu::ComputePipeline) {
     let c = wgpu::ShaderStages::COMPUTE;
-    let entries = paged3d_entries(size_of::<PagedVolumeParams>(), c, c, filterable);
-    let source = paged3d_source(SHADER);
+    let entries = paged3d_entries(size_of::<PagedVolumeParams>(), c, c, key);
+    let source = paged3d_source(SHADER, key);
     let parts = ShaderParts::new(
         device,
         "sluice paged volume",
@@ -414,8 +444,8 @@ pub(super) fn record_after(
         .paged
         .volumes
         .pipelines
-        .by_filter
-        .get(&s.atlas.format.filterable)
+        .by_key
+        .get(&ShaderKey::of(&s.atlas.format))
     else {
         return false;
     };
@@ -431,4 +461,42 @@ pub(super) fn record_after(
     }
     super::volume::composite(res, enc, out);
     true
+}
+
+/// Checks that `body` over 3-D pages (`paged3d_source`) is valid WGSL for every atlas kind a
+/// host source can have (naga, no GPU needed).
+#[cfg(test)]
+pub(super) fn assert_valid_for_every_atlas(body: &str, what: &str) {
+    use wgpu::naga;
+    let kinds = [
+        SampleKind::Float,
+        SampleKind::FilterFloat,
+        SampleKind::Unorm8,
+        SampleKind::Unorm16,
+        SampleKind::Uint,
+        SampleKind::Sint,
+    ];
+    for kind in kinds {
+        let key = ShaderKey {
+            kind,
+            filterable: kind.filterable(),
+        };
+        let source = paged3d_source(body, key);
+        let module = naga::front::wgsl::parse_str(&source)
+            .unwrap_or_else(|e| panic!("{what} {key:?}: {}", e.emit_to_string(&source)));
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::all(),
+        )
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{what} {key:?}: {e:?}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_paged_marcher_compiles_for_every_atlas_kind() {
+        super::assert_valid_for_every_atlas(super::SHADER, "paged volume");
+    }
 }

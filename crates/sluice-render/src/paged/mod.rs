@@ -879,12 +879,7 @@ impl PagedTextures {
             level: 0,
             levels: levels.len() as u32,
             window: s.table.window,
-            mode: match s.layout.channels() {
-                1 => 0,
-                2 => 1,
-                3 => 2,
-                _ => 3,
-            },
+            mode: crate::pipeline::image_mode(s.layout.channels()),
             linear: 0,
             alpha_scale: crate::pipeline::alpha_scale(s.layout.element()),
             opacity: 1.0,

@@ -28,7 +28,6 @@ use crate::bricking::{TextureLimits, BRICK_SLOTS};
 use crate::colormap::ColormapKey;
 use crate::counters::Counters;
 use crate::error::RenderError;
-use crate::format::SampleKind;
 use crate::proxy::SourceKey;
 use crate::visual::VisualToken;
 
@@ -468,17 +467,9 @@ impl PagedTextures {
         let grid = PageGrid::new(3, &[DEFAULT_PAGE_3D; 3], 1)
             .map_err(|e: PagingError| unsupported(e.to_string()))?;
         let upload = UploadFormat::for_layout(&layout);
+        // Every format of the dense path: integer atlases are interpolated by taps in the
+        // shader (`shaders/paged3d.wgsl`).
         let format = AtlasFormat::for_upload(&upload, self.features);
-        if !matches!(
-            format.kind,
-            SampleKind::Float | SampleKind::FilterFloat | SampleKind::Unorm8 | SampleKind::Unorm16
-        ) {
-            return Err(unsupported(format!(
-                "its samples ({:?}) upload as {:?}, an integer texture; paged volumes take float and normalized formats only so far",
-                layout.element(),
-                format.format
-            )));
-        }
         let side = grid.slot_extent()[0];
         let max_3d = device.limits().max_texture_dimension_3d;
         let side = u32::try_from(side)

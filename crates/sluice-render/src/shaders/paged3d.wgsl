@@ -1,7 +1,10 @@
 // 3-D pages looked up in a page table and sampled in a 3-D atlas: shared by the paged volume
 // marcher (`paged_volume.wgsl`) and the paged slice (`paged_slice.wgsl`). The including shader
 // declares `params` (with `lv`, `page`, `window`, `slot_per`, `slot_side`, `border`,
-// `atlas_size`, `hw` and `value_scale`), `atlas`, `table` and `samp`.
+// `atlas_size` and `value_scale`), `atlas` (a `texture_3d<SAMPLE_T>`), `table` and `samp`.
+// The linear sample inside a slot (`sample_linear_in`) and `MAY_BE_NAN` are filled in when the
+// pipeline is built (`draw/paged_volume.rs`): the hardware's filter where the atlas is
+// filterable, eight taps inside the slot otherwise (integer and non-filterable float atlases).
 
 struct Level {
     // Level samples per level-0 sample, per axis (x, y, z), and level-0 samples per sample
@@ -19,15 +22,55 @@ struct Level {
     pad1: u32,
 };
 
-// One sample of level `l` at level-0 position `p`, or `ok = false` when its page is absent.
-fn sample_level(l: u32, p: vec3<f32>, linear: bool) -> vec2<f32> {
+// A sample of one level: its channels in data units, and its state: 1 a sample, 0 no valid
+// sample here (NaN), -1 its page is absent.
+struct PageSample {
+    value: vec4<f32>,
+    state: f32,
+};
+
+// One texel of the atlas in data units (an integer converted to f32, as the dense path's
+// `fetch` does; a unorm texel times 255 or 65535).
+fn atlas_texel(i: vec3<i32>) -> vec4<f32> {
+    return vec4<f32>(textureLoad(atlas, i, 0)) * params.value_scale;
+}
+
+// Trilinear between texel centres of `texel` (atlas texel coordinates), by eight taps clamped
+// to the slot's texels `lo..=hi`; NaN taps are left out and the weights renormalized, as the
+// dense path's `sample_taps` does.
+fn sample_taps_in(texel: vec3<f32>, lo: vec3<i32>, hi: vec3<i32>) -> Sample {
+    let base = texel - vec3<f32>(0.5);
+    let i0 = vec3<i32>(floor(base));
+    let fr = base - floor(base);
+    var acc = vec4<f32>(0.0);
+    var weight = 0.0;
+    for (var k = 0u; k < 8u; k = k + 1u) {
+        let o = vec3<i32>(i32(k & 1u), i32((k >> 1u) & 1u), i32(k >> 2u));
+        let w3 = select(vec3<f32>(1.0) - fr, fr, o == vec3<i32>(1));
+        let wt = w3.x * w3.y * w3.z;
+        if (wt > 0.0) {
+            let t = atlas_texel(clamp(i0 + o, lo, hi));
+            if (!(MAY_BE_NAN && has_nan(t))) {
+                acc = acc + wt * t;
+                weight = weight + wt;
+            }
+        }
+    }
+    if (weight == 0.0) {
+        return Sample(vec4<f32>(0.0), false);
+    }
+    return Sample(acc / weight, true);
+}
+
+// One sample of level `l` at level-0 position `p`.
+fn sample_level(l: u32, p: vec3<f32>, linear: bool) -> PageSample {
     let lv = params.lv[l];
     let q = clamp((p - lv.offset) * lv.inv_ds, vec3<f32>(0.5), lv.size - vec3<f32>(0.5));
     let pg = min(vec3<u32>(floor(q / params.page)), lv.grid - vec3<u32>(1u));
     let w = params.window;
     let e = table[lv.table_base + ((pg.z % w) * w + (pg.y % w)) * w + (pg.x % w)];
     if (e.x == 0u || e.y != pg.x || e.z != pg.y || e.w != pg.z) {
-        return vec2<f32>(0.0, -1.0);
+        return PageSample(vec4<f32>(0.0), -1.0);
     }
     let slot = e.x - 1u;
     let so = vec3<u32>(
@@ -36,37 +79,20 @@ fn sample_level(l: u32, p: vec3<f32>, linear: bool) -> vec2<f32> {
         slot / (params.slot_per.x * params.slot_per.y),
     ) * params.slot_side;
     let texel = vec3<f32>(so) + q - vec3<f32>(pg) * params.page + vec3<f32>(params.border);
-    var v: f32;
+    // The slot's texels: the page's interior and its border (a page at a level's edge has no
+    // border there, but `q` stays half a sample inside the level, where that side's taps
+    // weigh nothing).
+    let lo = vec3<i32>(so);
+    let hi = lo + vec3<i32>(i32(params.slot_side) - 1);
+    var s: Sample;
     if (!linear) {
-        v = textureLoad(atlas, vec3<i32>(floor(texel)), 0).x;
-    } else if (params.hw == 1u) {
-        v = textureSampleLevel(atlas, samp, texel / params.atlas_size, 0.0).x;
+        let v = atlas_texel(clamp(vec3<i32>(floor(texel)), lo, hi));
+        s = Sample(v, !(MAY_BE_NAN && has_nan(v)));
     } else {
-        // Eight taps inside the slot (a format the device cannot filter).
-        let base = texel - vec3<f32>(0.5);
-        let i0 = vec3<i32>(floor(base));
-        let fr = base - floor(base);
-        var acc = 0.0;
-        var weight = 0.0;
-        for (var k = 0u; k < 8u; k = k + 1u) {
-            let o = vec3<i32>(i32(k & 1u), i32((k >> 1u) & 1u), i32(k >> 2u));
-            let w3 = select(vec3<f32>(1.0) - fr, fr, o == vec3<i32>(1));
-            let wt = w3.x * w3.y * w3.z;
-            if (wt > 0.0) {
-                let t = textureLoad(atlas, i0 + o, 0).x;
-                if (!is_nan(t)) {
-                    acc = acc + wt * t;
-                    weight = weight + wt;
-                }
-            }
-        }
-        if (weight == 0.0) {
-            return vec2<f32>(0.0, 0.0);
-        }
-        v = acc / weight;
+        s = sample_linear_in(texel, lo, hi);
     }
-    if (is_nan(v)) {
-        return vec2<f32>(0.0, 0.0);
+    if (!s.valid) {
+        return PageSample(vec4<f32>(0.0), 0.0);
     }
-    return vec2<f32>(v * params.value_scale, 1.0);
+    return PageSample(s.value, 1.0);
 }

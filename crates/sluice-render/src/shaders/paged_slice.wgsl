@@ -3,7 +3,8 @@
 // through `plane` to level-0 voxel coordinates; each fragment samples the level whose samples
 // are no larger than the fragment's footprint there (its screen derivatives), then the
 // visual's bias or lock, falling back to coarser resident pages (`paged3d.wgsl`), and colours
-// the value as the dense image does. MAX_LEVELS is replaced when the pipeline is built.
+// the sample as the dense image does (one channel through the colormap, value + alpha, RGB or
+// RGBA). MAX_LEVELS and SAMPLE_T are replaced when the pipeline is built.
 
 struct Params {
     // Plane coordinates (u, v, 0, 1) to clip space.
@@ -16,7 +17,7 @@ struct Params {
     levels: u32,
     linear: u32,
     atlas_size: vec3<f32>,
-    hw: u32,
+    pad_atlas: u32,
     slot_per: vec2<u32>,
     slot_side: u32,
     window: u32,
@@ -31,12 +32,15 @@ struct Params {
     level_bias: i32,
     // The locked level, 0xffffffff for none.
     level_lock: u32,
-    pad: vec2<u32>,
+    // 0: scalar through the colormap; 1: value + alpha; 2: RGB; 3: RGBA (`image_color`).
+    mode: u32,
+    // Multiplies the alpha of RGBA / value+alpha data (1 / type maximum).
+    alpha_scale: f32,
     lv: array<Level, MAX_LEVELS>,
 };
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var atlas: texture_3d<f32>;
+@group(0) @binding(1) var atlas: texture_3d<SAMPLE_T>;
 @group(0) @binding(2) var lut: texture_2d<f32>;
 @group(0) @binding(3) var<storage, read> table: array<vec4<u32>>;
 @group(0) @binding(4) var samp: sampler;
@@ -83,19 +87,19 @@ fn fs_main(in: VertexOut) -> OpaqueOut {
         discard;
     }
     let linear = params.linear == 1u;
-    var found = vec2<f32>(0.0, -1.0);
+    var found = PageSample(vec4<f32>(0.0), -1.0);
     for (var l = slice_level(footprint); l < params.levels; l = l + 1u) {
         found = sample_level(l, p, linear);
-        if (found.y >= 0.0) {
+        if (found.state >= 0.0) {
             break;
         }
     }
-    if (found.y < 0.0) {
+    if (found.state < 0.0) {
         // Nothing resident covers this point yet (the coarsest level is still loading).
         discard;
     }
-    let s = Sample(vec4<f32>(found.x, 0.0, 0.0, 1.0), found.y > 0.0);
-    let rgba = image_color(s, params.display, 0u, 1.0, params.nan_color);
+    let s = Sample(found.value, found.state > 0.0);
+    let rgba = image_color(s, params.display, params.mode, params.alpha_scale, params.nan_color);
     let alpha = rgba.a * params.opacity;
     if (alpha <= 0.0) {
         discard;

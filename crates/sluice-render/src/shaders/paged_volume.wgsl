@@ -1,8 +1,10 @@
 // Paged volume: rays marched through a source's 3-D pages (`paged/volume.rs`). Per sample:
 // the level whose samples match the ray step's footprint at the sample's distance, looked up in
 // the page table; if that page is not resident, the next coarser level's, and so on. Inside a
-// page the hardware filters (the 1-sample border makes it seamless across pages). The ray
-// steps in units of the level it sampled. All three modes of the dense marcher. Positions are level-0 voxel coordinates, as in `volume.wgsl`.
+// page the hardware filters, or eight taps do for integer and non-filterable float atlases
+// (the 1-sample border makes it seamless across pages). The ray steps in units of the level
+// it sampled. All three modes of the dense marcher. Positions are
+// level-0 voxel coordinates, as in `volume.wgsl`.
 
 
 struct Params {
@@ -15,7 +17,7 @@ struct Params {
     levels: u32,
     linear: u32,
     atlas_size: vec3<f32>,
-    hw: u32,
+    pad_atlas: u32,
     slot_per: vec2<u32>,
     slot_side: u32,
     window: u32,
@@ -42,7 +44,7 @@ struct Params {
 };
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var atlas: texture_3d<f32>;
+@group(0) @binding(1) var atlas: texture_3d<SAMPLE_T>;
 @group(0) @binding(2) var lut: texture_2d<f32>;
 @group(0) @binding(3) var<storage, read> table: array<vec4<u32>>;
 @group(0) @binding(4) var samp: sampler;
@@ -99,8 +101,8 @@ fn sample_resident(p: vec3<f32>) -> Found {
 fn sample_resident_as(p: vec3<f32>, linear: bool) -> Found {
     for (var l = wanted_level(p); l < params.levels; l = l + 1u) {
         let s = sample_level(l, p, linear);
-        if (s.y >= 0.0) {
-            return Found(s.x, l, s.y > 0.0);
+        if (s.state >= 0.0) {
+            return Found(s.value.x, l, s.state > 0.0);
         }
     }
     return Found(0.0, params.levels, false);
