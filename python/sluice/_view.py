@@ -16,9 +16,10 @@ def view(scene, *, block=True, title="sluice", size=(1280, 800), controls=True, 
     Blocking (the default) it runs until the window is closed and returns its report, a dict
     with `frames`, `frames_rendered` and `last_frame` (the last frame as an `(h, w, 4)` uint8
     array when `frames=` ended the run). With `block=False` it returns a `ViewHandle` at once
-    and the window runs on a thread of its own: keep writing sources and changing settings,
+    and the window runs on sluice's window thread: keep writing sources and changing settings,
     call `handle.redraw()` after writing a source, `handle.close()` and `handle.wait()` at the
     end. Each frame shows the scene as it is then. `frames`: close after that many frames.
+    One window at a time: once it is closed, the next `view` opens another.
     """
     result = _sluice.view(scene, block=block, title=title, size=size, controls=controls,
                           frames=frames)

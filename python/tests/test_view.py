@@ -2,7 +2,9 @@
 there is none), blocking and on its own thread while the script writes a source and changes a
 setting; the frames the window's renderer drew are compared with the values expected.
 
-winit allows one event loop per process, so each case runs in a Python process of its own."""
+Every window of a process runs on one window thread (winit allows one event loop per process,
+run again for each window); each case runs in a Python process of its own, so that a failure in
+one cannot leave a window open for the next."""
 
 import os
 import subprocess
@@ -75,13 +77,26 @@ def test_a_blocking_window_draws_the_scene():
         shown = image_pixels(frame)
         assert len(shown) > 0.2 * frame.shape[0] * frame.shape[1], "the image fills the view"
         assert (shown == 255).all(), "value 1.0 at clim (0, 1) is white"
-        # One window per process (winit's limit), said as such.
+        # The next window of the process opens once this one closed (winit's one event loop
+        # runs again): a black image this time.
+        black, _, _, _ = gray_scene(0.0, (0.0, 1.0))
+        report = sluice.view(black, size=(160, 120), controls=False, frames=3)
+        assert report["frames"] == 3, report
+        shown = image_pixels(report["last_frame"])
+        assert len(shown) > 0 and (shown == 0).all(), f"levels shown: {np.unique(shown)}"
+        # One window at a time: while one is open, another is refused, said as such; once it
+        # is closed, the next opens.
+        handle = sluice.view(scene, block=False, size=(160, 120), controls=False)
         try:
-            sluice.view(scene, frames=1)
+            sluice.view(black, frames=1)
         except sluice.SluiceError as e:
-            assert "one window per process" in str(e), e
+            assert "one window at a time" in str(e), e
         else:
-            raise AssertionError("a second window opened")
+            raise AssertionError("a second window opened beside the first")
+        handle.close()
+        handle.wait(timeout=60)
+        report = sluice.view(scene, size=(160, 120), controls=False, frames=2)
+        assert report["frames"] == 2 and (image_pixels(report["last_frame"]) == 255).all()
     ''')
 
 

@@ -4,9 +4,14 @@
 //!
 //! The window runs with the GIL released; Python-written sources take it only around their
 //! calls, as with any renderer.
+//!
+//! winit allows one event loop per process and sluice-view keeps it on the thread that made
+//! it, so every window of the process runs on one window thread, made by the first
+//! `sluice.view`: one window at a time, as many one after another as the script likes.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use numpy::{PyArray1, PyArrayMethods};
@@ -17,15 +22,52 @@ use pyo3::types::PyDict;
 use sluice_view::shared::SharedViewControl;
 use sluice_view::{ViewError, Viewer, ViewerReport};
 
-use crate::errors::{guard, render_error, DeviceError, InternalError, SluiceError};
+use crate::errors::{render_error, DeviceError, InternalError, SluiceError};
 use crate::renderer::counters_dict;
 use crate::scene::PyScene;
 
 type Run = Result<ViewerReport, ViewError>;
 
-/// Whether this process opened its window: winit allows one event loop per process, ever, and
-/// sluice-view's `Viewer` makes a new one for each window.
-static OPENED: AtomicBool = AtomicBool::new(false);
+/// Whether a window is open (on the window thread) now.
+static OPEN: AtomicBool = AtomicBool::new(false);
+
+/// A window to run on the window thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The window thread's queue, made with the thread by the first window.
+static WINDOW_THREAD: OnceLock<Result<Sender<Job>, String>> = OnceLock::new();
+
+/// Runs `job` on the window thread (made on first use); each job runs to its end before the
+/// next starts, a panic in one caught so that the thread stays for the next.
+fn on_window_thread(job: Job) -> PyResult<()> {
+    let queue = WINDOW_THREAD.get_or_init(|| {
+        let (send, receive) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("sluice view".into())
+            .spawn(move || {
+                for job in receive {
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                }
+            })
+            .map(|_| send)
+            .map_err(|e| format!("starting the window thread: {e}"))
+    });
+    let queue = queue
+        .as_ref()
+        .map_err(|e| DeviceError::new_err(e.clone()))?;
+    queue
+        .send(job)
+        .map_err(|_| InternalError::new_err("internal error in sluice: the window thread is gone"))
+}
+
+/// Clears [`OPEN`] when the window's job ends, panicking or not.
+struct Closed;
+
+impl Drop for Closed {
+    fn drop(&mut self) {
+        OPEN.store(false, Ordering::SeqCst);
+    }
+}
 
 fn view_error(error: ViewError) -> PyErr {
     match error {
@@ -53,11 +95,36 @@ fn report_dict(py: Python<'_>, report: ViewerReport) -> PyResult<Bound<'_, PyDic
     Ok(d)
 }
 
-/// A window running on its own thread: `sluice.view(scene, block=False)`.
+/// Where a window's report stands: coming (from the window thread), arrived, or taken.
+enum Outcome {
+    Coming(Receiver<Run>),
+    Arrived(Run),
+    Taken,
+}
+
+impl Outcome {
+    /// Moves a report that has arrived from `Coming` to `Arrived` (an error if the window's job
+    /// ended without one: a panic there).
+    fn poll(&mut self) {
+        if let Outcome::Coming(receive) = self {
+            match receive.try_recv() {
+                Ok(run) => *self = Outcome::Arrived(run),
+                Err(std::sync::mpsc::TryRecvError::Empty) => {}
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    *self = Outcome::Arrived(Err(ViewError::Window(
+                        "internal error in sluice: the window ended without a report".into(),
+                    )))
+                }
+            }
+        }
+    }
+}
+
+/// A window running on the window thread: `sluice.view(scene, block=False)`.
 #[pyclass(name = "ViewHandle", module = "sluice", frozen)]
 pub struct PyViewHandle {
     control: SharedViewControl,
-    thread: Mutex<Option<JoinHandle<Run>>>,
+    outcome: Mutex<Outcome>,
 }
 
 #[pymethods]
@@ -77,10 +144,9 @@ impl PyViewHandle {
     /// Whether the window is still open.
     #[getter]
     fn is_open(&self) -> bool {
-        self.thread
-            .lock()
-            .as_ref()
-            .is_some_and(|t| !t.is_finished())
+        let mut outcome = self.outcome.lock();
+        outcome.poll();
+        matches!(*outcome, Outcome::Coming(_))
     }
 
     /// Frames the window has started so far.
@@ -112,34 +178,41 @@ impl PyViewHandle {
                     })?,
             ),
         };
-        let thread = self.thread.lock().take();
-        let Some(thread) = thread else {
-            return Err(PyValueError::new_err(
-                "this window's report was taken by an earlier wait()",
-            ));
-        };
-        let finished = py.detach(|| {
-            while !thread.is_finished() {
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    return Err(thread);
+        let outcome = std::mem::replace(&mut *self.outcome.lock(), Outcome::Taken);
+        let run = match outcome {
+            Outcome::Taken => {
+                return Err(PyValueError::new_err(
+                    "this window's report was taken by an earlier wait()",
+                ))
+            }
+            Outcome::Arrived(run) => run,
+            Outcome::Coming(receive) => {
+                let (got, receive) = py.detach(move || {
+                    let got = match deadline {
+                        None => receive.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                        Some(d) => {
+                            receive.recv_timeout(d.saturating_duration_since(Instant::now()))
+                        }
+                    };
+                    (got, receive)
+                });
+                match got {
+                    Ok(run) => run,
+                    Err(RecvTimeoutError::Timeout) => {
+                        *self.outcome.lock() = Outcome::Coming(receive);
+                        return Err(PyTimeoutError::new_err(format!(
+                            "the window is still open after {} s",
+                            timeout.unwrap_or_default()
+                        )));
+                    }
+                    Err(RecvTimeoutError::Disconnected) => {
+                        return Err(InternalError::new_err(
+                            "internal error in sluice: the window ended without a report",
+                        ))
+                    }
                 }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Ok(thread)
-        });
-        let thread = match finished {
-            Ok(t) => t,
-            Err(t) => {
-                *self.thread.lock() = Some(t);
-                return Err(PyTimeoutError::new_err(format!(
-                    "the window is still open after {} s",
-                    timeout.unwrap_or_default()
-                )));
             }
         };
-        let run = thread.join().map_err(|_| {
-            InternalError::new_err("internal error in sluice: the window thread panicked")
-        })?;
         report_dict(py, run.map_err(view_error)?)
     }
 }
@@ -148,9 +221,10 @@ impl PyViewHandle {
 ///
 /// `block=True` (default) runs until the window is closed and returns its report (a dict:
 /// `frames`, `frames_rendered`, `last_frame`); `block=False` returns a `ViewHandle` at once,
-/// the window running on its own thread. `frames`: close after that many frames (the last
-/// one in the report); `controls=False` hides the panel and status bar. One window per
-/// process (winit's limit): a second call raises `SluiceError`.
+/// the window running on the window thread. `frames`: close after that many frames (the last
+/// one in the report); `controls=False` hides the panel and status bar. One window at a time
+/// (all run on one thread: winit allows one event loop per process): a call while a window is
+/// open raises `SluiceError`; once it is closed the next opens.
 #[pyfunction]
 #[pyo3(signature = (scene, *, block = true, title = "sluice".to_string(), size = (1280, 800), controls = true, frames = None))]
 pub fn view(
@@ -167,12 +241,12 @@ pub fn view(
             "frames=0: a window draws at least one frame",
         ));
     }
-    if OPENED.swap(true, Ordering::SeqCst) {
+    if OPEN.swap(true, Ordering::SeqCst) {
         return Err(SluiceError::new_err(
-            "sluice.view opens one window per process: winit, under sluice's window, allows one event loop per process and this process made it already. Keep the first window open (block=False) and change its scene, or show the next scene from a new process",
+            "a sluice window is open: one window at a time (winit allows one event loop per process, and every window runs on it). Close it (its close button, handle.close() or frames=) before showing the next scene, or change the open window's scene",
         ));
     }
-    // The viewer (its frame callback) stays on the thread that runs it.
+    // The viewer (its frame callback) is made on the thread that runs it.
     let make = move || {
         let mut viewer = Viewer::new().title(title).size(size.0, size.1);
         if !controls {
@@ -185,34 +259,35 @@ pub fn view(
         (viewer, control)
     };
     let shared = scene.get().inner.clone();
+    let (send_control, control) = std::sync::mpsc::channel();
+    let (send_report, report) = std::sync::mpsc::channel::<Run>();
+    let started = on_window_thread(Box::new(move || {
+        let closed = Closed;
+        let (viewer, control) = make();
+        let _ = send_control.send(control.clone());
+        let run = viewer.show_shared(shared, &control);
+        // Closed before the report goes: whoever gets it may open the next window at once.
+        drop(closed);
+        let _ = send_report.send(run);
+    }));
+    if let Err(e) = started {
+        OPEN.store(false, Ordering::SeqCst);
+        return Err(e);
+    }
+    let control = py.detach(move || control.recv()).map_err(|_| {
+        InternalError::new_err("internal error in sluice: the window ended before it started")
+    })?;
     if block {
-        let run = py.detach(|| {
-            guard(|| {
-                let (viewer, control) = make();
-                Ok(viewer.show_shared(shared, &control))
-            })
+        let run = py.detach(move || report.recv()).map_err(|_| {
+            InternalError::new_err("internal error in sluice: the window ended without a report")
         })?;
         return Ok(report_dict(py, run.map_err(view_error)?)?
             .into_any()
             .unbind());
     }
-    let (send, receive) = std::sync::mpsc::channel();
-    let thread = std::thread::Builder::new()
-        .name("sluice view".into())
-        .spawn(move || {
-            let (viewer, control) = make();
-            let _ = send.send(control.clone());
-            viewer.show_shared(shared, &control)
-        })
-        .map_err(|e| DeviceError::new_err(format!("starting the window thread: {e}")))?;
-    let control = py.detach(move || receive.recv()).map_err(|_| {
-        InternalError::new_err(
-            "internal error in sluice: the window thread ended before it started",
-        )
-    })?;
     let handle = PyViewHandle {
         control,
-        thread: Mutex::new(Some(thread)),
+        outcome: Mutex::new(Outcome::Coming(report)),
     };
     Ok(Py::new(py, handle)?.into_any())
 }

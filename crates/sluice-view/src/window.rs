@@ -4,8 +4,15 @@
 //! The event loop sleeps (`ControlFlow::Wait`) until input arrives, egui asks for a repaint, a
 //! source wakes the renderer, or a [`RedrawHandle`] is used from another thread: a window left
 //! alone costs no CPU and no GPU work.
+//!
+//! winit allows one event loop per process. The loop is made the first time a thread opens a
+//! window, kept by that thread, and run again for each of its later windows
+//! (`run_app_on_demand`), one window at a time: a script can show one scene, close it and
+//! show the next. Another thread cannot make a second loop (its `show` is an error saying so).
 
+use std::cell::RefCell;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,27 +22,40 @@ use sluice_render::{wgpu, Counters, FrameStats, RenderTarget, Renderer, Renderer
 use winit::application::ApplicationHandler;
 use winit::event::WindowEvent;
 use winit::event_loop::{ActiveEventLoop, ControlFlow, EventLoop, EventLoopProxy};
+use winit::platform::run_on_demand::EventLoopExtRunOnDemand;
 use winit::window::{Window, WindowId};
 
 use crate::error::ViewError;
 use crate::layers::{Layer, View, ViewCamera};
 use crate::panel::{self, Status};
 
-/// What another thread asks of a running window through its [`RedrawHandle`].
+/// What another thread asks of a running window through its [`RedrawHandle`], naming the run
+/// of the event loop it is for (a wake sent as one window closed is not for the next).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Wake {
     /// Draw a frame.
-    Redraw,
+    Redraw(u64),
     /// Close the window.
-    Close,
+    Close(u64),
 }
+
+thread_local! {
+    /// This thread's event loop, once it opened a window: run again for its next windows.
+    static EVENT_LOOP: RefCell<Option<EventLoop<Wake>>> = const { RefCell::new(None) };
+}
+
+/// Runs of event loops so far (each window is one).
+static RUNS: AtomicU64 = AtomicU64::new(0);
 
 /// Schedules a frame of a running (or soon running) [`Viewer`], or closes it, from any thread:
 /// call [`RedrawHandle::request_redraw`] after writing into a source the viewer shows.
 #[derive(Clone, Default)]
 pub struct RedrawHandle {
-    proxy: Arc<Mutex<Option<EventLoopProxy<Wake>>>>,
+    proxy: Arc<Mutex<Option<RunProxy>>>,
 }
+
+/// A proxy of the event loop and the run of it that the window is.
+type RunProxy = (EventLoopProxy<Wake>, u64);
 
 impl RedrawHandle {
     /// Asks the window for a frame; does nothing before the window opens or after it closed.
@@ -49,10 +69,10 @@ impl RedrawHandle {
         self.send(Wake::Close);
     }
 
-    fn send(&self, wake: Wake) {
-        if let Some(proxy) = self.proxy.lock().as_ref() {
+    fn send(&self, wake: fn(u64) -> Wake) {
+        if let Some((proxy, run)) = self.proxy.lock().as_ref() {
             // Fails only once the loop is gone: the window is closed then anyway.
-            let _ = proxy.send_event(wake);
+            let _ = proxy.send_event(wake(*run));
         }
     }
 }
@@ -257,29 +277,32 @@ impl Viewer {
 
     /// Opens the window on a [`View`] (layers with their statistics, as the command line
     /// builds them) and runs until it is closed.
+    ///
+    /// The first window of a thread makes the process's event loop (winit allows one); later
+    /// windows of the same thread run it again. From another thread once the loop exists,
+    /// this is an error ([`ViewError::Window`]) saying so.
     pub fn show_view(self, view: View) -> Result<ViewerReport, ViewError> {
-        let mut builder = EventLoop::<Wake>::with_user_event();
-        #[cfg(all(unix, not(target_vendor = "apple"), not(target_os = "android")))]
-        {
-            // The loop may run off the main thread (tests); X11 and Wayland allow it.
-            use winit::platform::x11::EventLoopBuilderExtX11;
-            builder.with_any_thread(true);
-        }
-        let event_loop = builder
-            .build()
-            .map_err(|e| ViewError::Window(e.to_string()))?;
+        let mut event_loop = match EVENT_LOOP.with(|l| l.borrow_mut().take()) {
+            Some(event_loop) => event_loop,
+            None => new_event_loop()?,
+        };
         event_loop.set_control_flow(ControlFlow::Wait);
-        *self.handle.proxy.lock() = Some(event_loop.create_proxy());
+        let run_id = RUNS.fetch_add(1, Ordering::Relaxed);
+        *self.handle.proxy.lock() = Some((event_loop.create_proxy(), run_id));
         let handle = self.handle.clone();
         let mut app = App {
             viewer: self,
             view: Some(view),
             window: None,
+            run: run_id,
             error: None,
             report: ViewerReport::default(),
         };
-        let run = event_loop.run_app(&mut app);
+        let run = event_loop.run_app_on_demand(&mut app);
         *handle.proxy.lock() = None;
+        // The window is gone (closed before the loop exited); the loop stays for the next.
+        drop(app.window.take());
+        EVENT_LOOP.with(|l| *l.borrow_mut() = Some(event_loop));
         run.map_err(|e| ViewError::Window(e.to_string()))?;
         match app.error {
             Some(e) => Err(e),
@@ -288,10 +311,31 @@ impl Viewer {
     }
 }
 
+/// The process's event loop, made on this thread.
+fn new_event_loop() -> Result<EventLoop<Wake>, ViewError> {
+    let mut builder = EventLoop::<Wake>::with_user_event();
+    #[cfg(all(unix, not(target_vendor = "apple"), not(target_os = "android")))]
+    {
+        // The loop may run off the main thread (tests, Python's block=False); X11 and
+        // Wayland allow it.
+        use winit::platform::x11::EventLoopBuilderExtX11;
+        builder.with_any_thread(true);
+    }
+    builder.build().map_err(|e| match e {
+        winit::error::EventLoopError::RecreationAttempt => ViewError::Window(format!(
+            "{e}: winit allows one event loop per process and another thread of this process made it; open windows from that thread ({:?} asked)",
+            std::thread::current().name().unwrap_or("an unnamed thread")
+        )),
+        e => ViewError::Window(e.to_string()),
+    })
+}
+
 struct App {
     viewer: Viewer,
     view: Option<View>,
     window: Option<WindowState>,
+    /// This window's run of the event loop (wakes for other runs are dropped).
+    run: u64,
     error: Option<ViewError>,
     report: ViewerReport,
 }
@@ -332,6 +376,13 @@ struct WindowState {
 impl App {
     fn fail(&mut self, event_loop: &ActiveEventLoop, e: ViewError) {
         self.error = Some(e);
+        self.close(event_loop);
+    }
+
+    /// Closes the window, then ends this run of the event loop: a window dropped before the
+    /// loop exits leaves no event behind for the next window's run.
+    fn close(&mut self, event_loop: &ActiveEventLoop) {
+        self.window = None;
         event_loop.exit();
     }
 }
@@ -376,19 +427,23 @@ impl ApplicationHandler<Wake> for App {
 
     fn user_event(&mut self, event_loop: &ActiveEventLoop, wake: Wake) {
         match wake {
-            Wake::Close => event_loop.exit(),
-            Wake::Redraw => {
+            Wake::Close(run) if run == self.run => self.close(event_loop),
+            Wake::Redraw(run) if run == self.run => {
                 if let Some(state) = &self.window {
                     state.window.request_redraw();
                 }
             }
+            Wake::Close(_) | Wake::Redraw(_) => {}
         }
     }
 
-    fn window_event(&mut self, event_loop: &ActiveEventLoop, _: WindowId, event: WindowEvent) {
+    fn window_event(&mut self, event_loop: &ActiveEventLoop, id: WindowId, event: WindowEvent) {
         let Some(state) = self.window.as_mut() else {
             return;
         };
+        if state.window.id() != id {
+            return;
+        }
         // egui-winit answers "repaint" to a redraw itself: asking again there would draw
         // forever. Whether the frame needs a next one is decided at its end instead.
         if !matches!(event, WindowEvent::RedrawRequested) {
@@ -398,7 +453,7 @@ impl ApplicationHandler<Wake> for App {
             }
         }
         match event {
-            WindowEvent::CloseRequested => event_loop.exit(),
+            WindowEvent::CloseRequested => self.close(event_loop),
             WindowEvent::Resized(size) => state.resize(size.width, size.height),
             WindowEvent::RedrawRequested => {
                 let outcome = state.frame(&mut self.viewer, event_loop);
@@ -417,7 +472,7 @@ impl ApplicationHandler<Wake> for App {
                             let finished = state.finish(&self.viewer, &mut self.report);
                             match finished {
                                 Err(e) => self.fail(event_loop, e),
-                                Ok(()) => event_loop.exit(),
+                                Ok(()) => self.close(event_loop),
                             }
                         }
                     }
