@@ -30,6 +30,9 @@ const PANEL: usize = 256;
 const GAP: f32 = 8.0;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Pipelines compiled by an earlier run come from a cache on disk
+    // (`SLUICE_PIPELINE_CACHE=off` turns it off).
+    sluice::interop::install_pipeline_cache();
     let out_dir =
         PathBuf::from(std::env::var("SLUICE_OUT").unwrap_or_else(|_| "target/sluice-out".into()));
     std::fs::create_dir_all(&out_dir)?;

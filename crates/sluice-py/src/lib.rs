@@ -41,6 +41,10 @@ use pyo3::prelude::*;
 /// The `sluice._sluice` module.
 #[pymodule]
 fn _sluice(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Pipelines compiled by an earlier process come from the cache on disk
+    // (`SLUICE_PIPELINE_CACHE=off` turns it off).
+    #[cfg(target_os = "linux")]
+    sluice_interop::install_pipeline_cache();
     errors::register(m)?;
     m.add_class::<numpy_source::PyArraySource>()?;
     m.add_class::<mmap_source::PyMmapSource>()?;

@@ -269,3 +269,63 @@ fn a_wide_npy_is_drawn_through_a_lazy_pyramid() {
         &wrong[..wrong.len().min(4)]
     );
 }
+
+/// The `sluice` binary keeps its pipelines in the cache on disk (`SLUICE_PIPELINE_CACHE`
+/// names the folder): after one render the folder holds the cache file, which a second render
+/// reads back and finds unchanged in size (no pipeline it needs was missing), and both PNGs
+/// are the same.
+#[test]
+fn the_command_line_keeps_its_pipelines_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("pipelines");
+    let npy = dir.path().join("ramp.npy");
+    let data = data();
+    write_npy_f32(&npy, &[H, W], data.as_slice().unwrap());
+    let render = |out: &std::path::Path| {
+        let run = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .env("SLUICE_PIPELINE_CACHE", &cache)
+            .args([
+                "render",
+                npy.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ])
+            .args(["--size", &format!("{W}x{H}")])
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    };
+    let files = || -> Vec<(std::path::PathBuf, u64)> {
+        let mut v: Vec<_> = std::fs::read_dir(&cache)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| (e.path(), e.metadata().map_or(0, |m| m.len())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let (a, b) = (dir.path().join("a.png"), dir.path().join("b.png"));
+    render(&a);
+    let first = files();
+    let backend = std::env::var("SLUICE_BACKEND").unwrap_or_default();
+    if backend.eq_ignore_ascii_case("gl") {
+        // Only Vulkan has pipeline caches.
+        return;
+    }
+    assert_eq!(first.len(), 1, "one cache file: {first:?}");
+    assert!(first[0].1 > 16, "the cache holds data: {first:?}");
+    render(&b);
+    assert_eq!(
+        files(),
+        first,
+        "the second run compiled no pipeline the first had not"
+    );
+    let (a, b) = (image::open(&a).unwrap(), image::open(&b).unwrap());
+    assert_eq!(a.as_bytes(), b.as_bytes());
+}
