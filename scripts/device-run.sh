@@ -26,7 +26,8 @@
 #                                      any of them failed. `frames` runs only the frame-cost
 #                                      breakdown (benches/frames.rs) into $OUT/frames.log;
 #                                      `chunked` the virtual-texture bench (benches/chunked.rs)
-#                                      into $OUT/chunked.log.
+#                                      into $OUT/chunked.log; `view` the viewer's bench
+#                                      (crates/sluice-view/benches/view.rs) into $OUT/view.log.
 #
 # The device tool call (after `prepare` here; .gl and .device are ignored, so they must be
 # carried):
@@ -91,8 +92,10 @@ prepare() {
   mkdir -p "$stage/bin"
   (cd "$src" && cargo bench --bench upload --bench visuals --bench frames --bench chunked --no-run \
     --message-format=json-render-diagnostics) >"$msgs"
+  (cd "$src" && cargo bench -p sluice-view --bench view --no-run \
+    --message-format=json-render-diagnostics) >>"$msgs"
   local bench name
-  for name in upload visuals frames chunked; do
+  for name in upload visuals frames chunked view; do
     bench="$(jq -r --arg name "$name" \
       'select(.reason == "compiler-artifact" and .target.name == $name
               and (.target.kind | index("bench")) and .executable != null)
@@ -176,7 +179,7 @@ EOF
 
 remote() {
   local what="${1:-all}"
-  case "$what" in bench | tests | all | frames | chunked) ;; *) die "remote takes bench, tests, all, frames or chunked, not '$what'" ;; esac
+  case "$what" in bench | tests | all | frames | chunked | view) ;; *) die "remote takes bench, tests, all, frames, chunked or view, not '$what'" ;; esac
   local name f
   # Binaries travel gzipped: unpack them next to themselves.
   for f in .device/bin/*.gz; do
@@ -223,6 +226,17 @@ remote() {
     local rc=${PIPESTATUS[0]}
     set -e
     echo "device-run: logs in $out; chunked bench status $rc"
+    return "$rc"
+  fi
+  if [ "$what" = view ]; then
+    # The viewer's bench alone (crates/sluice-view/benches/view.rs: offscreen, no window).
+    [ -x .device/bin/view-bench ] || die ".device/bin/view-bench missing: run 'prepare' here"
+    echo "== bench: view-bench --bench"
+    set +e
+    timeout "${SLUICE_DEVICE_BENCH_TIMEOUT:-300}" .device/bin/view-bench --bench 2>&1 | tee "$out/view.log"
+    local rc=${PIPESTATUS[0]}
+    set -e
+    echo "device-run: logs in $out; view bench status $rc"
     return "$rc"
   fi
   if [ "$what" = frames ]; then
