@@ -687,8 +687,10 @@ impl PagedTextures {
         // 5. Point the page tables at what is resident, drawn pages first.
         let mut drawn: HashMap<AtlasSourceId, HashSet<PageKey>> = HashMap::new();
         let mut covering: HashMap<AtlasSourceId, Vec<(PageKey, PageKey, u32)>> = HashMap::new();
+        let mut uncovered: HashMap<AtlasSourceId, Vec<PageKey>> = HashMap::new();
         for f in &plan.fallbacks {
             let Some((page, slot)) = f.drawn else {
+                uncovered.entry(f.source).or_default().push(f.wanted);
                 continue;
             };
             drawn.entry(f.source).or_default().insert(page);
@@ -716,9 +718,13 @@ impl PagedTextures {
             let resident = self.allocator.resident(s.id);
             let preferred = drawn.get(&s.id).unwrap_or(&empty);
             let fallbacks = covering.get(&s.id).map_or(&[][..], Vec::as_slice);
+            let holes = match uncovered.get(&s.id) {
+                Some(wanted) => holes(&s.layout, &s.grid, wanted, &resident),
+                None => Vec::new(),
+            };
             self.counters.table_bytes_written += s
                 .table
-                .refresh(queue, &resident, preferred, fallbacks, &s.clamped);
+                .refresh(queue, &resident, preferred, fallbacks, &holes, &s.clamped);
         }
         let spent = self
             .upload_budget
@@ -1178,4 +1184,101 @@ fn visual_progress(
         }
     }
     p
+}
+
+/// Of the `wanted` pages nothing is drawn for, those that no `resident` page of a coarser level
+/// meets at all (not only at their centre, as the planner's fallback asks): their page-table
+/// entries may tell the shader to stop looking ([`page_table::HOLE`]). A page any coarser
+/// resident page overlaps keeps an empty entry, and the shader's walk finds that page.
+fn holes(
+    layout: &Layout,
+    grid: &PageGrid,
+    wanted: &[PageKey],
+    resident: &[(PageKey, u32)],
+) -> Vec<PageKey> {
+    let resident: HashSet<PageKey> = resident.iter().map(|&(key, _)| key).collect();
+    let levels = layout.levels().len();
+    wanted
+        .iter()
+        .copied()
+        .filter(|&key| {
+            let Ok((lo, hi)) = grid.level0_box(layout, key) else {
+                return false;
+            };
+            // Strictly inside, so that a coarser page merely touching an edge does not count.
+            const EPS: f64 = 1e-6;
+            let (lo, hi) = (lo.map(|v| v + EPS), hi.map(|v| v - EPS));
+            (key.level + 1..levels).all(|level| {
+                let Ok((start, end)) = grid.pages_in_box(layout, level, lo, hi) else {
+                    return false;
+                };
+                (start[0]..end[0]).all(|p| {
+                    (start[1]..end[1]).all(|r| {
+                        (start[2]..end[2])
+                            .all(|c| !resident.contains(&PageKey::new(level, [p, r, c])))
+                    })
+                })
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_core::{ElementType, Level, Shape};
+
+    /// A 1024^2 image with levels 512^2 and 256^2, pages of 128^2 samples (1-sample border).
+    fn layout_and_grid() -> (Layout, PageGrid) {
+        let levels = [1usize, 2].map(|l| {
+            let f = 1usize << l;
+            Level::new(
+                Shape::d2(1024 / f, 1024 / f).unwrap(),
+                [1.0, f as f64, f as f64],
+            )
+        });
+        let layout = Layout::new(Shape::d2(1024, 1024).unwrap(), ElementType::F32, 1)
+            .unwrap()
+            .with_levels(levels)
+            .unwrap();
+        (layout, PageGrid::new(2, &[128, 128], 1).unwrap())
+    }
+
+    #[test]
+    fn a_hole_is_a_missing_page_no_resident_coarser_page_meets() {
+        let (layout, grid) = layout_and_grid();
+        let wanted = [
+            PageKey::new(0, [0, 0, 0]),
+            PageKey::new(0, [0, 3, 5]),
+            PageKey::new(0, [0, 7, 7]),
+        ];
+        // Nothing resident: all three are holes.
+        assert_eq!(holes(&layout, &grid, &wanted, &[]), wanted.to_vec());
+        // Level 1 page (1, 2) covers level-0 samples rows 256..512, columns 512..768: level-0
+        // page (3, 5) (rows 384..512, columns 640..768) lies in it; the others do not meet it.
+        let resident = [(PageKey::new(1, [0, 1, 2]), 0)];
+        assert_eq!(
+            holes(&layout, &grid, &wanted, &resident),
+            vec![wanted[0], wanted[2]]
+        );
+        // Level 2 page (0, 0) covers level-0 rows and columns 0..512: it meets page (0, 0)
+        // and page (3, 5)'s rows but not its columns (640..768).
+        let resident = [(PageKey::new(2, [0, 0, 0]), 3)];
+        assert_eq!(
+            holes(&layout, &grid, &wanted, &resident),
+            vec![wanted[1], wanted[2]]
+        );
+        // A coarser page that only touches a corner (level-1 page (2, 2): rows and columns
+        // 512..768) does not meet level-0 page (3, 3) (rows and columns 384..512) ...
+        let corner = [PageKey::new(0, [0, 3, 3])];
+        let resident = [(PageKey::new(1, [0, 2, 2]), 1)];
+        assert_eq!(holes(&layout, &grid, &corner, &resident), corner.to_vec());
+        // ... but one that overlaps it does: level-1 page (1, 1) (rows and columns 256..512)
+        // holds all of page (3, 3).
+        let resident = [(PageKey::new(1, [0, 1, 1]), 1)];
+        assert!(holes(&layout, &grid, &corner, &resident).is_empty());
+        // Resident pages of the same or finer levels do not count: the walk goes coarser.
+        let resident = [(PageKey::new(0, [0, 3, 3]), 2)];
+        assert_eq!(holes(&layout, &grid, &corner, &resident), corner.to_vec());
+    }
 }

@@ -74,15 +74,20 @@ fn wrap(i: i32, n: i32) -> i32 {
 }
 
 // The entry of page `pg` of level `l`: (slot, level of the page the slot holds, sides it was
-// uploaded without a border), or slot -1. A missing page's entry may name the coarser
-// resident page that covers it all (its level plus 1 in the low byte of the fourth field), so
-// that one lookup finds the fallback.
+// uploaded without a border), or slot -1 (look at the next coarser level), or -2 (no coarser
+// level has anything here: stop). A missing page's entry may name the coarser resident page
+// that covers it all (its level plus 1 in the low byte of the fourth field), so that one
+// lookup finds the fallback, or say that no resident coarser page meets it (bit 31,
+// `page_table::HOLE`).
 fn lookup(l: u32, pg: vec2<i32>) -> vec3<i32> {
     let w = i32(params.window);
     let texel = vec2<i32>(wrap(pg.x, w), i32(l) * w + wrap(pg.y, w));
     let e = textureLoad(table, texel, 0);
-    if (e.x == 0u || e.y != bitcast<u32>(pg.x) || e.z != bitcast<u32>(pg.y)) {
+    if (e.y != bitcast<u32>(pg.x) || e.z != bitcast<u32>(pg.y)) {
         return vec3<i32>(-1, 0, 0);
+    }
+    if (e.x == 0u) {
+        return vec3<i32>(select(-1, -2, (e.w & 0x80000000u) != 0u), 0, 0);
     }
     let fallback = e.w & 255u;
     return vec3<i32>(i32(e.x) - 1, select(i32(l), i32(fallback) - 1, fallback != 0u), i32(e.w >> 8u));
@@ -116,6 +121,9 @@ fn find(rel: vec2<f32>) -> Found {
         let pg = params.lv[l].anchor_page.xy + vec2<i32>(step);
         let found = lookup(l, pg);
         let slot = found.x;
+        if (slot == -2) {
+            break;
+        }
         if (slot >= 0) {
             if (u32(found.y) != l) {
                 t = level_coords(u32(found.y), rel, half);
