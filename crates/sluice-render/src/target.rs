@@ -21,6 +21,10 @@ pub struct RenderTarget {
     height: u32,
     /// What the last frame drawn here was, for redrawing only what changed since.
     pub(crate) drawn: parking_lot::Mutex<Option<DrawnFrame>>,
+    /// The buffer reads copy the target into, made by the first read and kept for the next
+    /// (making a mapped buffer every frame cost an allocation, and on CPU devices the page
+    /// faults of its first touch).
+    readback: parking_lot::Mutex<Option<wgpu::Buffer>>,
 }
 
 impl RenderTarget {
@@ -106,6 +110,7 @@ impl RenderTarget {
             width,
             height,
             drawn: parking_lot::Mutex::new(None),
+            readback: parking_lot::Mutex::new(None),
         })
     }
 
@@ -146,12 +151,18 @@ impl RenderTarget {
     ) -> Result<image::RgbaImage, RenderError> {
         let row = self.width as u64 * 4;
         let padded = row.next_multiple_of(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT as u64);
-        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("sluice readback"),
-            size: padded * self.height as u64,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        // A read takes the target's buffer (a read while another has it makes its own) and
+        // gives it back when done.
+        let kept = self.readback.lock().take();
+        let buffer = match kept {
+            Some(buffer) => buffer,
+            None => device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("sluice readback"),
+                size: padded * self.height as u64,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+        };
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("sluice readback"),
         });
@@ -187,12 +198,17 @@ impl RenderTarget {
             let mapped = buffer
                 .get_mapped_range(..)
                 .map_err(|e| RenderError::Gpu(format!("reading back: {e}")))?;
-            for r in 0..self.height as usize {
-                let start = r * padded as usize;
-                pixels.extend_from_slice(&mapped[start..start + row as usize]);
+            if padded == row {
+                pixels.extend_from_slice(&mapped[..(row * self.height as u64) as usize]);
+            } else {
+                for r in 0..self.height as usize {
+                    let start = r * padded as usize;
+                    pixels.extend_from_slice(&mapped[start..start + row as usize]);
+                }
             }
         }
         buffer.unmap();
+        *self.readback.lock() = Some(buffer);
         image::RgbaImage::from_raw(self.width, self.height, pixels)
             .ok_or_else(|| RenderError::Gpu("readback size mismatch".into()))
     }
