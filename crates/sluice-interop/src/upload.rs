@@ -45,7 +45,7 @@ pub(crate) struct InteropUpload {
     frame: Mutex<HashMap<(usize, u64), bool>>,
     /// Host-imported sources copied from in the frame being recorded, told when it was
     /// submitted (so their writers can wait for the copies).
-    host_frame: Mutex<Vec<Arc<crate::host_import::Imported>>>,
+    host_frame: Mutex<Vec<Arc<crate::host_import::GpuUse>>>,
     #[cfg(feature = "cuda")]
     cuda: crate::cuda::staging::CudaStaging,
     #[cfg(feature = "cuda")]
@@ -127,9 +127,14 @@ impl InteropUpload {
         let first = region.origin[0] as u64 * plane_pitch
             + region.origin[1] as u64 * row_pitch
             + region.origin[2] as u64 * sample;
-        imported.recorded(layout.region_bytes(&region) as u64);
-        copy.copy_from_buffer(&imported.buffer, first, row_pitch, plane_pitch);
-        self.host_frame.lock().push(imported);
+        let host = imported.record_copy(layout.region_bytes(&region) as u64)?;
+        copy.copy_from_buffer(
+            &host.buffer,
+            host.first_sample + first,
+            row_pitch,
+            plane_pitch,
+        );
+        self.host_frame.lock().push(host.gpu);
         Ok(())
     }
 
@@ -385,8 +390,8 @@ impl DeviceUpload for InteropUpload {
 
     fn frame_submitted(&self, queue: &wgpu::Queue) {
         self.frame.lock().clear();
-        for imported in self.host_frame.lock().drain(..) {
-            imported.submitted(queue);
+        for gpu in self.host_frame.lock().drain(..) {
+            gpu.settle_after_submitted(queue);
         }
         self.imports.lock().retain(|_, i| i.fd.strong_count() > 0);
         self.semaphores
