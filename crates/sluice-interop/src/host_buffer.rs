@@ -215,8 +215,7 @@ impl HostBuffer {
     /// bytes. `Ok(true)`: a new import was made. `Err`: why they cannot be imported.
     fn ensure_import(&mut self, interop: &Interop, sample_bytes: usize) -> Result<bool, String> {
         if let Some(import) = &self.import {
-            if std::ptr::eq(import.interop.shared(), interop.shared()) && import.key == self.key()
-            {
+            if std::ptr::eq(import.interop.shared(), interop.shared()) && import.key == self.key() {
                 return Ok(false);
             }
             self.release_import();
@@ -318,7 +317,9 @@ fn enclosing_pages(
     let alignment = usize::try_from(alignment)
         .ok()
         .filter(|a| a.is_power_of_two())
-        .ok_or_else(|| format!("minImportedHostPointerAlignment {alignment} is not a power of two"))?;
+        .ok_or_else(|| {
+            format!("minImportedHostPointerAlignment {alignment} is not a power of two")
+        })?;
     if len == 0 {
         return Err("an empty buffer has no pages to import".into());
     }
@@ -662,8 +663,15 @@ impl HostBufferSource {
         let pages = Arc::new(Pages::new(bytes, align)?);
         // SAFETY: one live allocation at the driver's alignment, its size rounded up to it; the
         // clone handed over keeps it alive until the memory is freed.
-        let buffer =
-            unsafe { import_host_range(interop, pages.ptr(), pages.len(), bytes as u64, pages.clone()) }?;
+        let buffer = unsafe {
+            import_host_range(
+                interop,
+                pages.ptr(),
+                pages.len(),
+                bytes as u64,
+                pages.clone(),
+            )
+        }?;
         let own = Arc::new(OwnPages {
             pages,
             buffer,
