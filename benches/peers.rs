@@ -312,6 +312,7 @@ impl Ctx {
             "buffer_upload_bytes": buf,
             "bytes_uploaded": d.bytes_uploaded,
             "derived_bytes_uploaded": d.derived_bytes_uploaded,
+            "device_bytes_copied": d.device_bytes_copied,
             "copies_issued": d.copies_issued,
             "textures_created": d.textures_created,
             "staging_buffers_created": d.staging_buffers_created,
@@ -798,6 +799,103 @@ fn image_case<T: sluice::Element + Clone>(
     Ok(res)
 }
 
+/// The zero-copy variant of a full-update case (`..._host_buffer`): A and B are held in two
+/// `HostBuffer`s and handed to a `HostBufferSource` in turn (`replace` hands back the other
+/// once the GPU copy that read it is done), so an update is one GPU copy from the user's own
+/// pages, with no host copy. On its own renderer from an `Interop` on the same adapter; where
+/// the adapter has no Vulkan interop the case says so (`skipped`) and nothing fails. Where the
+/// driver lacks `VK_EXT_external_memory_host` the source stages (`host_buffer.staged_reason`).
+#[allow(clippy::too_many_arguments)]
+fn host_buffer_case<T: sluice::Element + bytemuck::Pod + Clone>(
+    cfg: &Config,
+    pair: &[ArrayD<T>; 2],
+    channels: bool,
+    clim: [f64; 2],
+    check: fn(&Frame, usize) -> Option<String>,
+    full: bool,
+) -> Res<Value> {
+    use sluice::interop::{HostBuffer, HostBufferSource, Interop};
+    use std::cell::RefCell;
+
+    let options = RendererOptions::from_env()?;
+    let interop = match Interop::with_options(&options) {
+        Ok(interop) => interop,
+        Err(e) => return Ok(json!({ "skipped": format!("no Vulkan interop device: {e}") })),
+    };
+    let renderer = interop.renderer_with_options(&options);
+    let target = renderer.create_target(CANVAS, CANVAS)?;
+    let mut ctx = Ctx { renderer, target };
+    let n = pair[0].shape()[0];
+    let layout = if channels {
+        ArraySource::with_channels(pair[0].clone())?.layout()
+    } else {
+        ArraySource::new(pair[0].clone())?.layout()
+    };
+    let data = |v: usize| -> Res<Vec<T>> {
+        Ok(pair[v].as_slice().ok_or("array not contiguous")?.to_vec())
+    };
+    let bytes = layout.total_bytes();
+    // The source starts on B, so that the first update (variant 0) hands over A.
+    let source = Arc::new(HostBufferSource::new(&interop, layout, data(1)?)?);
+    // The buffer not shown, with the variant it holds.
+    let spare = RefCell::new(Some((0usize, HostBuffer::from(data(0)?))));
+    let mut scene = new_scene();
+    scene.add(
+        Image::new(source.clone())
+            .with_clim(clim[0], clim[1])?
+            .with_colormap(Colormap::Gray),
+    );
+    let camera = fit_camera(n as f32, n as f32);
+    let corners = [(3, 3), (CANVAS - 4, CANVAS - 4)];
+    let t0 = Instant::now();
+    ctx.draw(&scene, &camera, true)?;
+    let first = ms(t0.elapsed());
+    let prepare = |_variant: usize| spare.borrow_mut().take();
+    let update = |held: Option<(usize, HostBuffer)>| -> Res<()> {
+        let (variant, buffer) = held.ok_or("no spare buffer")?;
+        let back = source.replace(buffer).map_err(|e| e.to_string())?;
+        *spare.borrow_mut() = Some((1 - variant, back));
+        Ok(())
+    };
+    let p = measure_paired(
+        cfg.warmup,
+        cfg.iters,
+        prepare,
+        update,
+        || ctx.draw(&scene, &camera, full),
+        |f, v| check_covered(f, &corners).or_else(|| v.and_then(|v| check(f, v))),
+    )?;
+    let imported = source.is_imported();
+    let mut res = finish_case(
+        json!({
+            "first_draw_ms": round(first, 1),
+            "update_api": "HostBufferSource::replace(the HostBuffer holding the pre-generated A/B data; the other one is handed back)",
+            "redraw": redraw_note(full),
+        }),
+        &p,
+        Some(bytes),
+    );
+    res["uploaded_per_update"] =
+        ctx.account_update(true, &scene, &camera, full, prepare(0), update)?;
+    if !full {
+        res["upload_only"] =
+            upload_only(&mut ctx, &scene, cfg, cfg.warmup, bytes, prepare, update)?;
+    }
+    let stats = source.stats();
+    res["host_buffer"] = json!({
+        "imported": imported,
+        "staged_reason": source.staged_reason(),
+        "fallback_reason": source.fallback_reason(),
+        "buffers_handed": stats.buffers_handed,
+        "imports_made": stats.imports_made,
+        "host_bytes_copied": stats.bytes_copied,
+        "gpu_copies": stats.gpu_copies,
+        "gpu_bytes": stats.gpu_bytes,
+        "hand_back_waits": stats.waits,
+    });
+    Ok(res)
+}
+
 fn bench_full_update_2d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     let mut out = serde_json::Map::new();
     let n = cfg.rgba_size;
@@ -811,6 +909,10 @@ fn bench_full_update_2d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     ] {
         let v = image_case(ctx, cfg, &rgba, true, [0.0, 255.0], rgb_check, how, full)?;
         out.insert(format!("rgba8_{n}{suffix}"), v);
+    }
+    for (suffix, full) in REDRAWS {
+        let v = host_buffer_case(cfg, &rgba, true, [0.0, 255.0], rgb_check, full)?;
+        out.insert(format!("rgba8_{n}_host_buffer{suffix}"), v);
     }
     let m = cfg.f32_size;
     let (a, b) = f32_pair(m, 1);
@@ -827,6 +929,8 @@ fn bench_full_update_2d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
             full,
         )?;
         out.insert(format!("f32_{m}{suffix}"), v);
+        let v = host_buffer_case(cfg, &gray, false, [0.0, 1.0], check_gray_marker, full)?;
+        out.insert(format!("f32_{m}_host_buffer{suffix}"), v);
     }
     Ok(Value::Object(out))
 }
