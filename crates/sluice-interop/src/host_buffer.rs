@@ -557,7 +557,6 @@ impl HostBufferSource {
         let id = next_id();
         let source = HostBufferSource { inner, id };
         source.replace(buffer).map_err(|e| *e.error)?;
-        source.inner.stats.waits.store(0, Ordering::Relaxed);
         if source.inner.staged.is_none() {
             let weak: Weak<dyn ImportedHost> = Arc::downgrade(&source.inner) as _;
             registry().lock().insert(id, weak);
