@@ -91,6 +91,37 @@ impl<T: bytemuck::Pod + Send + Sync> Storage for Vec<T> {
     }
 }
 
+/// Memory someone else owns (a numpy array, say), kept alive by `owner`.
+struct RawStorage<O> {
+    ptr: NonNull<u8>,
+    len: usize,
+    owner: O,
+}
+
+// SAFETY: the bytes are reached only through the `HostBuffer` holding this (see
+// `HostBuffer::from_raw_parts`'s contract); `O` itself is `Send + Sync`.
+unsafe impl<O: Send + Sync> Send for RawStorage<O> {}
+// SAFETY: as above.
+unsafe impl<O: Send + Sync> Sync for RawStorage<O> {}
+
+impl<O: Send + Sync + 'static> Storage for RawStorage<O> {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `from_raw_parts`'s contract: `len` readable bytes at `ptr` while `owner`
+        // lives.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and writable, reached through this storage alone.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
 /// The storage, shared by a [`HostBuffer`] and the drop callbacks of the imports of its pages,
 /// so that it is freed only after every import's memory is.
 struct StorageCell(UnsafeCell<Box<dyn Storage>>);
@@ -153,6 +184,61 @@ impl HostBuffer {
         Ok(buffer)
     }
 
+    /// A buffer over `len` bytes at `ptr` that `owner` keeps alive (an array of another
+    /// library, such as a numpy array held by a Python reference); `owner` is dropped once the
+    /// buffer and every import of its pages are gone, and [`HostBuffer::into_owner`] gives it
+    /// back.
+    ///
+    /// # Safety
+    ///
+    /// - `len` bytes at `ptr` are one allocation's, readable and writable, and stay allocated
+    ///   and mapped (never moved, resized or freed) while `owner` lives;
+    /// - while the `HostBuffer` lives, nothing writes those bytes except through it, and while
+    ///   a source holds it nothing writes them at all (sources copy them on the GPU then).
+    pub unsafe fn from_raw_parts(
+        ptr: NonNull<u8>,
+        len: usize,
+        owner: impl Send + Sync + 'static,
+    ) -> HostBuffer {
+        HostBuffer {
+            cell: Arc::new(StorageCell(UnsafeCell::new(Box::new(RawStorage {
+                ptr,
+                len,
+                owner,
+            })))),
+            offset: 0,
+            import: None,
+        }
+    }
+
+    /// The owner of a buffer made by [`HostBuffer::from_raw_parts`], once the imports of its
+    /// pages are released: `Err(self)` if `O` is not its type, or if an import's memory is
+    /// still in use after the device is idle (as for [`HostBuffer::into_vec`]).
+    pub fn into_owner<O: Send + Sync + 'static>(self) -> Result<O, HostBuffer> {
+        if !self.storage().as_any().is::<RawStorage<O>>() {
+            return Err(self);
+        }
+        let storage = self.into_storage()?;
+        match storage.into_any().downcast::<RawStorage<O>>() {
+            Ok(raw) => Ok(raw.owner),
+            Err(_) => unreachable!("the owner type was checked above"),
+        }
+    }
+
+    /// The storage, once the imports are released; `Err(self)` while one is still held.
+    fn into_storage(mut self) -> Result<Box<dyn Storage>, HostBuffer> {
+        self.release_import();
+        let HostBuffer { cell, offset, .. } = self;
+        match Arc::try_unwrap(cell) {
+            Ok(cell) => Ok(cell.0.into_inner()),
+            Err(cell) => Err(HostBuffer {
+                cell,
+                offset,
+                import: None,
+            }),
+        }
+    }
+
     fn storage(&self) -> &dyn Storage {
         // SAFETY: only this `HostBuffer` reaches the storage (see `StorageCell`), and `&self`
         // excludes `&mut self` meanwhile.
@@ -173,22 +259,14 @@ impl HostBuffer {
     /// `Err(self)` if `T` is not the element type it was made from, or if an import's memory
     /// is still in use after the device is idle (a clone of the buffer from
     /// [`HostBuffer::imported_buffer`] still lives).
-    pub fn into_vec<T: bytemuck::Pod + Send + Sync>(mut self) -> Result<Vec<T>, HostBuffer> {
+    pub fn into_vec<T: bytemuck::Pod + Send + Sync>(self) -> Result<Vec<T>, HostBuffer> {
         if !self.storage().as_any().is::<Vec<T>>() {
             return Err(self);
         }
-        self.release_import();
-        let HostBuffer { cell, offset, .. } = self;
-        match Arc::try_unwrap(cell) {
-            Ok(cell) => match cell.0.into_inner().into_any().downcast::<Vec<T>>() {
-                Ok(vec) => Ok(*vec),
-                Err(_) => unreachable!("the element type was checked above"),
-            },
-            Err(cell) => Err(HostBuffer {
-                cell,
-                offset,
-                import: None,
-            }),
+        let storage = self.into_storage()?;
+        match storage.into_any().downcast::<Vec<T>>() {
+            Ok(vec) => Ok(*vec),
+            Err(_) => unreachable!("the element type was checked above"),
         }
     }
 
