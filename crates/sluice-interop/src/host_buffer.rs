@@ -191,8 +191,9 @@ impl HostBuffer {
     ///
     /// # Safety
     ///
-    /// - `len` bytes at `ptr` are one allocation's, readable and writable, and stay allocated
-    ///   and mapped (never moved, resized or freed) while `owner` lives;
+    /// - `len` bytes at `ptr` are one allocation's, readable (and writable, if the buffer is
+    ///   ever written through `DerefMut`), and stay allocated and mapped (never moved, resized
+    ///   or freed) while `owner` lives;
     /// - while the `HostBuffer` lives, nothing writes those bytes except through it, and while
     ///   a source holds it nothing writes them at all (sources copy them on the GPU then).
     pub unsafe fn from_raw_parts(
@@ -209,6 +210,14 @@ impl HostBuffer {
             offset: 0,
             import: None,
         }
+    }
+
+    /// The owner of a buffer made by [`HostBuffer::from_raw_parts`], if it is an `O`.
+    pub fn owner<O: Send + Sync + 'static>(&self) -> Option<&O> {
+        self.storage()
+            .as_any()
+            .downcast_ref::<RawStorage<O>>()
+            .map(|raw| &raw.owner)
     }
 
     /// The owner of a buffer made by [`HostBuffer::from_raw_parts`], once the imports of its
