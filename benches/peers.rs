@@ -815,6 +815,7 @@ fn image_case<T: sluice::Element + Clone>(
 /// driver lacks `VK_EXT_external_memory_host` the source stages (`host_buffer.staged_reason`).
 #[allow(clippy::too_many_arguments)]
 fn host_buffer_case<T: sluice::Element + bytemuck::Pod + Clone>(
+    interop: &Result<sluice::interop::Interop, String>,
     cfg: &Config,
     pair: &[ArrayD<T>; 2],
     channels: bool,
@@ -822,11 +823,11 @@ fn host_buffer_case<T: sluice::Element + bytemuck::Pod + Clone>(
     check: fn(&Frame, usize) -> Option<String>,
     full: bool,
 ) -> Res<Value> {
-    use sluice::interop::{HostBuffer, HostBufferSource, Interop};
+    use sluice::interop::{HostBuffer, HostBufferSource};
     use std::cell::RefCell;
 
     let options = RendererOptions::from_env()?;
-    let interop = match Interop::with_options(&options) {
+    let interop = match interop {
         Ok(interop) => interop,
         Err(e) => return Ok(json!({ "skipped": format!("no Vulkan interop device: {e}") })),
     };
@@ -844,7 +845,7 @@ fn host_buffer_case<T: sluice::Element + bytemuck::Pod + Clone>(
     };
     let bytes = layout.total_bytes();
     // The source starts on B, so that the first update (variant 0) hands over A.
-    let source = Arc::new(HostBufferSource::new(&interop, layout, data(1)?)?);
+    let source = Arc::new(HostBufferSource::new(interop, layout, data(1)?)?);
     // The buffer not shown, with the variant it holds.
     let spare = RefCell::new(Some((0usize, HostBuffer::from(data(0)?))));
     let mut scene = new_scene();
@@ -919,6 +920,11 @@ fn bench_full_update_2d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     let (a, b) = rgba_pair(n, 0);
     let rgba = [a.into_dyn(), b.into_dyn()];
     let rgb_check = |f: &Frame, v: usize| check_rgb_marker(f, v, None);
+    // One interop device for the host_buffer variants (opened once: NVIDIA's driver is safer
+    // with few device creations), beside the context's renderer.
+    let interop = RendererOptions::from_env()
+        .map_err(|e| e.to_string())
+        .and_then(|o| sluice::interop::Interop::with_options(&o).map_err(|e| e.to_string()));
     for (suffix, how, full) in [
         ("", Update::Replace, false),
         ("_full_redraw", Update::Replace, true),
@@ -928,7 +934,7 @@ fn bench_full_update_2d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
         out.insert(format!("rgba8_{n}{suffix}"), v);
     }
     for (suffix, full) in REDRAWS {
-        let v = host_buffer_case(cfg, &rgba, true, [0.0, 255.0], rgb_check, full);
+        let v = host_buffer_case(&interop, cfg, &rgba, true, [0.0, 255.0], rgb_check, full);
         out.insert(format!("rgba8_{n}_host_buffer{suffix}"), case_or_error(v));
     }
     let m = cfg.f32_size;
@@ -946,7 +952,15 @@ fn bench_full_update_2d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
             full,
         )?;
         out.insert(format!("f32_{m}{suffix}"), v);
-        let v = host_buffer_case(cfg, &gray, false, [0.0, 1.0], check_gray_marker, full);
+        let v = host_buffer_case(
+            &interop,
+            cfg,
+            &gray,
+            false,
+            [0.0, 1.0],
+            check_gray_marker,
+            full,
+        );
         out.insert(format!("f32_{m}_host_buffer{suffix}"), case_or_error(v));
     }
     Ok(Value::Object(out))
