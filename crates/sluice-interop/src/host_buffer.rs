@@ -194,8 +194,10 @@ impl HostBuffer {
     /// - `len` bytes at `ptr` are one allocation's, readable (and writable, if the buffer is
     ///   ever written through `DerefMut`), and stay allocated and mapped (never moved, resized
     ///   or freed) while `owner` lives;
-    /// - while the `HostBuffer` lives, nothing writes those bytes except through it, and while
-    ///   a source holds it nothing writes them at all (sources copy them on the GPU then).
+    /// - while the `HostBuffer` lives, no Rust code writes those bytes except through it.
+    ///   Writes by code outside Rust (numpy, say) while a source shows the buffer are the
+    ///   caller's to order: sluice only copies the bytes (on the GPU, or into staging as plain
+    ///   bytes), so such a write can tear a frame, as with the other by-reference sources.
     pub unsafe fn from_raw_parts(
         ptr: NonNull<u8>,
         len: usize,
