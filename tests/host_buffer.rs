@@ -8,10 +8,10 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{assert_pixel, render_pixels};
+use common::{assert_pixel, assert_triangles, render, render_pixels, Front};
 use sluice::interop::{HostBuffer, HostBufferSource, Interop, MIN_IMPORT_BYTES};
 use sluice::prelude::*;
-use sluice::{ReadRequest, RendererOptions};
+use sluice::{Mesh, ReadRequest, RendererOptions, Shading};
 
 fn interop() -> Interop {
     Interop::with_options(&RendererOptions::from_env().unwrap())
@@ -213,7 +213,7 @@ fn buffers_that_cannot_be_imported_are_copied_with_the_same_pixels() {
     let imported = source.replace(misaligned(1)).unwrap();
     assert!(!source.is_imported());
     let reason = source.fallback_reason().unwrap();
-    assert!(reason.contains("4-byte sample"), "{reason}");
+    assert!(reason.contains("multiple of the 4 bytes"), "{reason}");
     assert_frame(
         &render_pixels(&mut renderer, &scene, width as u32, height as u32),
         1,
@@ -328,4 +328,47 @@ fn wrong_lengths_are_refused_with_the_numbers() {
         .lend(&request, &mut |view| first = view.bytes[0])
         .unwrap();
     assert_eq!(first, 7);
+}
+
+/// Mesh positions (1-D, 12-byte elements) are copied from the buffers' own pages into the
+/// vertex buffer: 6,000 vertices (70 KiB), the first triangle the visible one and the rest
+/// degenerate; A and B place it differently.
+#[test]
+fn mesh_positions_are_copied_from_their_own_pages() {
+    let interop = interop();
+    let n = 6000;
+    let a_tri = [[4.0, 4.0], [28.0, 4.0], [4.0, 28.0]];
+    let b_tri = [[28.0, 28.0], [28.0, 8.0], [8.0, 28.0]];
+    let positions = |t: [[f32; 2]; 3]| {
+        let mut p = vec![1.0f32; n * 3];
+        for (i, v) in t.iter().enumerate() {
+            p[i * 3..i * 3 + 3].copy_from_slice(&[v[0], v[1], 5.0]);
+        }
+        p
+    };
+    let layout = Layout::new(Shape::new(&[n]).unwrap(), ElementType::F32, 3).unwrap();
+    let source = Arc::new(HostBufferSource::new(&interop, layout, positions(a_tri)).unwrap());
+    assert_eq!(source.staged_reason(), None);
+    assert!(source.is_imported(), "{:?}", source.fallback_reason());
+    let mut renderer = interop.renderer();
+    let mut scene = Scene::new();
+    scene.add(
+        Mesh::new(source.clone())
+            .with_shading(Shading::Unlit)
+            .with_color([1.0, 0.0, 0.0, 1.0]),
+    );
+    let cam = Front { n: 32.0 };
+    assert_triangles(&render(&mut renderer, &scene, &cam, 32, 32), &[a_tri]);
+    let mut spare = HostBuffer::from(positions(b_tri));
+    for frame in 1..5 {
+        spare = source.replace(spare).unwrap();
+        assert!(source.is_imported(), "{:?}", source.fallback_reason());
+        let want = if frame % 2 == 1 { b_tri } else { a_tri };
+        assert_triangles(&render(&mut renderer, &scene, &cam, 32, 32), &[want]);
+    }
+    let c = renderer.counters();
+    assert_eq!(c.bytes_uploaded, 0, "nothing went through host staging");
+    assert_eq!(c.device_bytes_copied, 5 * (n * 12) as u64);
+    let stats = source.stats();
+    assert_eq!((stats.imports_made, stats.bytes_copied), (2, 0));
 }

@@ -302,7 +302,11 @@ impl HostBuffer {
 
     /// Makes sure the pages are imported on `interop`, reusing an import made there for these
     /// bytes. `Ok(true)`: a new import was made. `Err`: why they cannot be imported.
-    fn ensure_import(&mut self, interop: &Interop, sample_bytes: usize) -> Result<bool, String> {
+    fn ensure_import(
+        &mut self,
+        interop: &Interop,
+        alignment_needed: usize,
+    ) -> Result<bool, String> {
         if let Some(import) = &self.import {
             if std::ptr::eq(import.interop.shared(), interop.shared()) && import.key == self.key() {
                 return Ok(false);
@@ -323,10 +327,10 @@ impl HostBuffer {
         }
         let range = enclosing_pages(addr, len, alignment, rustix::param::page_size())?;
         let first_sample = addr - range.start;
-        if !first_sample.is_multiple_of(sample_bytes) {
+        if !first_sample.is_multiple_of(alignment_needed) {
             return Err(format!(
                 "the first sample at {addr:#x} lies {first_sample} bytes into its imported range, \
-                 not a multiple of the {sample_bytes}-byte sample a GPU copy needs"
+                 not a multiple of the {alignment_needed} bytes a GPU copy needs"
             ));
         }
         let start = NonNull::new(range.start as *mut u8).ok_or("a null page")?;
@@ -667,7 +671,7 @@ impl HostBufferSource {
         }
         let (from, fallback) = match &inner.staged {
             Some(reason) => (CopyFrom::Staged, Some(reason.clone())),
-            None => match buffer.ensure_import(&inner.interop, inner.layout.sample_bytes()) {
+            None => match buffer.ensure_import(&inner.interop, copy_alignment(&inner.layout)) {
                 Ok(made) => {
                     if made {
                         inner.stats.imports_made.fetch_add(1, Ordering::Relaxed);
@@ -801,16 +805,34 @@ impl HostBufferSource {
     }
 }
 
-/// Whether the GPU can copy `layout` from host pages as it is (else why it is staged).
+/// Whether the GPU can copy `layout` from host pages as it is (else why it is staged): a
+/// texture's samples as the texture holds them, a mesh attribute's (1-D) in whole 4-byte words.
 fn import_layout(layout: &Layout) -> Result<(), String> {
-    if layout.shape().ndim() < 2 {
-        return Err(format!(
-            "a {}-D source (a mesh attribute) has no host-import copy path: uploads are staged",
-            layout.shape().ndim()
-        ));
+    if layout.shape().ndim() == 1 {
+        let sample = layout.sample_bytes();
+        if !sample.is_multiple_of(COPY_WORD) {
+            return Err(format!(
+                "a 1-D source of {sample}-byte elements: GPU buffer copies move whole \
+                 {COPY_WORD}-byte words, so uploads are staged"
+            ));
+        }
+        return Ok(());
     }
     check_texture_layout(layout).map_err(|e| format!("{e}: uploads are staged"))
 }
+
+/// What the first sample's offset in the imported range must be a multiple of: a texel for
+/// texture copies, a 4-byte word for buffer copies (mesh attributes, 1-D).
+fn copy_alignment(layout: &Layout) -> usize {
+    if layout.shape().ndim() == 1 {
+        COPY_WORD
+    } else {
+        layout.sample_bytes()
+    }
+}
+
+/// `wgpu::COPY_BUFFER_ALIGNMENT`, as a size.
+const COPY_WORD: usize = wgpu::COPY_BUFFER_ALIGNMENT as usize;
 
 fn check_length(layout: &Layout, buffer: &HostBuffer) -> Result<(), InteropError> {
     let expected = layout.total_bytes();

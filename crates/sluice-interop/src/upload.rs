@@ -5,7 +5,9 @@
 //! the source's semaphore value first and signals the next after. CUDA memory (feature
 //! `cuda`) is first copied on the producer's stream into a staging buffer the renderer
 //! exported, then the same way. Mesh attributes (1-D sources) take the same paths, ending in
-//! a `copy_buffer_to_buffer` of their element range into the vertex buffer.
+//! a `copy_buffer_to_buffer` of their element range into the vertex buffer. Host-imported
+//! pages (`HostImportSource`, `HostBufferSource`) are copied from as they are, textures and
+//! mesh attributes alike.
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -256,6 +258,24 @@ impl InteropUpload {
                     copy.encoder.copy_buffer_to_buffer(
                         &buffer,
                         memory.offset + dst_offset,
+                        copy.buffer,
+                        dst_offset,
+                        bytes,
+                    );
+                }
+                Ok(true)
+            }
+            Residency::HostImported(memory) => {
+                let imported = crate::host_import::lookup(&self.interop, memory)?;
+                let host = imported.record_copy(bytes)?;
+                // Settled after the frame's submission whatever happens below.
+                self.host_frame.lock().push(host.gpu.clone());
+                let src_offset = host.first_sample + dst_offset;
+                check_copy_aligned("offset in the imported pages", src_offset)?;
+                if bytes > 0 {
+                    copy.encoder.copy_buffer_to_buffer(
+                        &host.buffer,
+                        src_offset,
                         copy.buffer,
                         dst_offset,
                         bytes,
