@@ -41,7 +41,8 @@
 //! own pages with no host copy (`VK_EXT_external_memory_host`; where the driver lacks it the
 //! source stages, and `host_buffer.staged_reason` says so). They run on a renderer of their own
 //! from an `Interop` on the same adapter; a variant that cannot run records its `error` in its
-//! place and costs the other cases nothing.
+//! place and costs the other cases nothing. `mesh_update/mesh_1000000v_host_buffer` does the
+//! same for the mesh's positions (copied into the vertex buffer from the buffers' pages).
 //!
 //! Options: `--out FILE` (the JSON; without it, stdout), `--quick` (the peers' small sizes,
 //! a smoke test), `--only a,b` (benchmark names), `--iters N`. A table goes to stderr. The
@@ -1083,6 +1084,7 @@ fn bench_mesh_update(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     let triangles = faces.nrows();
     let bytes = pa.len() * 4;
     let positions = Arc::new(ArraySource::with_channels(pa.clone())?);
+    let faces_again = faces.clone();
     let mut scene = new_scene();
     let node = scene.add(
         Mesh::new(positions.clone())
@@ -1123,7 +1125,89 @@ fn bench_mesh_update(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     res["uploaded_per_update"] =
         ctx.account_update(false, &scene, &camera, true, prepare(0), update)?;
     res["upload_only"] = upload_only(ctx, &scene, cfg, cfg.warmup, bytes, prepare, update)?;
-    Ok(json!({ format!("mesh_{}v", g * g): res }))
+    let variant = mesh_host_buffer_case(cfg, &arrays, faces_again);
+    Ok(json!({
+        format!("mesh_{}v", g * g): res,
+        format!("mesh_{}v_host_buffer", g * g): case_or_error(variant),
+    }))
+}
+
+/// The zero-copy variant of the mesh case (`mesh_..._host_buffer`): the A/B positions held in
+/// two `HostBuffer`s handed to a `HostBufferSource` in turn, copied by the GPU from their pages
+/// into the vertex buffer; on a renderer of an `Interop` on the same adapter.
+fn mesh_host_buffer_case(cfg: &Config, pair: &[Array2<f32>; 2], faces: Array2<u32>) -> Res<Value> {
+    use sluice::interop::{HostBuffer, HostBufferSource, Interop};
+    use std::cell::RefCell;
+
+    let options = RendererOptions::from_env()?;
+    let interop = match Interop::with_options(&options) {
+        Ok(interop) => interop,
+        Err(e) => return Ok(json!({ "skipped": format!("no Vulkan interop device: {e}") })),
+    };
+    let renderer = interop.renderer_with_options(&options);
+    let target = renderer.create_target(CANVAS, CANVAS)?;
+    let mut ctx = Ctx { renderer, target };
+    let layout = ArraySource::with_channels(pair[0].clone())?.layout();
+    let data = |v: usize| -> Res<Vec<f32>> {
+        Ok(pair[v].as_slice().ok_or("array not contiguous")?.to_vec())
+    };
+    let bytes = layout.total_bytes();
+    let n = pair[0].nrows();
+    let triangles = faces.nrows();
+    // Starts on B, so that the first update (variant 0) hands over A.
+    let source = Arc::new(HostBufferSource::new(&interop, layout, data(1)?)?);
+    let spare = RefCell::new(Some((0usize, HostBuffer::from(data(0)?))));
+    let mut scene = new_scene();
+    let node = scene.add(
+        Mesh::new(source.clone())
+            .with_indices(Arc::new(ArraySource::with_channels(faces)?))
+            .with_color([1.0, 0.5, 0.0, 1.0])
+            .with_shading(Shading::Unlit),
+    );
+    scene.set_transform(node, Mat4::from_translation(Vec3::new(0.0, 0.0, 0.5)));
+    let camera = PanZoomCamera::fit(Vec2::splat(-0.01), Vec2::splat(1.01), [CANVAS, CANVAS]);
+    let t0 = Instant::now();
+    ctx.draw(&scene, &camera, true)?;
+    let first = ms(t0.elapsed());
+    let prepare = |_variant: usize| spare.borrow_mut().take();
+    let update = |held: Option<(usize, HostBuffer)>| -> Res<()> {
+        let (variant, buffer) = held.ok_or("no spare buffer")?;
+        let back = source.replace(buffer).map_err(|e| e.to_string())?;
+        *spare.borrow_mut() = Some((1 - variant, back));
+        Ok(())
+    };
+    let p = measure_paired(
+        cfg.warmup,
+        cfg.iters,
+        prepare,
+        update,
+        || ctx.draw(&scene, &camera, true),
+        |f, v| v.and_then(|v| mesh_check(f, v)),
+    )?;
+    let imported = source.is_imported();
+    let mut res = finish_case(
+        json!({
+            "what": format!("HostBufferSource::replace(the HostBuffer holding the pre-generated ({n},3) f32 positions; the other one is handed back) + frame; {triangles} triangles (u32 indices, unchanged), unlit uniform colour"),
+            "n_vertices": n,
+            "n_triangles": triangles,
+            "first_draw_ms": round(first, 1),
+        }),
+        &p,
+        Some(bytes),
+    );
+    res["uploaded_per_update"] =
+        ctx.account_update(false, &scene, &camera, true, prepare(0), update)?;
+    res["upload_only"] = upload_only(&mut ctx, &scene, cfg, cfg.warmup, bytes, prepare, update)?;
+    let stats = source.stats();
+    res["host_buffer"] = json!({
+        "imported": imported,
+        "staged_reason": source.staged_reason(),
+        "fallback_reason": source.fallback_reason(),
+        "imports_made": stats.imports_made,
+        "host_bytes_copied": stats.bytes_copied,
+        "gpu_copies": stats.gpu_copies,
+    });
+    Ok(res)
 }
 
 /// The peers' tile layout: each tile's offset, the whole extent, and the target pixels
