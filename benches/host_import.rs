@@ -7,12 +7,19 @@
 //!   GPU copy from the user's pages into the texture.
 //! - **staged**: an `ArraySource` of the same bytes: the normal path (a host copy into the
 //!   staging ring, then the GPU copy).
+//! - **replace**: a `HostBufferSource` handed two prebuilt `HostBuffer`s (A, B) in turn, the
+//!   other handed back each time: the data replaced by another array, with one GPU copy from
+//!   the user's own pages and no host copy.
+//! - **bare copy** (the ceiling of replace): one wgpu `copy_buffer_to_texture` of 64 MiB from a
+//!   buffer's imported pages (`HostBuffer::imported_buffer`) into a 4096^2 texture, submit,
+//!   wait: what the replace path costs without sluice (no source, proxy or draw).
 //!
-//! Each update changes one byte in place and marks everything changed, so both pay for a full
-//! upload and neither for rewriting 64 MiB on the CPU. The ceiling is a bare 64 MiB host
-//! `memcpy` (what one staging copy costs at best). Medians of `SLUICE_BENCH_ITERS` (default
-//! 9) after `SLUICE_BENCH_WARMUP` (default 2); ratio staged / import (above 1: import faster).
-//! Exits 0 with a note where the driver lacks the extension.
+//! Each import/staged update changes one byte in place and marks everything changed, so both
+//! pay for a full upload and neither for rewriting 64 MiB on the CPU. The ceiling of those is a
+//! bare 64 MiB host `memcpy` (what one staging copy costs at best). Medians of
+//! `SLUICE_BENCH_ITERS` (default 9) after `SLUICE_BENCH_WARMUP` (default 2); ratios staged /
+//! import and staged / replace (above 1: the GPU copy from the pages is faster), and replace /
+//! bare copy (1 is the ceiling). Exits 0 with a note where the driver lacks the extension.
 
 #[cfg(not(target_os = "linux"))]
 fn main() {
@@ -28,7 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     use std::time::{Duration, Instant};
 
     use common::{env_usize, measure, median, ms, Step};
-    use sluice::interop::{HostImportSource, Interop};
+    use sluice::interop::{HostBuffer, HostBufferSource, HostImportSource, Interop};
     use sluice::prelude::*;
     use sluice::{Renderer, RendererOptions};
 
@@ -51,6 +58,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ((y * side + x) * 4 + c) as u8
     });
     let staged = Arc::new(ArraySource::with_channels(array)?);
+    let layout = staged.layout();
+    let replaced = Arc::new(HostBufferSource::new(
+        &interop,
+        layout,
+        (0..bytes).map(|i| i as u8).collect::<Vec<u8>>(),
+    )?);
+    let spare = std::cell::RefCell::new(Some(HostBuffer::from(
+        (0..bytes).map(|i| (i as u8) ^ 0x55).collect::<Vec<u8>>(),
+    )));
+    // The ceiling: a bare copy from imported pages into a texture of the same size.
+    let mut bare = HostBuffer::from(vec![7u8; bytes]);
+    let (bare_buffer, bare_first) = bare.imported_buffer(&interop)?;
+    let bare_texture = interop.device().create_texture(&wgpu::TextureDescriptor {
+        label: Some("bare copy target"),
+        size: wgpu::Extent3d {
+            width: side as u32,
+            height: side as u32,
+            depth_or_array_layers: 1,
+        },
+        mip_level_count: 1,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D2,
+        format: wgpu::TextureFormat::Rgba8Uint,
+        usage: wgpu::TextureUsages::COPY_DST | wgpu::TextureUsages::TEXTURE_BINDING,
+        view_formats: &[],
+    });
 
     let mut renderer = interop.renderer();
     renderer.set_upload_budget(None);
@@ -60,6 +93,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     import_scene.add(Image::new(imported.clone()));
     let mut staged_scene = Scene::new();
     staged_scene.add(Image::new(staged.clone()));
+    let mut replace_scene = Scene::new();
+    replace_scene.add(Image::new(replaced.clone()));
 
     let frame = |r: &mut Renderer, scene: &Scene| -> common::Res<()> {
         let _ = r.render(scene, &camera, &target)?;
@@ -88,6 +123,39 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         frame(r, &staged_scene)?;
         Ok(t.elapsed())
     };
+    let mut replace_step = |r: &mut Renderer, _: usize| -> common::Res<Duration> {
+        let buffer = spare.borrow_mut().take().ok_or("no spare buffer")?;
+        let t = Instant::now();
+        let back = replaced.replace(buffer).map_err(|e| e.to_string())?;
+        frame(r, &replace_scene)?;
+        let elapsed = t.elapsed();
+        *spare.borrow_mut() = Some(back);
+        Ok(elapsed)
+    };
+    let mut bare_step = |_: &mut Renderer, _: usize| -> common::Res<Duration> {
+        let t = Instant::now();
+        let mut encoder = interop
+            .device()
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        encoder.copy_buffer_to_texture(
+            wgpu::TexelCopyBufferInfo {
+                buffer: &bare_buffer,
+                layout: wgpu::TexelCopyBufferLayout {
+                    offset: bare_first,
+                    bytes_per_row: Some(side as u32 * 4),
+                    rows_per_image: None,
+                },
+            },
+            bare_texture.as_image_copy(),
+            bare_texture.size(),
+        );
+        interop.queue().submit([encoder.finish()]);
+        interop
+            .device()
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| e.to_string())?;
+        Ok(t.elapsed())
+    };
     let copies_before = imported.gpu_copies();
     let timing = measure(
         &mut renderer,
@@ -96,10 +164,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &mut [
             &mut import_step as &mut Step<'_>,
             &mut staged_step as &mut Step<'_>,
+            &mut replace_step as &mut Step<'_>,
+            &mut bare_step as &mut Step<'_>,
         ],
     )?;
     let (copies, copied) = imported.gpu_copies();
-    let (import_t, staged_t) = (timing.medians[0], timing.medians[1]);
+    let (import_t, staged_t, replace_t, bare_t) = (
+        timing.medians[0],
+        timing.medians[1],
+        timing.medians[2],
+        timing.medians[3],
+    );
 
     let src = vec![1u8; bytes];
     let mut dst = vec![0u8; bytes];
@@ -126,6 +201,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ms(staged_t)
     );
     println!(
+        "  replace (two HostBuffers, A/B)       {:8.2} ms",
+        ms(replace_t)
+    );
+    println!(
+        "  ceiling: bare wgpu copy from pages   {:8.2} ms",
+        ms(bare_t)
+    );
+    println!(
         "  ceiling: host memcpy of 64 MiB       {:8.2} ms",
         ms(memcpy)
     );
@@ -134,8 +217,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ms(staged_t) / ms(import_t)
     );
     println!(
+        "  ratio staged / replace               {:8.2}",
+        ms(staged_t) / ms(replace_t)
+    );
+    println!(
+        "  replace / bare wgpu copy             {:8.2}",
+        ms(replace_t) / ms(bare_t)
+    );
+    println!(
         "  import / memcpy                      {:8.2}",
         ms(import_t) / ms(memcpy)
+    );
+    let stats = replaced.stats();
+    println!(
+        "  replace: {} buffers handed, {} imports, {} MiB copied on the host, {} GPU copies, imported: {}",
+        stats.buffers_handed,
+        stats.imports_made,
+        stats.bytes_copied >> 20,
+        stats.gpu_copies,
+        replaced.is_imported()
     );
     println!(
         "  GPU copies from the pages: {} ({} MiB); staged bytes over the run: {} MiB",

@@ -35,6 +35,15 @@
 //! suffix `_full_redraw`, where `RenderTarget::invalidate` makes every frame redraw the whole
 //! target: the peers' work, and the comparison that counts.
 //!
+//! The full updates are also given as `full_update_2d/rgba8_4096_host_buffer` and
+//! `f32_2048_host_buffer` (each with `_full_redraw`): the same A/B data held in two
+//! `HostBuffer`s handed to a `HostBufferSource` in turn, so that the GPU copies from the user's
+//! own pages with no host copy (`VK_EXT_external_memory_host`; where the driver lacks it the
+//! source stages, and `host_buffer.staged_reason` says so). They run on a renderer of their own
+//! from an `Interop` on the same adapter; a variant that cannot run records its `error` in its
+//! place and costs the other cases nothing. `mesh_update/mesh_1000000v_host_buffer` does the
+//! same for the mesh's positions (copied into the vertex buffer from the buffers' pages).
+//!
 //! Options: `--out FILE` (the JSON; without it, stdout), `--quick` (the peers' small sizes,
 //! a smoke test), `--only a,b` (benchmark names), `--iters N`. A table goes to stderr. The
 //! adapter follows `SLUICE_BACKEND` / `SLUICE_ADAPTER` like every other bench.
@@ -312,6 +321,7 @@ impl Ctx {
             "buffer_upload_bytes": buf,
             "bytes_uploaded": d.bytes_uploaded,
             "derived_bytes_uploaded": d.derived_bytes_uploaded,
+            "device_bytes_copied": d.device_bytes_copied,
             "copies_issued": d.copies_issued,
             "textures_created": d.textures_created,
             "staging_buffers_created": d.staging_buffers_created,
@@ -798,12 +808,124 @@ fn image_case<T: sluice::Element + Clone>(
     Ok(res)
 }
 
+/// The zero-copy variant of a full-update case (`..._host_buffer`): A and B are held in two
+/// `HostBuffer`s and handed to a `HostBufferSource` in turn (`replace` hands back the other
+/// once the GPU copy that read it is done), so an update is one GPU copy from the user's own
+/// pages, with no host copy. On its own renderer from an `Interop` on the same adapter; where
+/// the adapter has no Vulkan interop the case says so (`skipped`) and nothing fails. Where the
+/// driver lacks `VK_EXT_external_memory_host` the source stages (`host_buffer.staged_reason`).
+#[allow(clippy::too_many_arguments)]
+fn host_buffer_case<T: sluice::Element + bytemuck::Pod + Clone>(
+    interop: &Result<sluice::interop::Interop, String>,
+    cfg: &Config,
+    pair: &[ArrayD<T>; 2],
+    channels: bool,
+    clim: [f64; 2],
+    check: fn(&Frame, usize) -> Option<String>,
+    full: bool,
+) -> Res<Value> {
+    use sluice::interop::{HostBuffer, HostBufferSource};
+    use std::cell::RefCell;
+
+    let options = RendererOptions::from_env()?;
+    let interop = match interop {
+        Ok(interop) => interop,
+        Err(e) => return Ok(json!({ "skipped": format!("no Vulkan interop device: {e}") })),
+    };
+    let renderer = interop.renderer_with_options(&options);
+    let target = renderer.create_target(CANVAS, CANVAS)?;
+    let mut ctx = Ctx { renderer, target };
+    let n = pair[0].shape()[0];
+    let layout = if channels {
+        ArraySource::with_channels(pair[0].clone())?.layout()
+    } else {
+        ArraySource::new(pair[0].clone())?.layout()
+    };
+    let data = |v: usize| -> Res<Vec<T>> {
+        Ok(pair[v].as_slice().ok_or("array not contiguous")?.to_vec())
+    };
+    let bytes = layout.total_bytes();
+    // The source starts on B, so that the first update (variant 0) hands over A.
+    let source = Arc::new(HostBufferSource::new(interop, layout, data(1)?)?);
+    // The buffer not shown, with the variant it holds.
+    let spare = RefCell::new(Some((0usize, HostBuffer::from(data(0)?))));
+    let mut scene = new_scene();
+    scene.add(
+        Image::new(source.clone())
+            .with_clim(clim[0], clim[1])?
+            .with_colormap(Colormap::Gray),
+    );
+    let camera = fit_camera(n as f32, n as f32);
+    let corners = [(3, 3), (CANVAS - 4, CANVAS - 4)];
+    let t0 = Instant::now();
+    ctx.draw(&scene, &camera, true)?;
+    let first = ms(t0.elapsed());
+    let prepare = |_variant: usize| spare.borrow_mut().take();
+    let update = |held: Option<(usize, HostBuffer)>| -> Res<()> {
+        let (variant, buffer) = held.ok_or("no spare buffer")?;
+        let back = source.replace(buffer).map_err(|e| e.to_string())?;
+        *spare.borrow_mut() = Some((1 - variant, back));
+        Ok(())
+    };
+    let p = measure_paired(
+        cfg.warmup,
+        cfg.iters,
+        prepare,
+        update,
+        || ctx.draw(&scene, &camera, full),
+        |f, v| check_covered(f, &corners).or_else(|| v.and_then(|v| check(f, v))),
+    )?;
+    let imported = source.is_imported();
+    let mut res = finish_case(
+        json!({
+            "first_draw_ms": round(first, 1),
+            "update_api": "HostBufferSource::replace(the HostBuffer holding the pre-generated A/B data; the other one is handed back)",
+            "redraw": redraw_note(full),
+        }),
+        &p,
+        Some(bytes),
+    );
+    res["uploaded_per_update"] =
+        ctx.account_update(true, &scene, &camera, full, prepare(0), update)?;
+    if !full {
+        res["upload_only"] =
+            upload_only(&mut ctx, &scene, cfg, cfg.warmup, bytes, prepare, update)?;
+    }
+    let stats = source.stats();
+    res["host_buffer"] = json!({
+        "imported": imported,
+        "staged_reason": source.staged_reason(),
+        "fallback_reason": source.fallback_reason(),
+        "buffers_handed": stats.buffers_handed,
+        "imports_made": stats.imports_made,
+        "host_bytes_copied": stats.bytes_copied,
+        "gpu_copies": stats.gpu_copies,
+        "gpu_bytes": stats.gpu_bytes,
+        "hand_back_waits": stats.waits,
+    });
+    Ok(res)
+}
+
+/// An added variant's result, or its error in its place (printed too), so that a variant a
+/// machine cannot run costs none of the benchmark's other cases.
+fn case_or_error(result: Res<Value>) -> Value {
+    result.unwrap_or_else(|e| {
+        eprintln!("peers: variant failed: {e}");
+        json!({ "error": e.to_string(), "verified": false })
+    })
+}
+
 fn bench_full_update_2d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     let mut out = serde_json::Map::new();
     let n = cfg.rgba_size;
     let (a, b) = rgba_pair(n, 0);
     let rgba = [a.into_dyn(), b.into_dyn()];
     let rgb_check = |f: &Frame, v: usize| check_rgb_marker(f, v, None);
+    // One interop device for the host_buffer variants (opened once: NVIDIA's driver is safer
+    // with few device creations), beside the context's renderer.
+    let interop = RendererOptions::from_env()
+        .map_err(|e| e.to_string())
+        .and_then(|o| sluice::interop::Interop::with_options(&o).map_err(|e| e.to_string()));
     for (suffix, how, full) in [
         ("", Update::Replace, false),
         ("_full_redraw", Update::Replace, true),
@@ -811,6 +933,10 @@ fn bench_full_update_2d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     ] {
         let v = image_case(ctx, cfg, &rgba, true, [0.0, 255.0], rgb_check, how, full)?;
         out.insert(format!("rgba8_{n}{suffix}"), v);
+    }
+    for (suffix, full) in REDRAWS {
+        let v = host_buffer_case(&interop, cfg, &rgba, true, [0.0, 255.0], rgb_check, full);
+        out.insert(format!("rgba8_{n}_host_buffer{suffix}"), case_or_error(v));
     }
     let m = cfg.f32_size;
     let (a, b) = f32_pair(m, 1);
@@ -827,6 +953,16 @@ fn bench_full_update_2d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
             full,
         )?;
         out.insert(format!("f32_{m}{suffix}"), v);
+        let v = host_buffer_case(
+            &interop,
+            cfg,
+            &gray,
+            false,
+            [0.0, 1.0],
+            check_gray_marker,
+            full,
+        );
+        out.insert(format!("f32_{m}_host_buffer{suffix}"), case_or_error(v));
     }
     Ok(Value::Object(out))
 }
@@ -948,6 +1084,7 @@ fn bench_mesh_update(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     let triangles = faces.nrows();
     let bytes = pa.len() * 4;
     let positions = Arc::new(ArraySource::with_channels(pa.clone())?);
+    let faces_again = faces.clone();
     let mut scene = new_scene();
     let node = scene.add(
         Mesh::new(positions.clone())
@@ -988,7 +1125,89 @@ fn bench_mesh_update(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     res["uploaded_per_update"] =
         ctx.account_update(false, &scene, &camera, true, prepare(0), update)?;
     res["upload_only"] = upload_only(ctx, &scene, cfg, cfg.warmup, bytes, prepare, update)?;
-    Ok(json!({ format!("mesh_{}v", g * g): res }))
+    let variant = mesh_host_buffer_case(cfg, &arrays, faces_again);
+    Ok(json!({
+        format!("mesh_{}v", g * g): res,
+        format!("mesh_{}v_host_buffer", g * g): case_or_error(variant),
+    }))
+}
+
+/// The zero-copy variant of the mesh case (`mesh_..._host_buffer`): the A/B positions held in
+/// two `HostBuffer`s handed to a `HostBufferSource` in turn, copied by the GPU from their pages
+/// into the vertex buffer; on a renderer of an `Interop` on the same adapter.
+fn mesh_host_buffer_case(cfg: &Config, pair: &[Array2<f32>; 2], faces: Array2<u32>) -> Res<Value> {
+    use sluice::interop::{HostBuffer, HostBufferSource, Interop};
+    use std::cell::RefCell;
+
+    let options = RendererOptions::from_env()?;
+    let interop = match Interop::with_options(&options) {
+        Ok(interop) => interop,
+        Err(e) => return Ok(json!({ "skipped": format!("no Vulkan interop device: {e}") })),
+    };
+    let renderer = interop.renderer_with_options(&options);
+    let target = renderer.create_target(CANVAS, CANVAS)?;
+    let mut ctx = Ctx { renderer, target };
+    let layout = ArraySource::with_channels(pair[0].clone())?.layout();
+    let data = |v: usize| -> Res<Vec<f32>> {
+        Ok(pair[v].as_slice().ok_or("array not contiguous")?.to_vec())
+    };
+    let bytes = layout.total_bytes();
+    let n = pair[0].nrows();
+    let triangles = faces.nrows();
+    // Starts on B, so that the first update (variant 0) hands over A.
+    let source = Arc::new(HostBufferSource::new(&interop, layout, data(1)?)?);
+    let spare = RefCell::new(Some((0usize, HostBuffer::from(data(0)?))));
+    let mut scene = new_scene();
+    let node = scene.add(
+        Mesh::new(source.clone())
+            .with_indices(Arc::new(ArraySource::with_channels(faces)?))
+            .with_color([1.0, 0.5, 0.0, 1.0])
+            .with_shading(Shading::Unlit),
+    );
+    scene.set_transform(node, Mat4::from_translation(Vec3::new(0.0, 0.0, 0.5)));
+    let camera = PanZoomCamera::fit(Vec2::splat(-0.01), Vec2::splat(1.01), [CANVAS, CANVAS]);
+    let t0 = Instant::now();
+    ctx.draw(&scene, &camera, true)?;
+    let first = ms(t0.elapsed());
+    let prepare = |_variant: usize| spare.borrow_mut().take();
+    let update = |held: Option<(usize, HostBuffer)>| -> Res<()> {
+        let (variant, buffer) = held.ok_or("no spare buffer")?;
+        let back = source.replace(buffer).map_err(|e| e.to_string())?;
+        *spare.borrow_mut() = Some((1 - variant, back));
+        Ok(())
+    };
+    let p = measure_paired(
+        cfg.warmup,
+        cfg.iters,
+        prepare,
+        update,
+        || ctx.draw(&scene, &camera, true),
+        |f, v| v.and_then(|v| mesh_check(f, v)),
+    )?;
+    let imported = source.is_imported();
+    let mut res = finish_case(
+        json!({
+            "what": format!("HostBufferSource::replace(the HostBuffer holding the pre-generated ({n},3) f32 positions; the other one is handed back) + frame; {triangles} triangles (u32 indices, unchanged), unlit uniform colour"),
+            "n_vertices": n,
+            "n_triangles": triangles,
+            "first_draw_ms": round(first, 1),
+        }),
+        &p,
+        Some(bytes),
+    );
+    res["uploaded_per_update"] =
+        ctx.account_update(false, &scene, &camera, true, prepare(0), update)?;
+    res["upload_only"] = upload_only(&mut ctx, &scene, cfg, cfg.warmup, bytes, prepare, update)?;
+    let stats = source.stats();
+    res["host_buffer"] = json!({
+        "imported": imported,
+        "staged_reason": source.staged_reason(),
+        "fallback_reason": source.fallback_reason(),
+        "imports_made": stats.imports_made,
+        "host_bytes_copied": stats.bytes_copied,
+        "gpu_copies": stats.gpu_copies,
+    });
+    Ok(res)
 }
 
 /// The peers' tile layout: each tile's offset, the whole extent, and the target pixels

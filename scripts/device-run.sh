@@ -14,7 +14,7 @@
 #                                      release test binaries out (benches only): all of them
 #                                      are over the 64 MiB the device tool carries.
 #
-#   scripts/device-run.sh remote [bench|tests|all|frames]
+#   scripts/device-run.sh remote [bench|tests|all|frames|chunked|host_import]
 #                                      THERE, in the repo root copy on the device machine:
 #                                      unpacks .gl/*.deb into / (only where no Vulkan/EGL loader
 #                                      is installed), points Vulkan/EGL at the NVIDIA driver when
@@ -27,7 +27,9 @@
 #                                      breakdown (benches/frames.rs) into $OUT/frames.log;
 #                                      `chunked` the virtual-texture bench (benches/chunked.rs)
 #                                      into $OUT/chunked.log; `view` the viewer's bench
-#                                      (crates/sluice-view/benches/view.rs) into $OUT/view.log.
+#                                      (crates/sluice-view/benches/view.rs) into $OUT/view.log;
+#                                      `host_import` the host-memory import bench
+#                                      (benches/host_import.rs) into $OUT/host_import.log.
 #
 # The device tool call (after `prepare` here; .gl and .device are ignored, so they must be
 # carried):
@@ -90,12 +92,12 @@ prepare() {
   stage="$(mktemp -d /tmp/sluice-device.XXXXXX)"
   msgs="$(mktemp)"
   mkdir -p "$stage/bin"
-  (cd "$src" && cargo bench --bench upload --bench visuals --bench frames --bench chunked --no-run \
-    --message-format=json-render-diagnostics) >"$msgs"
+  (cd "$src" && cargo bench --bench upload --bench visuals --bench frames --bench chunked \
+    --bench host_import --no-run --message-format=json-render-diagnostics) >"$msgs"
   (cd "$src" && cargo bench -p sluice-view --bench view --no-run \
     --message-format=json-render-diagnostics) >>"$msgs"
   local bench name
-  for name in upload visuals frames chunked view; do
+  for name in upload visuals frames chunked host_import view; do
     bench="$(jq -r --arg name "$name" \
       'select(.reason == "compiler-artifact" and .target.name == $name
               and (.target.kind | index("bench")) and .executable != null)
@@ -179,7 +181,7 @@ EOF
 
 remote() {
   local what="${1:-all}"
-  case "$what" in bench | tests | all | frames | chunked | view) ;; *) die "remote takes bench, tests, all, frames, chunked or view, not '$what'" ;; esac
+  case "$what" in bench | tests | all | frames | chunked | host_import | view) ;; *) die "remote takes bench, tests, all, frames, chunked, host_import or view, not '$what'" ;; esac
   local name f
   # Binaries travel gzipped: unpack them next to themselves.
   for f in .device/bin/*.gz; do
@@ -237,6 +239,18 @@ remote() {
     local rc=${PIPESTATUS[0]}
     set -e
     echo "device-run: logs in $out; view bench status $rc"
+    return "$rc"
+  fi
+  if [ "$what" = host_import ]; then
+    # Host memory imported as device memory alone (benches/host_import.rs: HostImportSource,
+    # HostBufferSource's replace, a bare wgpu copy from imported pages, the staged path).
+    [ -x .device/bin/host_import-bench ] || die ".device/bin/host_import-bench missing: run 'prepare' here"
+    echo "== bench: host_import-bench --bench"
+    set +e
+    timeout "${SLUICE_DEVICE_BENCH_TIMEOUT:-300}" .device/bin/host_import-bench --bench 2>&1 | tee "$out/host_import.log"
+    local rc=${PIPESTATUS[0]}
+    set -e
+    echo "device-run: logs in $out; host_import bench status $rc"
     return "$rc"
   fi
   if [ "$what" = frames ]; then

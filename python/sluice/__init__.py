@@ -46,6 +46,10 @@ from ._view import view
 
 if CUDA_SUPPORT:
     from ._sluice import CudaSource  # noqa: F401
+try:  # Linux only (GPU interop)
+    from ._sluice import HostBufferSource  # noqa: F401
+except ImportError:
+    pass
 
 __all__ = [
     "ArraySource",
@@ -75,3 +79,5 @@ __all__ = [
 ]
 if CUDA_SUPPORT:
     __all__.append("CudaSource")
+if "HostBufferSource" in globals():
+    __all__.append("HostBufferSource")

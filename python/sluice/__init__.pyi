@@ -5,6 +5,7 @@ from ._sluice import (
     CudaSource as CudaSource,
     DeviceError as DeviceError,
     FlyCamera as FlyCamera,
+    HostBufferSource as HostBufferSource,
     Image as Image,
     InternalError as InternalError,
     LazySource as LazySource,

@@ -95,6 +95,19 @@ pub enum InteropError {
         /// What went wrong, with the numbers.
         reason: String,
     },
+    /// A buffer handed to a [`crate::HostBufferSource`] whose length does not match the
+    /// source's layout.
+    #[error("the buffer holds {got} bytes (after an offset of {offset}), but {layout} needs exactly {expected} bytes")]
+    BufferLength {
+        /// Bytes the buffer holds after its offset.
+        got: usize,
+        /// The buffer's offset of its first sample.
+        offset: usize,
+        /// Bytes the layout needs.
+        expected: usize,
+        /// The layout: shape, element type and channels.
+        layout: String,
+    },
     /// The driver refused to open the device.
     #[error("could not open a Vulkan device with interop extensions on {adapter}: {reason}")]
     OpenDevice {

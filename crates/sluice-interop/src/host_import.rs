@@ -43,7 +43,7 @@ use crate::interop::Interop;
 const CHANGE_LOG_CAPACITY: usize = 1024;
 
 /// Host pages allocated at an alignment, freed on drop.
-struct Pages {
+pub(crate) struct Pages {
     ptr: NonNull<u8>,
     layout: AllocLayout,
 }
@@ -56,7 +56,7 @@ unsafe impl Sync for Pages {}
 
 impl Pages {
     /// `size` zeroed bytes (rounded up to `align`), at `align`.
-    fn new(size: usize, align: usize) -> Result<Self, InteropError> {
+    pub fn new(size: usize, align: usize) -> Result<Self, InteropError> {
         let too_big = || InteropError::HostImport {
             reason: format!("{size} bytes rounded up to the alignment {align} overflow"),
         };
@@ -74,8 +74,12 @@ impl Pages {
         Ok(Pages { ptr, layout })
     }
 
-    fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.layout.size()
+    }
+
+    pub fn ptr(&self) -> NonNull<u8> {
+        self.ptr
     }
 }
 
@@ -86,16 +90,69 @@ impl Drop for Pages {
     }
 }
 
-/// GPU copies from the pages: recorded and finished, for ordering writes after them.
+/// GPU copies from host pages that are recorded and not yet known finished, for ordering
+/// writes (and hand-backs) after them.
+///
+/// Each recorded copy adds one; the queue's `on_submitted_work_done` after the frame that
+/// carries it takes it off again. Counting each copy (rather than keeping a "recorded up to"
+/// mark) stays exact when several renderers on one device record and submit in any order.
 #[derive(Default)]
-struct GpuUse {
-    recorded: AtomicU64,
-    done: AtomicU64,
+pub(crate) struct GpuUse {
+    pending: AtomicU64,
+}
+
+impl GpuUse {
+    /// Counts one copy being recorded.
+    pub fn recorded(&self) {
+        self.pending.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether a recorded copy may still read the pages.
+    pub fn outstanding(&self) -> bool {
+        self.pending.load(Ordering::Acquire) > 0
+    }
+
+    /// Takes one recorded copy off once the queue finished what was submitted so far (the
+    /// frame that carries the copy was submitted before this is called).
+    pub fn settle_after_submitted(self: &Arc<Self>, queue: &wgpu::Queue) {
+        let gpu = self.clone();
+        queue.on_submitted_work_done(move || {
+            gpu.pending.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+
+    /// Polls `device` until no recorded copy is outstanding.
+    pub fn wait(&self, device: &wgpu::Device) {
+        while self.outstanding() {
+            let _ = device.poll(wgpu::PollType::wait_indefinitely());
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// One GPU copy counted against host pages: the buffer to copy from, where sample 0 lies in
+/// it, and the counter the frame settles once submitted.
+pub(crate) struct HostCopy {
+    pub buffer: wgpu::Buffer,
+    pub first_sample: u64,
+    pub gpu: Arc<GpuUse>,
+}
+
+/// A source whose bytes the renderer copies from imported host pages
+/// (`Residency::HostImported`): [`HostImportSource`] and `HostBufferSource`.
+pub(crate) trait ImportedHost: Send + Sync {
+    /// The device the pages were imported on.
+    fn interop(&self) -> &Interop;
+
+    /// Counts a GPU copy of `bytes` from the pages the source shows now (blocking while a CPU
+    /// write of them is in progress) and says where to copy from. Samples are packed in C
+    /// order from `first_sample`.
+    fn record_copy(&self, bytes: u64) -> Result<HostCopy, InteropError>;
 }
 
 /// What the renderer's upload path needs of an imported source.
 pub(crate) struct Imported {
-    pub buffer: wgpu::Buffer,
+    buffer: wgpu::Buffer,
     interop: Interop,
     gpu: Arc<GpuUse>,
     /// Held shared while a copy is counted, exclusively while the CPU writes the pages.
@@ -106,9 +163,16 @@ pub(crate) struct Imported {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-fn registry() -> &'static Mutex<HashMap<u64, Weak<Imported>>> {
-    static REGISTRY: std::sync::OnceLock<Mutex<HashMap<u64, Weak<Imported>>>> =
-        std::sync::OnceLock::new();
+/// A fresh id for an imported source's residency.
+pub(crate) fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+type Registry = Mutex<HashMap<u64, Weak<dyn ImportedHost>>>;
+
+/// Imported sources by id, for the renderer's copies (`Residency::HostImported` names the id).
+pub(crate) fn registry() -> &'static Registry {
+    static REGISTRY: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
     REGISTRY.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
@@ -116,18 +180,18 @@ fn registry() -> &'static Mutex<HashMap<u64, Weak<Imported>>> {
 pub(crate) fn lookup(
     interop: &Interop,
     memory: &HostImportedMemory,
-) -> Result<Arc<Imported>, InteropError> {
+) -> Result<Arc<dyn ImportedHost>, InteropError> {
     let found = registry().lock().get(&memory.id).and_then(Weak::upgrade);
     let imported = found.ok_or(InteropError::HostImport {
         reason: format!("host import {} no longer exists", memory.id),
     })?;
-    if !std::ptr::eq(imported.interop.shared(), interop.shared()) {
+    if !std::ptr::eq(imported.interop().shared(), interop.shared()) {
         return Err(InteropError::HostImport {
             reason: format!(
                 "host import {} was imported on another device ({}) than this renderer's ({}); \
                  make the source with the renderer's Interop",
                 memory.id,
-                imported.interop.device_uuid(),
+                imported.interop().device_uuid(),
                 interop.device_uuid()
             ),
         });
@@ -135,23 +199,22 @@ pub(crate) fn lookup(
     Ok(imported)
 }
 
-impl Imported {
-    /// Counts a copy of `bytes` being recorded from the pages; waits for a CPU write in
-    /// progress to finish first (see the module doc).
-    pub fn recorded(&self, bytes: u64) {
-        let _shared = self.copy_lock.read();
-        self.gpu.recorded.fetch_add(1, Ordering::AcqRel);
-        self.copies.fetch_add(1, Ordering::Relaxed);
-        self.copied_bytes.fetch_add(bytes, Ordering::Relaxed);
+impl ImportedHost for Imported {
+    fn interop(&self) -> &Interop {
+        &self.interop
     }
 
-    /// Marks the copies recorded so far as done once the queue finished what was submitted.
-    pub fn submitted(&self, queue: &wgpu::Queue) {
-        let target = self.gpu.recorded.load(Ordering::Acquire);
-        let gpu = self.gpu.clone();
-        queue.on_submitted_work_done(move || {
-            gpu.done.fetch_max(target, Ordering::AcqRel);
-        });
+    /// Waits for a CPU write in progress to finish first (see the module doc).
+    fn record_copy(&self, bytes: u64) -> Result<HostCopy, InteropError> {
+        let _shared = self.copy_lock.read();
+        self.gpu.recorded();
+        self.copies.fetch_add(1, Ordering::Relaxed);
+        self.copied_bytes.fetch_add(bytes, Ordering::Relaxed);
+        Ok(HostCopy {
+            buffer: self.buffer.clone(),
+            first_sample: 0,
+            gpu: self.gpu.clone(),
+        })
     }
 }
 
@@ -220,7 +283,7 @@ impl HostImportSource {
             }
         };
         let pages = Arc::new(Pages::new(bytes, align)?);
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let id = next_id();
         let imported = match fallback {
             Some(ref reason) => {
                 log::info!("HostImportSource {id}: {reason}");
@@ -236,7 +299,8 @@ impl HostImportSource {
                     copies: AtomicU64::new(0),
                     copied_bytes: AtomicU64::new(0),
                 });
-                registry().lock().insert(id, Arc::downgrade(&imported));
+                let weak: Weak<dyn ImportedHost> = Arc::downgrade(&imported) as _;
+                registry().lock().insert(id, weak);
                 Some(imported)
             }
         };
@@ -341,18 +405,10 @@ impl HostImportSource {
             };
         };
         let gpu = &imported.gpu;
-        let outstanding =
-            || gpu.done.load(Ordering::Acquire) < gpu.recorded.load(Ordering::Acquire);
         loop {
-            while outstanding() {
-                let _ = self
-                    .interop
-                    .device()
-                    .poll(wgpu::PollType::wait_indefinitely());
-                std::thread::yield_now();
-            }
+            gpu.wait(self.interop.device());
             let copies = imported.copy_lock.write();
-            if !outstanding() {
+            if !gpu.outstanding() {
                 return WriteLock {
                     _copies: Some(copies),
                     state: self.state.write(),
@@ -400,6 +456,33 @@ fn import_pages(
     pages: &Arc<Pages>,
     size: u64,
 ) -> Result<wgpu::Buffer, InteropError> {
+    // SAFETY: `Pages` is one live allocation at an alignment of at least
+    // minImportedHostPointerAlignment with a size rounded up to it (see `HostImportSource::make`),
+    // and the clone of `pages` handed over keeps it alive until the memory is freed.
+    unsafe { import_host_range(interop, pages.ptr, pages.len(), size, pages.clone()) }
+}
+
+/// Imports the host range `[ptr, ptr + len)` as device memory bound to a wgpu buffer of
+/// `size` bytes (`COPY_SRC`) on `interop`'s device. The buffer's drop callback (which wgpu runs
+/// once the buffer is dropped and no submission uses it) destroys the `VkBuffer`, frees the
+/// memory and only then drops `keep`.
+///
+/// # Safety
+///
+/// - `ptr` and `len` are multiples of the device's `minImportedHostPointerAlignment`, and
+///   `size <= len`;
+/// - every byte of `[ptr, ptr + len)` lies in pages mapped readable in this process, and they
+///   stay mapped, and are not handed to another owner, until `keep` is dropped (Vulkan requires
+///   imported host memory to stay valid for the life of the memory object);
+/// - no copy the caller records from the buffer reads bytes another thread writes meanwhile
+///   (the caller orders its writes after its copies).
+pub(crate) unsafe fn import_host_range(
+    interop: &Interop,
+    ptr: NonNull<u8>,
+    len: usize,
+    size: u64,
+    keep: impl Send + Sync + 'static,
+) -> Result<wgpu::Buffer, InteropError> {
     let dev = interop.vulkan();
     let host = dev
         .host_memory
@@ -410,13 +493,13 @@ fn import_pages(
     let handle_type = vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
     let mut props = vk::MemoryHostPointerPropertiesEXT::default();
     // SAFETY: the extension is enabled on `dev.raw` (it was added at device creation), the
-    // pointer is the start of a live allocation aligned to minImportedHostPointerAlignment,
-    // and `props` is a valid output structure.
+    // pointer is the start of mapped memory aligned to minImportedHostPointerAlignment (the
+    // caller's contract), and `props` is a valid output structure.
     let result = unsafe {
         (host.ext.fp().get_memory_host_pointer_properties_ext)(
             dev.raw.handle(),
             handle_type,
-            pages.ptr.as_ptr().cast(),
+            ptr.as_ptr().cast(),
             &mut props,
         )
     };
@@ -428,7 +511,7 @@ fn import_pages(
     }
     let mut external = vk::ExternalMemoryBufferCreateInfo::default().handle_types(handle_type);
     let info = vk::BufferCreateInfo::default()
-        .size(pages.len() as u64)
+        .size(len as u64)
         // A copy source only: the renderer then copies with `copy_buffer_to_texture` (one
         // command per update), not with its compute unpack pass, which reads buffers with
         // `STORAGE` usage texel by texel (far slower on CPU drivers such as lavapipe).
@@ -445,31 +528,28 @@ fn import_pages(
         // SAFETY: the buffer was never handed to wgpu or the GPU.
         unsafe { dev.raw.destroy_buffer(buffer, None) };
     };
-    if allowed == 0 || requirements.size > pages.len() as u64 {
+    if allowed == 0 || requirements.size > len as u64 {
         destroy(dev);
         return Err(InteropError::HostImport {
             reason: format!(
                 "the buffer needs {} bytes of memory types {:#x}; host pointers import as types \
-                 {:#x} and the pages hold {} bytes",
-                requirements.size,
-                requirements.memory_type_bits,
-                props.memory_type_bits,
-                pages.len()
+                 {:#x} and the range holds {} bytes",
+                requirements.size, requirements.memory_type_bits, props.memory_type_bits, len
             ),
         });
     }
     let index = allowed.trailing_zeros();
     let mut import = vk::ImportMemoryHostPointerInfoEXT::default()
         .handle_type(handle_type)
-        .host_pointer(pages.ptr.as_ptr().cast());
+        .host_pointer(ptr.as_ptr().cast());
     let alloc = vk::MemoryAllocateInfo::default()
-        .allocation_size(pages.len() as u64)
+        .allocation_size(len as u64)
         .memory_type_index(index)
         .push_next(&mut import);
-    // SAFETY: the pointer and size are multiples of minImportedHostPointerAlignment (the
-    // pages' alignment is at least it, their size rounded up to it), the memory type is one
-    // the driver reported for this pointer, and the pages outlive the memory (the drop
-    // callback below holds them until the memory is freed).
+    // SAFETY: the pointer and size are multiples of minImportedHostPointerAlignment and the
+    // range is mapped (the caller's contract), the memory type is one the driver reported for
+    // this pointer, and the range outlives the memory (the drop callback below holds `keep`
+    // until the memory is freed).
     let memory = match unsafe { dev.raw.allocate_memory(&alloc, None) } {
         Ok(memory) => memory,
         Err(e) => {
@@ -486,10 +566,9 @@ fn import_pages(
         return Err(InteropError::vulkan("vkBindBufferMemory (host pointer)", e));
     }
     let raw = dev.raw.clone();
-    let keep = pages.clone();
     let callback: wgpu::hal::DropCallback = Box::new(move || {
         // SAFETY: wgpu runs this once the buffer is destroyed and no submission uses it; the
-        // device outlives its buffers. The pages are dropped after the memory is freed.
+        // device outlives its buffers. `keep` is dropped after the memory is freed.
         unsafe {
             raw.destroy_buffer(buffer, None);
             raw.free_memory(memory, None);
@@ -506,7 +585,7 @@ fn import_pages(
         mapped_at_creation: false,
     };
     // SAFETY: the buffer was created on this device with at least `size` bytes and transfer
-    // source usage (wgpu's `COPY_SRC`), and is bound to memory whose contents are the pages'.
+    // source usage (wgpu's `COPY_SRC`), and is bound to memory whose contents are the range's.
     Ok(unsafe { dev.device.create_buffer_from_hal::<Vulkan>(hal, &desc) })
 }
 

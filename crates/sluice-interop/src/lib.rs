@@ -46,6 +46,8 @@ mod error;
 mod fd_passing;
 mod handoff;
 #[allow(unsafe_code)]
+mod host_buffer;
+#[allow(unsafe_code)]
 mod host_import;
 mod interop;
 #[allow(unsafe_code)]
@@ -60,6 +62,9 @@ mod vulkan;
 pub mod cuda;
 
 pub use error::{DeviceUuid, InteropError};
+pub use host_buffer::{
+    HostBuffer, HostBufferSource, HostBufferStats, ReplaceError, MIN_IMPORT_BYTES,
+};
 pub use host_import::HostImportSource;
 pub use interop::Interop;
 pub use pipeline_cache::{install_pipeline_cache, VulkanPipelineCaches};

@@ -5,7 +5,9 @@
 //! the source's semaphore value first and signals the next after. CUDA memory (feature
 //! `cuda`) is first copied on the producer's stream into a staging buffer the renderer
 //! exported, then the same way. Mesh attributes (1-D sources) take the same paths, ending in
-//! a `copy_buffer_to_buffer` of their element range into the vertex buffer.
+//! a `copy_buffer_to_buffer` of their element range into the vertex buffer. Host-imported
+//! pages (`HostImportSource`, `HostBufferSource`) are copied from as they are, textures and
+//! mesh attributes alike.
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -45,7 +47,7 @@ pub(crate) struct InteropUpload {
     frame: Mutex<HashMap<(usize, u64), bool>>,
     /// Host-imported sources copied from in the frame being recorded, told when it was
     /// submitted (so their writers can wait for the copies).
-    host_frame: Mutex<Vec<Arc<crate::host_import::Imported>>>,
+    host_frame: Mutex<Vec<Arc<crate::host_import::GpuUse>>>,
     #[cfg(feature = "cuda")]
     cuda: crate::cuda::staging::CudaStaging,
     #[cfg(feature = "cuda")]
@@ -127,9 +129,14 @@ impl InteropUpload {
         let first = region.origin[0] as u64 * plane_pitch
             + region.origin[1] as u64 * row_pitch
             + region.origin[2] as u64 * sample;
-        imported.recorded(layout.region_bytes(&region) as u64);
-        copy.copy_from_buffer(&imported.buffer, first, row_pitch, plane_pitch);
-        self.host_frame.lock().push(imported);
+        let host = imported.record_copy(layout.region_bytes(&region) as u64)?;
+        copy.copy_from_buffer(
+            &host.buffer,
+            host.first_sample + first,
+            row_pitch,
+            plane_pitch,
+        );
+        self.host_frame.lock().push(host.gpu);
         Ok(())
     }
 
@@ -251,6 +258,24 @@ impl InteropUpload {
                     copy.encoder.copy_buffer_to_buffer(
                         &buffer,
                         memory.offset + dst_offset,
+                        copy.buffer,
+                        dst_offset,
+                        bytes,
+                    );
+                }
+                Ok(true)
+            }
+            Residency::HostImported(memory) => {
+                let imported = crate::host_import::lookup(&self.interop, memory)?;
+                let host = imported.record_copy(bytes)?;
+                // Settled after the frame's submission whatever happens below.
+                self.host_frame.lock().push(host.gpu.clone());
+                let src_offset = host.first_sample + dst_offset;
+                check_copy_aligned("offset in the imported pages", src_offset)?;
+                if bytes > 0 {
+                    copy.encoder.copy_buffer_to_buffer(
+                        &host.buffer,
+                        src_offset,
                         copy.buffer,
                         dst_offset,
                         bytes,
@@ -385,8 +410,8 @@ impl DeviceUpload for InteropUpload {
 
     fn frame_submitted(&self, queue: &wgpu::Queue) {
         self.frame.lock().clear();
-        for imported in self.host_frame.lock().drain(..) {
-            imported.submitted(queue);
+        for gpu in self.host_frame.lock().drain(..) {
+            gpu.settle_after_submitted(queue);
         }
         self.imports.lock().retain(|_, i| i.fd.strong_count() > 0);
         self.semaphores

@@ -11,7 +11,7 @@
 //! The copy waits for the producer's work up to that point, and for nothing else (never a
 //! device-wide synchronize).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -22,34 +22,13 @@ use sluice_core::{
 };
 use sluice_interop::cuda::cudarc::driver::{result, sys};
 use sluice_interop::cuda::{CudaInterop, CudaSource};
-use sluice_interop::{Interop, InteropError};
-use sluice_render::{Renderer, RendererOptions};
 
 use crate::dlpack::{self, ManagedTensor};
 use crate::dtype::numpy_dtype;
 use crate::errors::{guard, source_error, DeviceError};
 
-/// The process's interop device: renderers made with `Renderer(cuda=True)` and every
-/// `CudaSource` share it (a CUDA source can only be shown by renderers of its device).
-static INTEROP: OnceLock<Interop> = OnceLock::new();
-
-fn interop() -> PyResult<&'static Interop> {
-    if let Some(i) = INTEROP.get() {
-        return Ok(i);
-    }
-    let options = RendererOptions::from_env().map_err(crate::errors::render_error)?;
-    let made = Interop::with_options(&options).map_err(interop_error)?;
-    Ok(INTEROP.get_or_init(|| made))
-}
-
-fn interop_error(e: InteropError) -> PyErr {
-    DeviceError::new_err(e.to_string())
-}
-
-/// A renderer on the interop device.
-pub fn renderer(options: &RendererOptions) -> PyResult<Renderer> {
-    Ok(interop()?.renderer_with_options(options))
-}
+pub use crate::interop_device::renderer;
+use crate::interop_device::{interop, interop_error};
 
 /// A CUDA event this source records on the producer's stream.
 struct ReadyEvent {

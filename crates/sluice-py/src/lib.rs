@@ -11,7 +11,8 @@
 //!   boundary ([`errors::guard`]);
 //! - rendering releases the GIL; Python-implemented sources take it only around their calls.
 //!
-//! `unsafe` appears where numpy memory is read ([`numpy_source`]), where a DLPack capsule is
+//! `unsafe` appears where numpy memory is read ([`numpy_source`]) or lent to the GPU
+//! (`host_buffer_source`), where a DLPack capsule is
 //! consumed (`dlpack`), and where a CUDA tensor's
 //! pointer becomes a source (`cuda`, feature `cuda`), each with its `SAFETY` argument.
 
@@ -23,6 +24,10 @@ mod custom_source;
 mod dlpack;
 mod dtype;
 pub mod errors;
+#[cfg(target_os = "linux")]
+mod host_buffer_source;
+#[cfg(target_os = "linux")]
+mod interop_device;
 mod lazy_source;
 mod mmap_source;
 pub mod numpy_source;
@@ -48,6 +53,8 @@ fn _sluice(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<numpy_source::PyArraySource>()?;
     m.add_class::<mmap_source::PyMmapSource>()?;
+    #[cfg(target_os = "linux")]
+    m.add_class::<host_buffer_source::PyHostBufferSource>()?;
     m.add_class::<lazy_source::PyLazySource>()?;
     m.add_function(wrap_pyfunction!(mmap_source::open_npy, m)?)?;
     m.add_function(wrap_pyfunction!(mmap_source::open_raw, m)?)?;

@@ -66,15 +66,17 @@ impl PyRenderer {
     /// `"all"`) and `adapter` (part of the adapter's name) default to `SLUICE_BACKEND` and
     /// `SLUICE_ADAPTER`; `upload_budget` caps the bytes uploaded per frame. With `cuda=True`
     /// the renderer shares its device with CUDA (needed to show `CudaSource`s; only in builds
-    /// with CUDA support).
+    /// with CUDA support). With `interop=True` (Linux, Vulkan) it is made on the interop
+    /// device, which `HostBufferSource`s import their arrays on (needed to show them).
     #[new]
-    #[pyo3(signature = (*, backend = None, adapter = None, upload_budget = None, cuda = false))]
+    #[pyo3(signature = (*, backend = None, adapter = None, upload_budget = None, cuda = false, interop = false))]
     fn new(
         py: Python<'_>,
         backend: Option<&str>,
         adapter: Option<String>,
         upload_budget: Option<u64>,
         cuda: bool,
+        interop: bool,
     ) -> PyResult<Self> {
         let mut options = RendererOptions::from_env().map_err(render_error)?;
         if let Some(b) = backend {
@@ -84,7 +86,7 @@ impl PyRenderer {
             options.adapter_name = adapter;
         }
         options.upload_budget = upload_budget;
-        let inner = py.detach(|| guard(|| make_renderer(options, cuda)))?;
+        let inner = py.detach(|| guard(|| make_renderer(options, cuda, interop)))?;
         Ok(PyRenderer {
             inner: Mutex::new(inner),
         })
@@ -236,7 +238,15 @@ impl PyRenderer {
     }
 }
 
-fn make_renderer(options: RendererOptions, cuda: bool) -> PyResult<Renderer> {
+fn make_renderer(options: RendererOptions, cuda: bool, interop: bool) -> PyResult<Renderer> {
+    if interop && !cuda {
+        #[cfg(target_os = "linux")]
+        return crate::interop_device::renderer(&options);
+        #[cfg(not(target_os = "linux"))]
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "Renderer(interop=True): GPU interop is Linux-only",
+        ));
+    }
     if cuda {
         #[cfg(all(feature = "cuda", target_os = "linux"))]
         return crate::cuda::renderer(&options);

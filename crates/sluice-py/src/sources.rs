@@ -43,6 +43,10 @@ pub fn shared_source(
     if let Ok(s) = object.cast::<crate::zarr_source::PyZarrSource>() {
         return Ok((s.get().inner.clone(), object.clone().unbind()));
     }
+    #[cfg(target_os = "linux")]
+    if let Ok(s) = object.cast::<crate::host_buffer_source::PyHostBufferSource>() {
+        return Ok((s.get().inner.clone(), object.clone().unbind()));
+    }
     #[cfg(all(feature = "cuda", target_os = "linux"))]
     if let Ok(s) = object.cast::<crate::cuda::PyCudaSource>() {
         return Ok((s.get().shared(), object.clone().unbind()));

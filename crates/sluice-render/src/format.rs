@@ -80,7 +80,8 @@ impl SampleKind {
 }
 
 /// The texture format holding `format`, and how it is sampled. `host`: the source's data is
-/// in host memory (device-resident sources keep the integer formats their producers write);
+/// in host memory or in host pages the device imported (other device-resident sources keep
+/// the integer formats their producers write);
 /// `features`: the device's, which decide whether 16-bit normalized and filterable 32-bit
 /// float textures are used.
 pub(crate) fn texture_format(

@@ -733,7 +733,13 @@ fn create_bricks(
         (wgpu::TextureDimension::D2, grid)
     };
     let format = UploadFormat::for_layout(layout);
-    let host = matches!(source.residency(), Residency::Host);
+    // Host pages the device imported are host data to the texture: copied byte for byte by
+    // `copy_buffer_to_texture`, so they take the host formats (u8 as unorm, sampled by the
+    // hardware) rather than the integer formats other producers write.
+    let host = matches!(
+        source.residency(),
+        Residency::Host | Residency::HostImported(_)
+    );
     let (texture_format, sample_kind) = texture_format(&format, host, device.features());
     let mut usage = wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST;
     if !matches!(source.residency(), Residency::Host) && unpack::supports(device, texture_format) {

@@ -450,13 +450,17 @@ impl Resources {
     }
 
     /// Host data of a whole source in `format` (for data derived on the CPU); `None` if the
-    /// source is not ready or not in host memory.
+    /// source is not ready or not in host memory (host-imported pages count as host memory).
     pub fn read_converted(
         &self,
         source: &SharedSource,
         format: BufferFormat,
     ) -> Result<Option<Vec<u8>>, RenderError> {
-        if !matches!(source.residency(), sluice_core::Residency::Host) {
+        // Host-imported pages are host memory too: read as any host source.
+        if !matches!(
+            source.residency(),
+            sluice_core::Residency::Host | sluice_core::Residency::HostImported(_)
+        ) {
             return Ok(None);
         }
         let layout = source.layout();
