@@ -171,6 +171,7 @@ impl Renderer {
             usage: wgpu::BufferUsages::STORAGE,
             mapped_at_creation: false,
         });
+        let luts = crate::draw::LutAtlas::new(&device);
         let mut renderer = Renderer {
             adapter,
             info,
@@ -181,6 +182,7 @@ impl Renderer {
                 volumes,
                 meshes: MeshPipelines::new(),
                 colormaps: HashMap::new(),
+                luts,
                 proxies: HashMap::new(),
                 buffers: HashMap::new(),
                 dummy_storage,
@@ -201,7 +203,8 @@ impl Renderer {
             clear_rect: None,
         };
         for colormap in Colormap::builtins() {
-            renderer.res.colormap_gpu(&colormap);
+            // 16 rows hold the built-in colormaps: this cannot fail.
+            let _ = renderer.res.colormap_gpu(&colormap);
         }
         renderer
     }
@@ -751,7 +754,7 @@ impl Renderer {
                 params: v.params.clone(),
                 proxy: proxy.map_or(0, TextureProxy::serial),
                 generation: bind.generation,
-                colormap: bind.colormap,
+                luts: bind.luts,
                 pipeline: bind.key,
             });
             if let Some(proxy) = proxy {

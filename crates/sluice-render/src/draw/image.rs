@@ -1,7 +1,6 @@
 //! Drawing an [`Image`]: a textured rectangle (a plane of the source's 2-D or 3-D texture)
 //! in the opaque pass.
 
-use crate::colormap::ColormapKey;
 use crate::error::RenderError;
 use crate::image_pipeline::{slice_geometry, ImageParams};
 use crate::pipeline::{PassKind, PipelineKey, TexDim};
@@ -29,7 +28,7 @@ impl DrawVisual for Image {
             }
         })?;
         res.bind_visual(&image.token, Some(source), &[], size_of::<ImageParams>())?;
-        res.colormap_gpu(image.colormap());
+        res.colormap_gpu(image.colormap())?;
         Ok(())
     }
 
@@ -103,9 +102,9 @@ impl DrawVisual for Image {
 }
 
 /// Image uniforms for this frame; returns the pipeline and colormap the image needs.
-fn uniforms(image: &Image, res: &mut Resources, mvp: glam::Mat4) -> (PipelineKey, ColormapKey) {
+fn uniforms(image: &Image, res: &mut Resources, mvp: glam::Mat4) -> PipelineKey {
     let colormap_key = image.colormap().key();
-    let entries = res.colormaps[&colormap_key].entries;
+    let entries = res.colormaps[&colormap_key].lut_size();
     let proxy = &res.proxies[&res.texture_of(image.token.id)];
     let shape = proxy.layout().shape();
     // Checked in prepare_visual against the source's layout; a layout change since (a
@@ -133,5 +132,5 @@ fn uniforms(image: &Image, res: &mut Resources, mvp: glam::Mat4) -> (PipelineKey
     res.write_params(image.token.id, bytemuck::bytes_of(&params));
     let v = res.visuals.get_mut(&image.token.id).expect("prepared");
     v.flat_depth = flat_depth(mvp, geometry.size);
-    (key, colormap_key)
+    key
 }

@@ -1,7 +1,6 @@
 //! Drawing a [`Volume`]: rays marched through the source's 3-D texture in a compute pass
 //! after the opaque pass (stopping at the depth it left), then blended over the target.
 
-use crate::colormap::ColormapKey;
 use crate::error::RenderError;
 use crate::pipeline::PipelineKey;
 use crate::target::RenderTarget;
@@ -28,7 +27,7 @@ impl DrawVisual for Volume {
             &[],
             size_of::<VolumeParams>(),
         )?;
-        res.colormap_gpu(volume.colormap());
+        res.colormap_gpu(volume.colormap())?;
         Ok(())
     }
 
@@ -103,9 +102,9 @@ fn uniforms(
     res: &mut Resources,
     mvp: glam::Mat4,
     viewport: [u32; 2],
-) -> (PipelineKey, ColormapKey) {
+) -> PipelineKey {
     let colormap_key = volume.colormap().key();
-    let entries = res.colormaps[&colormap_key].entries;
+    let entries = res.colormaps[&colormap_key].lut_size();
     let proxy = &res.proxies[&res.texture_of(volume.token.id)];
     res.volumes.grids.ensure(&res.device, proxy);
     let proxies = &res.proxies;
@@ -126,7 +125,7 @@ fn uniforms(
     res.volumes
         .ensure(&res.device, (proxy.sample_kind(), one_brick));
     res.write_params(volume.token.id, bytemuck::bytes_of(&params));
-    (key, colormap_key)
+    key
 }
 
 /// A volume shows 3-D scalar data (its step and mode were checked when set).
