@@ -62,7 +62,8 @@ fn linear_mip_with_skipped_chunks_matches_a_cpu_march() {
     // (26 voxels in after nothing, 27 after a lower one); a chunk reaching further from its
     // cell than the cell's range covers would skip those.
     let mut data = Array3::<u8>::from_elem((n, n, n), 10);
-    let spikes: [((usize, usize), &[(usize, u8)]); 4] = [
+    // ((x, y), [(z, value)]).
+    let spikes: [(_, &[(usize, u8)]); 4] = [
         ((5, 9), &[(26, 240)]),
         ((21, 9), &[(3, 150), (20, 120)]),
         ((5, 25), &[(30, 90), (1, 80)]),
