@@ -115,8 +115,8 @@ pub(crate) type VolumeKey = (SampleKind, bool);
 /// devices (lavapipe) both sides of a branch run for every invocation whatever a uniform
 /// says, so a marcher that chose by uniform paid for all three modes' loops and for a nearest
 /// fetch beside every linear sample (2.5x the time of the specialised one, with the chunked
-/// grid lookups, on the peers' 256^3 MIP); on GPUs the uniform branch cost nothing and the
-/// constants cost nothing either.
+/// grid lookups, on the peers' 256^3 MIP). On GPUs a uniform branch is cheap; the constants
+/// cost a pipeline per variant in use, built the first time a volume needs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct MarchVariant {
     /// 0: maximum intensity; 1: translucent; 2: isosurface.
