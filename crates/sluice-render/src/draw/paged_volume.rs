@@ -222,7 +222,7 @@ pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
     let shader = ShaderKey::of(&s.atlas.format);
     let filterable = shader.filterable;
     let generation = s.atlas.generation;
-    // The composite is the dense path's (built with its first marcher).
+    // The composite is the dense path's (`VolumePipelines::ensure` builds it).
     res.volumes.ensure(&res.device, (SampleKind::Float, true));
     let pipelines = &mut res.paged.volumes.pipelines;
     let device = &res.device;

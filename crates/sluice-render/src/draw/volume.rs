@@ -5,7 +5,7 @@ use crate::error::RenderError;
 use crate::pipeline::PipelineKey;
 use crate::target::RenderTarget;
 use crate::visual::Volume;
-use crate::volume_pipeline::{VolumeParams, MARCH_WORKGROUP};
+use crate::volume_pipeline::{MarchVariant, VolumeParams, MARCH_WORKGROUP};
 use wgpu::CommandEncoder;
 
 use super::{Draw, DrawVisual, PassNeed, Resources};
@@ -61,7 +61,10 @@ impl DrawVisual for Volume {
                 label: Some("sluice volume march"),
                 timestamp_writes: None,
             });
-            pass.set_pipeline(res.volumes.pipeline((kind, one_brick)));
+            pass.set_pipeline(
+                res.volumes
+                    .pipeline((kind, one_brick), MarchVariant::of(self)),
+            );
             pass.set_bind_group(0, &bind.group, &[]);
             pass.set_bind_group(1, &out.volume_group, &[]);
             pass.dispatch_workgroups(w.div_ceil(MARCH_WORKGROUP), h.div_ceil(MARCH_WORKGROUP), 1);
@@ -122,8 +125,11 @@ fn uniforms(
     );
     let one_brick = proxy.bricking().count == [1; 3];
     let key = PipelineKey::Volume(proxy.sample_kind(), one_brick);
-    res.volumes
-        .ensure(&res.device, (proxy.sample_kind(), one_brick));
+    res.volumes.ensure_marcher(
+        &res.device,
+        (proxy.sample_kind(), one_brick),
+        MarchVariant::of(volume),
+    );
     res.write_params(volume.token.id, bytemuck::bytes_of(&params));
     key
 }

@@ -6,6 +6,9 @@
 // Positions are in voxel coordinates: voxel (z, y, x) covers [x, x+1] x [y, y+1] x [z, z+1].
 // Rays stop at the depth of what the opaque pass drew, so meshes and images in front hide
 // the volume behind them.
+// Each mode and interpolation is a pipeline of its own: the constants `MODE` (as
+// `params.mode`) and `LINEAR` (as `params.linear`) are put before this source
+// (`volume_pipeline::MarchVariant`), since CPU devices run both sides of every branch.
 
 struct Params {
     // Voxel coordinates to clip space, and back.
@@ -13,13 +16,14 @@ struct Params {
     inv_mvp: mat4x4<f32>,
     display: Display,
     data_size: vec3<i32>,
-    // 0: maximum intensity projection; 1: translucent; 2: isosurface.
+    // 0: maximum intensity projection; 1: translucent; 2: isosurface (the shader reads the
+    // constant `MODE`, equal to it).
     mode: u32,
     viewport: vec2<f32>,
     // Distance between samples along a ray, in voxels; 0: chosen per ray (one sample per
     // voxel along the ray's dominant axis, `1 / max |dir|`).
     step: f32,
-    // 0: nearest; 1: trilinear.
+    // 0: nearest; 1: trilinear (the shader reads the constant `LINEAR`, equal to it).
     linear: u32,
     // Translucent: opacity per voxel of distance at full colormap alpha and t = 1.
     attenuation: f32,
@@ -94,7 +98,6 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
     let ray = Ray(
         origin,
         dir,
-        1.0 / select(dir, vec3<f32>(1e-30), dir == vec3<f32>(0.0)),
         t0,
         steps,
         first,
@@ -102,11 +105,13 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
         first * inv_size,
         dir * step * inv_size,
         step,
+        // Chunks span at most grid_cell - 2 voxels (see `chunk_span`).
+        1u + u32(min(max(f32(params.grid_cell) - 2.0, 0.0) / step, 1024.0)),
     );
-    if (params.mode == 0u) {
+    if (MODE == 0u) {
         return march_mip(ray);
     }
-    if (params.mode == 1u) {
+    if (MODE == 1u) {
         return march_translucent(ray);
     }
     return march_iso(ray);
@@ -117,8 +122,6 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
 struct Ray {
     origin: vec3<f32>,
     dir: vec3<f32>,
-    // 1 / dir, finite.
-    inv: vec3<f32>,
     t0: f32,
     steps: u32,
     first: vec3<f32>,
@@ -127,6 +130,8 @@ struct Ray {
     delta_uvw: vec3<f32>,
     // Distance between samples, in voxels.
     step: f32,
+    // Samples per chunk: one grid lookup bounds them all (`chunk_span`).
+    chunk: u32,
 };
 
 fn sample_t(ray: Ray, i: u32) -> f32 {
@@ -139,36 +144,33 @@ fn sample_p(ray: Ray, i: u32) -> vec3<f32> {
 
 // Sample i of the ray, nearest or linear.
 fn value_at_sample(ray: Ray, i: u32) -> Sample {
-    if (params.linear == 1u) {
+    if (LINEAR) {
         return sample_linear_uvw(ray.first_uvw + f32(i) * ray.delta_uvw);
     }
     return sample_nearest(sample_p(ray, i), params.data_size);
 }
 
-// The samples of a ray inside one grid cell: the cell's (min, max) and the index of the
-// first sample past it (at least one past `i`).
+// A chunk of a ray's samples and a range holding every value they can take: the (min, max)
+// of one grid cell, and the index of the first sample past the chunk (at least one past
+// `i`).
 struct Span {
     range: vec2<f32>,
     end: u32,
 };
 
-// The grid cell holding sample `i`, and where the ray leaves it.
-fn cell_span(ray: Ray, i: u32) -> Span {
+// The chunk of samples from `i`: `ray.chunk` samples (fewer at the ray's end), bounded by
+// the grid cell holding sample `i`. A cell's range covers its own voxels and its 26
+// neighbours', that is every voxel within `grid_cell` voxels of the cell, and a linear
+// sample reads voxels less than 1.5 voxels from it: so every sample within
+// `grid_cell - 1.5` voxels of the cell is bounded by its range. The chunk's samples lie
+// within `(chunk - 1) * step <= grid_cell - 2` voxels of sample `i`, which lies in the cell.
+// One lookup per fixed-length chunk (not per cell crossed, at a different sample on each
+// ray) keeps the rays of a SIMD group in step on CPU devices, where every lane of a group
+// runs as long as the longest.
+fn chunk_span(ray: Ray, i: u32) -> Span {
     let p = sample_p(ray, i);
-    let size = f32(params.grid_cell);
-    let c = clamp(vec3<i32>(floor(p / size)), vec3<i32>(0), params.grid_count - vec3<i32>(1));
-    let lo = vec3<f32>(c) * size;
-    let ta = (lo - ray.origin) * ray.inv;
-    let tb = (lo + vec3<f32>(size) - ray.origin) * ray.inv;
-    let t_exit = min(min(max(ta.x, tb.x), max(ta.y, tb.y)), max(ta.z, tb.z));
-    // The first sample at or past the exit; samples a rounding error off it still lie
-    // within the cell's one-voxel margin.
-    let k = ceil((t_exit - ray.t0) / ray.step - 0.5);
-    var end = ray.steps;
-    if (k < f32(ray.steps)) {
-        end = max(u32(max(k, 0.0)), i + 1u);
-    }
-    return Span(textureLoad(grid, c, 0).xy, end);
+    let c = clamp(vec3<i32>(floor(p / f32(params.grid_cell))), vec3<i32>(0), params.grid_count - vec3<i32>(1));
+    return Span(textureLoad(grid, c, 0).xy, min(i + ray.chunk, ray.steps));
 }
 
 // Maximum intensity: cells whose maximum cannot raise the running maximum are skipped, so
@@ -183,7 +185,7 @@ fn march_mip(ray: Ray) -> vec4<f32> {
         if (i >= ray.steps || best >= d.clim.y) {
             break;
         }
-        let span = cell_span(ray, i);
+        let span = chunk_span(ray, i);
         let r = span.range;
         if (r.y < r.x || r.y <= best) {
             i = span.end;
@@ -221,7 +223,7 @@ fn march_translucent(ray: Ray) -> vec4<f32> {
         if (i >= ray.steps || alpha > 0.995) {
             break;
         }
-        let span = cell_span(ray, i);
+        let span = chunk_span(ray, i);
         let r = span.range;
         if (r.y < r.x) {
             i = span.end;
@@ -267,7 +269,7 @@ fn march_iso(ray: Ray) -> vec4<f32> {
         if (i >= ray.steps) {
             break;
         }
-        let span = cell_span(ray, i);
+        let span = chunk_span(ray, i);
         let r = span.range;
         if (r.y < r.x || r.y < params.threshold) {
             i = span.end;
