@@ -118,8 +118,12 @@ PY
   fi
   if [ "$what" = bench ] || [ "$what" = all ]; then
     : >"$out/bench.log"
+    # SLUICE_PEERS_DIR: a folder whose results/ holds the peers' JSON from a run on this
+    # machine (scripts/device-peers.sh), the ceiling of the peer rows.
+    local peers=()
+    [ -n "${SLUICE_PEERS_DIR:-}" ] && peers=(--peers "$SLUICE_PEERS_DIR")
     run_logged "$out/bench.log" "${SLUICE_DEVICE_BENCH_TIMEOUT:-240}" \
-      "$py" python/bench/bench_python.py --out "$out/bench.json" || status=1
+      "$py" python/bench/bench_python.py --out "$out/bench.json" "${peers[@]}" || status=1
   fi
   if [ "$what" = examples ] || [ "$what" = all ]; then
     : >"$out/examples.log"
