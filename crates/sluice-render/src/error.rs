@@ -133,15 +133,6 @@ pub enum RenderError {
         /// The most allowed.
         limit: usize,
     },
-    /// More colormaps alive at once than the colormap atlas can hold (a row each, rows up
-    /// to the device's 2-D texture limit).
-    #[error("{live} colormaps are alive at once; the colormap atlas holds {limit} (one texture row each): drop custom colormaps no visual uses")]
-    ColormapAtlasFull {
-        /// Colormaps alive.
-        live: usize,
-        /// Rows the atlas can have.
-        limit: u32,
-    },
     /// A render target of zero size or over the texture limit.
     #[error(
         "render target of {width}x{height} pixels is not possible: each side must be 1 to {limit}"

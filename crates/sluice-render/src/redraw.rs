@@ -1,6 +1,7 @@
 //! Partial redraws: what a target last showed, and which screen rectangles of a flat frame
 //! changed since.
 
+use crate::colormap::ColormapKey;
 use crate::pipeline::PipelineKey;
 
 /// The screen rectangle `[x0, y0, x1, y1]` (pixels, y down) of the part of a 2-D image that
@@ -55,8 +56,7 @@ pub(crate) struct DrawSignature {
     pub params: Vec<u8>,
     pub proxy: u64,
     pub generation: u64,
-    /// The colormap atlas bound (a visual's row is in `params`).
-    pub luts: u64,
+    pub colormap: ColormapKey,
     pub pipeline: PipelineKey,
 }
 

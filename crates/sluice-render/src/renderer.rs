@@ -171,7 +171,6 @@ impl Renderer {
             usage: wgpu::BufferUsages::STORAGE,
             mapped_at_creation: false,
         });
-        let luts = crate::draw::LutAtlas::new(&device);
         let mut renderer = Renderer {
             adapter,
             info,
@@ -182,7 +181,6 @@ impl Renderer {
                 volumes,
                 meshes: MeshPipelines::new(),
                 colormaps: HashMap::new(),
-                luts,
                 proxies: HashMap::new(),
                 buffers: HashMap::new(),
                 dummy_storage,
@@ -203,8 +201,7 @@ impl Renderer {
             clear_rect: None,
         };
         for colormap in Colormap::builtins() {
-            // 16 rows hold the built-in colormaps: this cannot fail.
-            let _ = renderer.res.colormap_gpu(&colormap);
+            renderer.res.colormap_gpu(&colormap);
         }
         renderer
     }
@@ -754,7 +751,7 @@ impl Renderer {
                 params: v.params.clone(),
                 proxy: proxy.map_or(0, TextureProxy::serial),
                 generation: bind.generation,
-                luts: bind.luts,
+                colormap: bind.colormap,
                 pipeline: bind.key,
             });
             if let Some(proxy) = proxy {

@@ -12,10 +12,9 @@
 //!    iteration, and the figure is the median of the iterations' ratios: on a shared machine
 //!    the load moves between iterations, and a ratio of medians taken over different
 //!    iterations measures that movement (it is printed too, for comparison, with the ratio of
-//!    the fastest iterations, which the load can only slow down). The change does the
-//!    ceiling's work and nothing more: a colormap is a row of the renderer's colormap atlas,
-//!    named in the visual's uniforms (it used to make the visual's bind group again, about
-//!    0.03 ms).
+//!    the fastest iterations, which the load can only slow down). What the change
+//!    does beyond the ceiling's work is one bind group made again for the new colormap's
+//!    table, about 0.03 ms on lavapipe.
 //! 3. first frame: what `sluice view` does before its first frame of a 4096 x 4096 f32 `.npy`
 //!    (open, scan for the histogram, build the scene, upload and draw), against what
 //!    `examples/tour.rs` does for the same image offscreen (an `ArraySource` in memory, its

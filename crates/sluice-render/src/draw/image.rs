@@ -1,6 +1,7 @@
 //! Drawing an [`Image`]: a textured rectangle (a plane of the source's 2-D or 3-D texture)
 //! in the opaque pass.
 
+use crate::colormap::ColormapKey;
 use crate::error::RenderError;
 use crate::image_pipeline::{slice_geometry, ImageParams};
 use crate::pipeline::{PassKind, PipelineKey, TexDim};
@@ -28,7 +29,7 @@ impl DrawVisual for Image {
             }
         })?;
         res.bind_visual(&image.token, Some(source), &[], size_of::<ImageParams>())?;
-        res.colormap_gpu(image.colormap())?;
+        res.colormap_gpu(image.colormap());
         Ok(())
     }
 
@@ -102,9 +103,9 @@ impl DrawVisual for Image {
 }
 
 /// Image uniforms for this frame; returns the pipeline and colormap the image needs.
-fn uniforms(image: &Image, res: &mut Resources, mvp: glam::Mat4) -> PipelineKey {
+fn uniforms(image: &Image, res: &mut Resources, mvp: glam::Mat4) -> (PipelineKey, ColormapKey) {
     let colormap_key = image.colormap().key();
-    let entries = res.colormaps[&colormap_key].lut_size();
+    let entries = res.colormaps[&colormap_key].entries;
     let proxy = &res.proxies[&res.texture_of(image.token.id)];
     let shape = proxy.layout().shape();
     // Checked in prepare_visual against the source's layout; a layout change since (a
@@ -132,5 +133,5 @@ fn uniforms(image: &Image, res: &mut Resources, mvp: glam::Mat4) -> PipelineKey 
     res.write_params(image.token.id, bytemuck::bytes_of(&params));
     let v = res.visuals.get_mut(&image.token.id).expect("prepared");
     v.flat_depth = flat_depth(mvp, geometry.size);
-    key
+    (key, colormap_key)
 }

@@ -52,7 +52,7 @@ impl DrawVisual for Mesh {
                 .expect("bound")
                 .set_index_limit(limit);
         }
-        res.colormap_gpu(mesh.colormap())?;
+        res.colormap_gpu(mesh.colormap());
         Ok(())
     }
 
@@ -133,7 +133,7 @@ fn update(
 ) -> Result<(), RenderError> {
     let id = mesh.token.id;
     let colormap_key = mesh.colormap().key();
-    let entries = res.colormaps[&colormap_key].lut_size();
+    let entries = res.colormaps[&colormap_key].entries;
     let keys = res.visuals[&id].buffers.clone();
     let positions = &res.buffers[&keys[MESH_POSITIONS].expect("positions")];
     let vertex_count = positions.len();
@@ -267,9 +267,10 @@ fn update(
                 .map(|k| res.proxies[&k].generation()),
         )
         .fold(0u64, |acc, g| acc.wrapping_mul(31).wrapping_add(g + 1));
-    let fresh = res.visuals[&id].bind.as_ref().is_some_and(|b| {
-        b.generation == generation && b.luts == res.luts.generation && b.key == key
-    });
+    let fresh = res.visuals[&id]
+        .bind
+        .as_ref()
+        .is_some_and(|b| b.generation == generation && b.colormap == colormap_key && b.key == key);
     if fresh {
         return Ok(());
     }
@@ -306,7 +307,7 @@ fn update(
             },
             wgpu::BindGroupEntry {
                 binding: 2,
-                resource: wgpu::BindingResource::TextureView(&res.luts.view),
+                resource: wgpu::BindingResource::TextureView(&res.colormaps[&colormap_key].view),
             },
             wgpu::BindGroupEntry {
                 binding: 3,
@@ -334,7 +335,7 @@ fn update(
         group,
         key,
         generation,
-        luts: res.luts.generation,
+        colormap: colormap_key,
     });
     Ok(())
 }

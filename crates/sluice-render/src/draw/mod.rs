@@ -120,111 +120,11 @@ pub(crate) struct Draw<'a> {
     pub viewport: [u32; 2],
 }
 
-/// A colormap's row in the renderer's [`LutAtlas`].
 pub(crate) struct ColormapGpu {
+    pub view: wgpu::TextureView,
     pub entries: usize,
-    pub row: u32,
     /// Keeps a custom table's identity alive while cached.
     custom: Option<Arc<[[u8; 4]]>>,
-}
-
-impl ColormapGpu {
-    /// What the shaders' `Display.lut_size` holds: the entry count, and the atlas row from
-    /// bit 16 (`common.wgsl`'s `colormap`).
-    pub fn lut_size(&self) -> usize {
-        self.entries | (self.row as usize) << 16
-    }
-}
-
-/// Every colormap table of a renderer in one texture, a row each
-/// ([`MAX_COLORMAP_ENTRIES`](crate::colormap::MAX_COLORMAP_ENTRIES) wide): a visual's
-/// colormap is a row number in its uniforms, so changing it changes no bind group (a bind
-/// group made again was what a colormap change cost beyond a frame). The texture grows (rows
-/// doubled, copied on the GPU) when more tables are alive than it has rows; `generation`
-/// counts that, and bind groups are made again then.
-pub(crate) struct LutAtlas {
-    pub texture: wgpu::Texture,
-    pub view: wgpu::TextureView,
-    rows: u32,
-    used: u32,
-    free: Vec<u32>,
-    pub generation: u64,
-}
-
-impl LutAtlas {
-    /// Rows of a new renderer's atlas: the built-in colormaps and room for user tables.
-    const FIRST_ROWS: u32 = 16;
-
-    pub fn new(device: &wgpu::Device) -> Self {
-        let (texture, view) = Self::texture(device, Self::FIRST_ROWS);
-        LutAtlas {
-            texture,
-            view,
-            rows: Self::FIRST_ROWS,
-            used: 0,
-            free: Vec::new(),
-            generation: 0,
-        }
-    }
-
-    fn texture(device: &wgpu::Device, rows: u32) -> (wgpu::Texture, wgpu::TextureView) {
-        let texture = device.create_texture(&wgpu::TextureDescriptor {
-            label: Some("sluice colormaps"),
-            size: wgpu::Extent3d {
-                width: crate::colormap::MAX_COLORMAP_ENTRIES as u32,
-                height: rows,
-                depth_or_array_layers: 1,
-            },
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: wgpu::TextureDimension::D2,
-            format: wgpu::TextureFormat::Rgba8Unorm,
-            usage: wgpu::TextureUsages::TEXTURE_BINDING
-                | wgpu::TextureUsages::COPY_DST
-                | wgpu::TextureUsages::COPY_SRC,
-            view_formats: &[],
-        });
-        let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
-        (texture, view)
-    }
-
-    /// A free row, the texture grown (twice the rows, the old ones copied, up to the
-    /// device's limit) if none is left.
-    fn take_row(&mut self, device: &wgpu::Device, queue: &wgpu::Queue) -> Result<u32, RenderError> {
-        if let Some(row) = self.free.pop() {
-            return Ok(row);
-        }
-        if self.used == self.rows {
-            let limit = device.limits().max_texture_dimension_2d;
-            if self.rows >= limit {
-                return Err(RenderError::ColormapAtlasFull {
-                    live: self.used as usize,
-                    limit,
-                });
-            }
-            let rows = self.rows.saturating_mul(2).min(limit);
-            let (texture, view) = Self::texture(device, rows);
-            let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("sluice colormaps grow"),
-            });
-            encoder.copy_texture_to_texture(
-                self.texture.as_image_copy(),
-                texture.as_image_copy(),
-                wgpu::Extent3d {
-                    width: crate::colormap::MAX_COLORMAP_ENTRIES as u32,
-                    height: self.rows,
-                    depth_or_array_layers: 1,
-                },
-            );
-            queue.submit([encoder.finish()]);
-            self.texture = texture;
-            self.view = view;
-            self.rows = rows;
-            self.generation += 1;
-        }
-        self.used += 1;
-        Ok(self.used - 1)
-    }
 }
 
 /// GPU data a mesh visual derives from its sources, with the versions it was derived from.
@@ -238,8 +138,7 @@ pub(crate) struct BindState {
     pub group: wgpu::BindGroup,
     pub key: PipelineKey,
     pub generation: u64,
-    /// The [`LutAtlas::generation`] bound.
-    pub luts: u64,
+    pub colormap: ColormapKey,
 }
 
 /// GPU state of one visual: its uniforms and bind group, and which proxy it uses.
@@ -270,7 +169,6 @@ pub(crate) struct Resources {
     pub volumes: VolumePipelines,
     pub meshes: MeshPipelines,
     pub colormaps: HashMap<ColormapKey, ColormapGpu>,
-    pub luts: LutAtlas,
     pub proxies: HashMap<SourceKey, TextureProxy>,
     pub buffers: HashMap<BufferKey, BufferProxy>,
     /// Bound in place of absent mesh attributes and textures.
@@ -301,16 +199,10 @@ impl Resources {
                 self.release_users(v.texture, &v.buffers);
             }
         }
-        let free = &mut self.luts.free;
         self.colormaps.retain(|_, c| {
-            let alive = c
-                .custom
+            c.custom
                 .as_ref()
-                .is_none_or(|entries| Arc::strong_count(entries) > 1);
-            if !alive {
-                free.push(c.row);
-            }
-            alive
+                .is_none_or(|entries| Arc::strong_count(entries) > 1)
         });
     }
 
@@ -465,11 +357,11 @@ impl Resources {
 
     /// (Re)builds an image's or volume's bind group when its texture, colormap or pipeline
     /// changed.
-    pub fn update_bind_group(&mut self, id: u64, key: PipelineKey) {
+    pub fn update_bind_group(&mut self, id: u64, (key, colormap_key): (PipelineKey, ColormapKey)) {
         let v = &self.visuals[&id];
         let proxy = &self.proxies[&self.texture_of(id)];
         let fresh = v.bind.as_ref().is_some_and(|b| {
-            b.generation == proxy.generation() && b.luts == self.luts.generation && b.key == key
+            b.generation == proxy.generation() && b.colormap == colormap_key && b.key == key
         });
         if fresh {
             return;
@@ -492,7 +384,7 @@ impl Resources {
             },
             wgpu::BindGroupEntry {
                 binding: 2,
-                resource: wgpu::BindingResource::TextureView(&self.luts.view),
+                resource: wgpu::BindingResource::TextureView(&self.colormaps[&colormap_key].view),
             },
         ];
         entries.extend((0..slots).map(|slot| wgpu::BindGroupEntry {
@@ -523,7 +415,7 @@ impl Resources {
             group,
             key,
             generation,
-            luts: self.luts.generation,
+            colormap: colormap_key,
         });
     }
 
@@ -596,40 +488,41 @@ impl Resources {
         Ok(Some(out))
     }
 
-    /// The atlas row of a colormap's table, uploaded on first use.
-    pub fn colormap_gpu(&mut self, colormap: &Colormap) -> Result<&ColormapGpu, RenderError> {
+    /// The GPU table of a colormap, uploaded on first use.
+    pub fn colormap_gpu(&mut self, colormap: &Colormap) -> &ColormapGpu {
         let key = colormap.key();
-        if !self.colormaps.contains_key(&key) {
+        self.colormaps.entry(key).or_insert_with(|| {
             let entries = colormap.entries();
-            let row = self.luts.take_row(&self.device, &self.queue)?;
+            let size = wgpu::Extent3d {
+                width: entries.len() as u32,
+                height: 1,
+                depth_or_array_layers: 1,
+            };
+            let texture = self.device.create_texture(&wgpu::TextureDescriptor {
+                label: Some("sluice colormap"),
+                size,
+                mip_level_count: 1,
+                sample_count: 1,
+                dimension: wgpu::TextureDimension::D2,
+                format: wgpu::TextureFormat::Rgba8Unorm,
+                usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+                view_formats: &[],
+            });
             self.queue.write_texture(
-                wgpu::TexelCopyTextureInfo {
-                    texture: &self.luts.texture,
-                    mip_level: 0,
-                    origin: wgpu::Origin3d { x: 0, y: row, z: 0 },
-                    aspect: wgpu::TextureAspect::All,
-                },
+                texture.as_image_copy(),
                 bytemuck::cast_slice(entries),
                 wgpu::TexelCopyBufferLayout {
                     offset: 0,
                     bytes_per_row: Some(entries.len() as u32 * 4),
                     rows_per_image: None,
                 },
-                wgpu::Extent3d {
-                    width: entries.len() as u32,
-                    height: 1,
-                    depth_or_array_layers: 1,
-                },
+                size,
             );
-            self.colormaps.insert(
-                key,
-                ColormapGpu {
-                    entries: entries.len(),
-                    row,
-                    custom: colormap.custom_handle(),
-                },
-            );
-        }
-        Ok(&self.colormaps[&key])
+            ColormapGpu {
+                view: texture.create_view(&wgpu::TextureViewDescriptor::default()),
+                entries: entries.len(),
+                custom: colormap.custom_handle(),
+            }
+        })
     }
 }

@@ -41,7 +41,7 @@ pub(super) fn prepare(image: &Image, res: &mut Resources) -> Result<bool, Render
     }
     res.paged.bind_visual(&res.device, &image.token, source)?;
     res.paged.set_policy(id, image.level_policy());
-    res.colormap_gpu(image.colormap())?;
+    res.colormap_gpu(image.colormap());
     Ok(true)
 }
 
@@ -53,7 +53,7 @@ pub(super) fn is_paged(image: &Image, res: &Resources) -> bool {
 pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
     let id = image.token.id;
     let colormap_key = image.colormap().key();
-    let lut_size = res.colormaps[&colormap_key].lut_size() as u32;
+    let lut_size = res.colormaps[&colormap_key].entries as u32;
     let mut params = res.paged.params(id);
     let clim = image.effective_clim();
     params.nan_color = image.nan_color();
@@ -68,10 +68,11 @@ pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
     let fresh = res.paged.visuals[&id]
         .bind
         .as_ref()
-        .is_some_and(|(_, g, c, k)| *g == generation && *c == res.luts.generation && *k == shader);
+        .is_some_and(|(_, g, c, k)| *g == generation && *c == colormap_key && *k == shader);
     if !fresh {
         res.paged.pipelines.ensure_shader(&res.device, shader);
         let (atlas, table, sampler, _, _) = res.paged.bind_parts(id);
+        let lut = &res.colormaps[&colormap_key];
         let group = res.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("sluice paged image"),
             layout: res.paged.pipelines.layout(shader),
@@ -86,7 +87,7 @@ pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
                 },
                 wgpu::BindGroupEntry {
                     binding: 2,
-                    resource: wgpu::BindingResource::TextureView(&res.luts.view),
+                    resource: wgpu::BindingResource::TextureView(&lut.view),
                 },
                 wgpu::BindGroupEntry {
                     binding: 3,
@@ -99,7 +100,7 @@ pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
             ],
         });
         res.paged.visuals.get_mut(&id).expect("prepared").bind =
-            Some((group, generation, res.luts.generation, shader));
+            Some((group, generation, colormap_key, shader));
     }
     let [_, h, w] = image.source().layout().shape().padded();
     let v = res.paged.visuals.get_mut(&id).expect("prepared");

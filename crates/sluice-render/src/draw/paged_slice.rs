@@ -111,7 +111,7 @@ pub(super) fn prepare(image: &Image, res: &mut Resources) -> Result<bool, Render
         size_of::<SliceParams>() as u64,
     )?;
     res.paged.set_volume_policy(id, image.level_policy(), None);
-    res.colormap_gpu(image.colormap())?;
+    res.colormap_gpu(image.colormap());
     Ok(true)
 }
 
@@ -127,7 +127,7 @@ pub(super) fn is_paged(image: &Image, res: &Resources) -> bool {
 pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
     let id = image.token.id;
     let colormap_key = image.colormap().key();
-    let lut_size = res.colormaps[&colormap_key].lut_size() as u32;
+    let lut_size = res.colormaps[&colormap_key].entries as u32;
     let v = &res.paged.volumes.visuals[&id];
     let slice = v.slice.expect("a slice visual");
     let s = &res.paged.volumes.sources[&v.source];
@@ -180,15 +180,16 @@ pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
     let fresh = v
         .bind
         .as_ref()
-        .is_some_and(|(_, g, c)| *g == generation && *c == res.luts.generation);
+        .is_some_and(|(_, g, c)| *g == generation && *c == colormap_key);
     if !fresh {
+        let lut = &res.colormaps[&colormap_key];
         let group = paged3d_bind_group(
             &res.device,
             "sluice paged slice",
             &shader.layout,
             &v.uniform,
             s,
-            &res.luts.view,
+            &lut.view,
             &shader.sampler,
         );
         res.paged
@@ -196,7 +197,7 @@ pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
             .visuals
             .get_mut(&id)
             .expect("prepared")
-            .bind = Some((group, generation, res.luts.generation));
+            .bind = Some((group, generation, colormap_key));
     }
     let v = res.paged.volumes.visuals.get_mut(&id).expect("prepared");
     v.flat_depth = flat_depth(draw.mvp, slice.size);

@@ -106,7 +106,7 @@ pub(super) fn prepare(volume: &Volume, res: &mut Resources) -> Result<bool, Rend
     )?;
     res.paged
         .set_volume_policy(id, volume.level_policy(), volume.depth_samples());
-    res.colormap_gpu(volume.colormap())?;
+    res.colormap_gpu(volume.colormap());
     Ok(true)
 }
 
@@ -215,7 +215,7 @@ fn s_camera(draw: &Draw<'_>) -> Option<sluice_core::View3d> {
 pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
     let id = volume.token.id;
     let colormap_key = volume.colormap().key();
-    let lut_size = res.colormaps[&colormap_key].lut_size() as u32;
+    let lut_size = res.colormaps[&colormap_key].entries as u32;
     let key = res.paged.volumes.visuals[&id].source;
     let s = &res.paged.volumes.sources[&key];
     let p = params(volume, s, draw, lut_size);
@@ -239,16 +239,17 @@ pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
     let fresh = v
         .bind
         .as_ref()
-        .is_some_and(|(_, g, c)| *g == generation && *c == res.luts.generation);
+        .is_some_and(|(_, g, c)| *g == generation && *c == colormap_key);
     if !fresh {
         let s = &res.paged.volumes.sources[&key];
+        let lut = &res.colormaps[&colormap_key];
         let group = paged3d_bind_group(
             &res.device,
             "sluice paged volume",
             &pipelines.by_key[&shader].0,
             &v.uniform,
             s,
-            &res.luts.view,
+            &lut.view,
             &pipelines.samplers[&filterable],
         );
         res.paged
@@ -256,7 +257,7 @@ pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
             .visuals
             .get_mut(&id)
             .expect("prepared")
-            .bind = Some((group, generation, res.luts.generation));
+            .bind = Some((group, generation, colormap_key));
     }
     let v = &res.paged.volumes.visuals[&id];
     res.queue

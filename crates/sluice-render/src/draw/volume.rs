@@ -1,6 +1,7 @@
 //! Drawing a [`Volume`]: rays marched through the source's 3-D texture in a compute pass
 //! after the opaque pass (stopping at the depth it left), then blended over the target.
 
+use crate::colormap::ColormapKey;
 use crate::error::RenderError;
 use crate::pipeline::PipelineKey;
 use crate::target::RenderTarget;
@@ -27,7 +28,7 @@ impl DrawVisual for Volume {
             &[],
             size_of::<VolumeParams>(),
         )?;
-        res.colormap_gpu(volume.colormap())?;
+        res.colormap_gpu(volume.colormap());
         Ok(())
     }
 
@@ -105,9 +106,9 @@ fn uniforms(
     res: &mut Resources,
     mvp: glam::Mat4,
     viewport: [u32; 2],
-) -> PipelineKey {
+) -> (PipelineKey, ColormapKey) {
     let colormap_key = volume.colormap().key();
-    let entries = res.colormaps[&colormap_key].lut_size();
+    let entries = res.colormaps[&colormap_key].entries;
     let proxy = &res.proxies[&res.texture_of(volume.token.id)];
     res.volumes.grids.ensure(&res.device, proxy);
     let proxies = &res.proxies;
@@ -131,7 +132,7 @@ fn uniforms(
         MarchVariant::of(volume),
     );
     res.write_params(volume.token.id, bytemuck::bytes_of(&params));
-    key
+    (key, colormap_key)
 }
 
 /// A volume shows 3-D scalar data (its step and mode were checked when set).

@@ -39,6 +39,7 @@ use sluice_core::{
 };
 
 use crate::bricking::TextureLimits;
+use crate::colormap::ColormapKey;
 use crate::counters::Counters;
 use crate::error::RenderError;
 use crate::proxy::SourceKey;
@@ -150,7 +151,7 @@ pub(crate) struct PagedVisual {
     token: Weak<VisualToken>,
     source: SourceKey,
     pub uniform: wgpu::Buffer,
-    pub bind: Option<(wgpu::BindGroup, u64, u64, ShaderKey)>,
+    pub bind: Option<(wgpu::BindGroup, u64, ColormapKey, ShaderKey)>,
     pub frame: Option<VisualFrame>,
     pub flat_depth: Option<f32>,
     /// The visual's level bias or lock (`Image::set_level_policy`).

@@ -25,6 +25,7 @@ use sluice_core::{
 use super::format::AtlasFormat;
 use super::{PagedTextures, REREQUEST};
 use crate::bricking::{TextureLimits, BRICK_SLOTS};
+use crate::colormap::ColormapKey;
 use crate::counters::Counters;
 use crate::error::RenderError;
 use crate::proxy::SourceKey;
@@ -288,7 +289,7 @@ pub(crate) struct VolumeVisual {
     token: Weak<VisualToken>,
     pub source: SourceKey,
     pub uniform: wgpu::Buffer,
-    pub bind: Option<(wgpu::BindGroup, u64, u64)>,
+    pub bind: Option<(wgpu::BindGroup, u64, ColormapKey)>,
     /// This frame's wanted pages.
     pub frame: Option<ViewPages>,
     /// For an image showing a plane of the source (`draw/paged_slice.rs`): the plane, whose

@@ -12,7 +12,6 @@ struct Display {
     // Contrast limits (lo, hi) in data units.
     clim: vec2<f32>,
     gamma: f32,
-    // Colormap entries (low 16 bits) and atlas row (above).
     lut_size: u32,
 };
 
@@ -41,12 +40,10 @@ fn normalize_value(d: Display, v: f32) -> f32 {
     return t;
 }
 
-// Entry min(floor(t * N), N - 1) of the colormap: N entries in the low 16 bits of
-// `lut_size`, the colormap's row of the renderer's colormap atlas above them.
+// Entry min(floor(t * N), N - 1) of the colormap.
 fn colormap(d: Display, t: f32) -> vec4<f32> {
-    let n = d.lut_size & 0xffffu;
-    let index = min(u32(t * f32(n)), n - 1u);
-    return textureLoad(lut, vec2<i32>(i32(index), i32(d.lut_size >> 16u)), 0);
+    let index = min(u32(t * f32(d.lut_size)), d.lut_size - 1u);
+    return textureLoad(lut, vec2<i32>(i32(index), 0), 0);
 }
 
 struct Sample {
