@@ -683,6 +683,51 @@ fn a_user_lookup_table_maps_values_to_its_entries() {
     }
 }
 
+/// 40 user tables alive at once each draw their own entries, and so do 40 new ones after
+/// those were dropped (their GPU tables freed), and a change of a visual's colormap shows the
+/// new one in the next frame of the same target (frames redraw only what changed).
+#[test]
+fn many_user_lookup_tables_each_draw_their_own_entries() {
+    let mut r = renderer();
+    let source = Arc::new(
+        ArraySource::new(Array2::from_shape_vec((1, 2), vec![0.0f32, 1.0]).unwrap()).unwrap(),
+    );
+    // Table k: two entries, low and high, distinct for every k and round.
+    let table = |round: u8, k: u8| {
+        Colormap::custom(
+            format!("t{round}-{k}"),
+            vec![[k, round, 10, 255], [200 - k, 50 + round, 20, 255]],
+        )
+        .unwrap()
+    };
+    for round in 0..2u8 {
+        let tables: Vec<Colormap> = (0..40).map(|k| table(round, k)).collect();
+        let mut scene = Scene::new();
+        for (k, t) in tables.iter().enumerate() {
+            let node = scene.add(Image::new(source.clone()).with_colormap(t.clone()));
+            scene.set_transform(node, Mat4::from_translation(Vec3::new(0.0, k as f32, 0.0)));
+        }
+        let img = render(&mut r, &scene, &pixel_camera(2, 40), 2, 40);
+        for (k, t) in tables.iter().enumerate() {
+            assert_pixel(&img, 0, k as u32, t.entries()[0], 0);
+            assert_pixel(&img, 1, k as u32, t.entries()[1], 0);
+        }
+    }
+    // One visual switching between two tables, drawn into one target (frames redraw only
+    // what changed): each frame shows the table it has then.
+    let (a, b) = (table(7, 1), table(8, 2));
+    let mut scene = Scene::new();
+    let node = scene.add(Image::new(source.clone()).with_colormap(a.clone()));
+    let target = r.create_target(2, 1).unwrap();
+    for t in [&a, &b, &a, &b] {
+        scene.image_mut(node).unwrap().set_colormap(t.clone());
+        r.render(&scene, &pixel_camera(2, 1), &target).unwrap();
+        let img = r.read_image(&target).unwrap();
+        assert_pixel(&img, 0, 0, t.entries()[0], 0);
+        assert_pixel(&img, 1, 0, t.entries()[1], 0);
+    }
+}
+
 /// A 4 x 4 RGB source of one colour.
 fn solid(rgb: [u8; 3]) -> Arc<ArraySource> {
     Arc::new(
