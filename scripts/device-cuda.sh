@@ -60,7 +60,7 @@ cd "$root"
 tool=device-cuda
 # shellcheck source=device-common.sh
 source "$here/device-common.sh"
-TESTS=(interop_cuda interop_vulkan interop_cross_process provided_textures)
+TESTS=(interop_cuda interop_vulkan interop_cross_process provided_textures host_import host_buffer)
 EXAMPLES=(cuda_animation cross_process)
 
 # Prints the executable of each compiler artifact named $2 of kind $3 in cargo's JSON
