@@ -369,6 +369,33 @@ struct Paired {
     failures: Vec<String>,
 }
 
+/// The buffer of a `HostBufferSource` case that is not shown, with the variant it holds:
+/// each update hands it over and keeps the one handed back (which holds the other variant).
+struct Spare(std::cell::RefCell<Option<(usize, sluice::interop::HostBuffer)>>);
+
+impl Spare {
+    /// Holds `buffer`, variant 0.
+    fn new(buffer: sluice::interop::HostBuffer) -> Self {
+        Spare(std::cell::RefCell::new(Some((0, buffer))))
+    }
+
+    fn take(&self) -> Option<(usize, sluice::interop::HostBuffer)> {
+        self.0.borrow_mut().take()
+    }
+
+    /// Shows `held` through `source` and keeps the buffer handed back.
+    fn hand_over(
+        &self,
+        source: &sluice::interop::HostBufferSource,
+        held: Option<(usize, sluice::interop::HostBuffer)>,
+    ) -> Res<()> {
+        let (variant, buffer) = held.ok_or("no spare buffer")?;
+        let back = source.replace(buffer).map_err(|e| e.to_string())?;
+        *self.0.borrow_mut() = Some((1 - variant, back));
+        Ok(())
+    }
+}
+
 /// The peers' `measure_paired`: each iteration times `update(prepare(variant)) + draw()`,
 /// then `draw()` alone; `prepare` (making the owned arrays an update moves into a source, as
 /// the peers pre-generate theirs) and `check` (on every frame) run outside both timers.
@@ -825,7 +852,6 @@ fn host_buffer_case<T: sluice::Element + bytemuck::Pod + Clone>(
     full: bool,
 ) -> Res<Value> {
     use sluice::interop::{HostBuffer, HostBufferSource};
-    use std::cell::RefCell;
 
     let options = RendererOptions::from_env()?;
     let interop = match interop {
@@ -848,7 +874,7 @@ fn host_buffer_case<T: sluice::Element + bytemuck::Pod + Clone>(
     // The source starts on B, so that the first update (variant 0) hands over A.
     let source = Arc::new(HostBufferSource::new(interop, layout, data(1)?)?);
     // The buffer not shown, with the variant it holds.
-    let spare = RefCell::new(Some((0usize, HostBuffer::from(data(0)?))));
+    let spare = Spare::new(HostBuffer::from(data(0)?));
     let mut scene = new_scene();
     scene.add(
         Image::new(source.clone())
@@ -860,13 +886,8 @@ fn host_buffer_case<T: sluice::Element + bytemuck::Pod + Clone>(
     let t0 = Instant::now();
     ctx.draw(&scene, &camera, true)?;
     let first = ms(t0.elapsed());
-    let prepare = |_variant: usize| spare.borrow_mut().take();
-    let update = |held: Option<(usize, HostBuffer)>| -> Res<()> {
-        let (variant, buffer) = held.ok_or("no spare buffer")?;
-        let back = source.replace(buffer).map_err(|e| e.to_string())?;
-        *spare.borrow_mut() = Some((1 - variant, back));
-        Ok(())
-    };
+    let prepare = |_variant: usize| spare.take();
+    let update = |held| spare.hand_over(&source, held);
     let p = measure_paired(
         cfg.warmup,
         cfg.iters,
@@ -1137,7 +1158,6 @@ fn bench_mesh_update(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
 /// into the vertex buffer; on a renderer of an `Interop` on the same adapter.
 fn mesh_host_buffer_case(cfg: &Config, pair: &[Array2<f32>; 2], faces: Array2<u32>) -> Res<Value> {
     use sluice::interop::{HostBuffer, HostBufferSource, Interop};
-    use std::cell::RefCell;
 
     let options = RendererOptions::from_env()?;
     let interop = match Interop::with_options(&options) {
@@ -1156,7 +1176,7 @@ fn mesh_host_buffer_case(cfg: &Config, pair: &[Array2<f32>; 2], faces: Array2<u3
     let triangles = faces.nrows();
     // Starts on B, so that the first update (variant 0) hands over A.
     let source = Arc::new(HostBufferSource::new(&interop, layout, data(1)?)?);
-    let spare = RefCell::new(Some((0usize, HostBuffer::from(data(0)?))));
+    let spare = Spare::new(HostBuffer::from(data(0)?));
     let mut scene = new_scene();
     let node = scene.add(
         Mesh::new(source.clone())
@@ -1169,13 +1189,8 @@ fn mesh_host_buffer_case(cfg: &Config, pair: &[Array2<f32>; 2], faces: Array2<u3
     let t0 = Instant::now();
     ctx.draw(&scene, &camera, true)?;
     let first = ms(t0.elapsed());
-    let prepare = |_variant: usize| spare.borrow_mut().take();
-    let update = |held: Option<(usize, HostBuffer)>| -> Res<()> {
-        let (variant, buffer) = held.ok_or("no spare buffer")?;
-        let back = source.replace(buffer).map_err(|e| e.to_string())?;
-        *spare.borrow_mut() = Some((1 - variant, back));
-        Ok(())
-    };
+    let prepare = |_variant: usize| spare.take();
+    let update = |held| spare.hand_over(&source, held);
     let p = measure_paired(
         cfg.warmup,
         cfg.iters,

@@ -134,14 +134,14 @@ def partial_update(renderer, n, s, aligned, warmup, iters, full_redraw=False):
     return times, per_update
 
 
-def shared_source(renderer, n, visuals, warmup, iters):
-    """`visuals` images of one source tiled 4 to a row with gaps of n / 16, as the peers lay
-    them out; every tile's centre is checked."""
-    pair = rgba_pair(n)
-    src = sluice.ArraySource(pair[0].copy(), channels=True)
+def tiled(renderer, src, n, visuals):
+    """A scene of `visuals` images of `src` (n x n) tiled 4 to a row with gaps of n / 16, as
+    the peers lay them out (one image: alone), drawn once; its target, camera and the
+    screen pixels of the tiles' centres."""
     cols, gap = 4, n // 16
     rows = (visuals + cols - 1) // cols
-    W, H = cols * n + (cols - 1) * gap, rows * n + (rows - 1) * gap
+    across = min(visuals, cols)
+    W, H = across * n + (across - 1) * gap, rows * n + (rows - 1) * gap
     scene = sluice.Scene()
     centres = []
     for i in range(visuals):
@@ -153,17 +153,30 @@ def shared_source(renderer, n, visuals, warmup, iters):
     camera = sluice.PanZoomCamera.fit((0, 0), (W, H), target.size)
     pixels = [tuple(int(v) for v in camera.world_to_screen(c, target.size)) for c in centres]
     renderer.render(scene, camera, target)
+    return scene, target, camera, pixels
+
+
+def check_tiles(pixels):
+    """A check of every tile's centre marker."""
+    def check(frame, v):
+        for x, y in pixels:
+            check_marker(frame[y - 1:y + 2, x - 1:x + 2], v)
+    return check
+
+
+def shared_source(renderer, n, visuals, warmup, iters):
+    """`visuals` images of one source tiled as the peers tile them; every tile's centre is
+    checked."""
+    pair = rgba_pair(n)
+    src = sluice.ArraySource(pair[0].copy(), channels=True)
+    scene, target, camera, pixels = tiled(renderer, src, n, visuals)
     textures = renderer.counters()["textures_alive"]
 
     def step(v):
         src[:, :] = pair[v]
         return renderer.render(scene, camera, target)
 
-    def check(frame, v):
-        for x, y in pixels:
-            check_marker(frame[y - 1:y + 2, x - 1:x + 2], v)
-
-    return measure(step, check, warmup, iters), textures
+    return measure(step, check_tiles(pixels), warmup, iters), textures
 
 
 def host_buffer_case(n, visuals, warmup, iters):
@@ -172,31 +185,13 @@ def host_buffer_case(n, visuals, warmup, iters):
     renderer = sluice.Renderer(interop=True)
     pair = rgba_pair(n)
     src = sluice.HostBufferSource(pair[1].copy(), channels=True)
-    cols, gap = 4, n // 16
-    rows_n = (visuals + cols - 1) // cols
-    W = (cols if visuals > 1 else 1) * n + ((cols - 1) * gap if visuals > 1 else 0)
-    H = rows_n * n + (rows_n - 1) * gap
-    scene = sluice.Scene()
-    centres = []
-    for i in range(visuals):
-        ox, oy = ((i % cols) * (n + gap), (i // cols) * (n + gap)) if visuals > 1 else (0, 0)
-        node = scene.add(sluice.Image(src))
-        scene.set_position(node, float(ox), float(oy))
-        centres.append((ox + n / 2, oy + n / 2))
-    target = renderer.create_target(CANVAS, CANVAS)
-    camera = sluice.PanZoomCamera.fit((0, 0), (W, H), target.size)
-    pixels = [tuple(int(v) for v in camera.world_to_screen(c, target.size)) for c in centres]
-    renderer.render(scene, camera, target)
+    scene, target, camera, pixels = tiled(renderer, src, n, visuals)
 
     def step(v):
         src.replace(pair[v])
         return renderer.render(scene, camera, target)
 
-    def check(frame, v):
-        for x, y in pixels:
-            check_marker(frame[y - 1:y + 2, x - 1:x + 2], v)
-
-    times = measure(step, check, warmup, iters)
+    times = measure(step, check_tiles(pixels), warmup, iters)
     return times, src.imported, src.fallback_reason, src.stats()
 
 

@@ -33,6 +33,21 @@ fn expected(map: &Colormap, v: f32, [lo, hi]: [f32; 2]) -> [u8; 4] {
     map.entries()[((t * n as f32) as usize).min(n - 1)]
 }
 
+/// Runs the `sluice` binary with `args` (and `env`), asserting that it succeeds; its stdout.
+fn sluice(args: &[&str], env: &[(&str, &std::path::Path)]) -> String {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let run = command.args(args).output().unwrap();
+    assert!(
+        run.status.success(),
+        "sluice {args:?}: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    String::from_utf8_lossy(&run.stdout).into_owned()
+}
+
 #[test]
 fn render_command_matches_the_library_render() {
     let dir = tempfile::tempdir().unwrap();
@@ -211,16 +226,7 @@ fn a_wide_npy_is_drawn_through_a_lazy_pyramid() {
     }
     std::fs::write(&npy, bytes).unwrap();
 
-    let info = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["info", npy.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&info.stdout);
-    assert!(
-        info.status.success(),
-        "{}",
-        String::from_utf8_lossy(&info.stderr)
-    );
+    let text = sluice(&["info", npy.to_str().unwrap()], &[]);
     assert!(text.contains("drawn through a lazy pyramid"), "{text}");
     // 17,408 halves five times to 544 (at most 1,024 a side: 6 levels in all).
     assert!(
@@ -231,21 +237,9 @@ fn a_wide_npy_is_drawn_through_a_lazy_pyramid() {
 
     let out = dir.path().join("wide.png");
     let (w, h) = (WIDE / 32, TALL / 32);
-    let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "render",
-            npy.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .args(["--size", &format!("{w}x{h}")])
-        .output()
-        .unwrap();
-    assert!(
-        status.status.success(),
-        "{}",
-        String::from_utf8_lossy(&status.stderr)
-    );
+    let size = format!("{w}x{h}");
+    let (npy_arg, out_arg) = (npy.to_str().unwrap(), out.to_str().unwrap());
+    sluice(&["render", npy_arg, "--out", out_arg, "--size", &size], &[]);
     let png = image::open(&out).unwrap().to_rgba8();
     assert_eq!(png.dimensions(), (w as u32, h as u32));
     let map = Colormap::Gray;
@@ -281,23 +275,11 @@ fn the_command_line_keeps_its_pipelines_on_disk() {
     let npy = dir.path().join("ramp.npy");
     let data = data();
     write_npy_f32(&npy, &[H, W], data.as_slice().unwrap());
+    let size = format!("{W}x{H}");
     let render = |out: &std::path::Path| {
-        let run = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .env("SLUICE_PIPELINE_CACHE", &cache)
-            .args([
-                "render",
-                npy.to_str().unwrap(),
-                "--out",
-                out.to_str().unwrap(),
-            ])
-            .args(["--size", &format!("{W}x{H}")])
-            .output()
-            .unwrap();
-        assert!(
-            run.status.success(),
-            "{}",
-            String::from_utf8_lossy(&run.stderr)
-        );
+        let (npy_arg, out_arg) = (npy.to_str().unwrap(), out.to_str().unwrap());
+        let args = ["render", npy_arg, "--out", out_arg, "--size", &size];
+        sluice(&args, &[("SLUICE_PIPELINE_CACHE", &cache)]);
     };
     let files = || -> Vec<(std::path::PathBuf, u64)> {
         let mut v: Vec<_> = std::fs::read_dir(&cache)
