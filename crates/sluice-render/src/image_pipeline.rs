@@ -9,8 +9,8 @@ use crate::bricking::{BrickParams, Bricking};
 use crate::format::SampleKind;
 use crate::pipeline::{
     alpha_scale, data_texture_entries, image_mode, lut_entry, render_pipeline,
-    sampled_shader_source, uniform_entry, DisplayParams, PassKind, PipelineSpec, ShaderParts,
-    TexDim,
+    sampled_shader_source, uniform_entry, DisplayParams, ImageVariant, PassKind, PipelineSpec,
+    ShaderParts, TexDim,
 };
 use crate::sampling::{hardware_filtered, linear_sampler, sampler_entry};
 use crate::visual::{Image, Interpolation, Slice};
@@ -25,8 +25,8 @@ pub(crate) struct ImageParams {
     nan_color: [f32; 4],
     display: DisplayParams,
     size: [f32; 2],
-    mode: u32,
-    linear: u32,
+    pub(crate) mode: u32,
+    pub(crate) linear: u32,
     data_size: [i32; 3],
     alpha_scale: f32,
     opacity: f32,
@@ -152,8 +152,9 @@ struct ImagePipeline {
     pipelines: HashMap<(PassKind, bool), wgpu::RenderPipeline>,
 }
 
-/// Which image shader: texture kind, dimension, and whether the data is in one texture.
-pub(crate) type ImageKey = (SampleKind, TexDim, bool);
+/// Which image shader: texture kind, dimension, whether the data is in one texture, and the
+/// channel mode and interpolation compiled in.
+pub(crate) type ImageKey = (SampleKind, TexDim, bool, ImageVariant);
 
 pub(crate) struct ImagePipelines {
     by_kind: HashMap<ImageKey, ImagePipeline>,
@@ -188,7 +189,7 @@ impl ImagePipelines {
             .expect("made with the first filtered pipeline")
     }
 
-    fn build(device: &wgpu::Device, (kind, dim, one_brick): ImageKey) -> ImagePipeline {
+    fn build(device: &wgpu::Device, (kind, dim, one_brick, variant): ImageKey) -> ImagePipeline {
         let mut entries = vec![
             uniform_entry(
                 size_of::<ImageParams>(),
@@ -205,7 +206,11 @@ impl ImagePipelines {
         if hardware_filtered(kind, one_brick) {
             entries.push(sampler_entry(wgpu::ShaderStages::FRAGMENT));
         }
-        let source = sampled_shader_source(SHADER, kind, dim, one_brick, true);
+        let constants = format!(
+            "const IMAGE_MODE: u32 = {}u;\nconst IMAGE_LINEAR: bool = {};\n",
+            variant.mode, variant.linear
+        );
+        let source = constants + &sampled_shader_source(SHADER, kind, dim, one_brick, true);
         let parts = ShaderParts::new(device, "sluice image", &entries, source, &[]);
         ImagePipeline {
             layout: parts.layout,

@@ -255,10 +255,19 @@ impl PassKind {
     }
 }
 
+/// What an image shader is compiled for beyond its texture: the channel mode
+/// ([`image_mode`]) and linear interpolation, as constants (CPU devices such as lavapipe run
+/// both sides of a branch on a uniform; a constant leaves one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ImageVariant {
+    pub mode: u32,
+    pub linear: bool,
+}
+
 /// Which pipeline draws a visual; the `bool`s: the data is in one texture (not in bricks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PipelineKey {
-    Image(SampleKind, TexDim, bool),
+    Image(SampleKind, TexDim, bool, ImageVariant),
     Volume(SampleKind, bool),
     Mesh(SampleKind),
 }

@@ -4,7 +4,7 @@
 use crate::colormap::ColormapKey;
 use crate::error::RenderError;
 use crate::image_pipeline::{slice_geometry, ImageParams};
-use crate::pipeline::{PassKind, PipelineKey, TexDim};
+use crate::pipeline::{ImageVariant, PassKind, PipelineKey, TexDim};
 use crate::redraw::flat_depth;
 use crate::visual::Image;
 use wgpu::RenderPass;
@@ -71,9 +71,13 @@ impl DrawVisual for Image {
         let Some(bind) = res.visuals[&self.token.id].bind.as_ref() else {
             return;
         };
-        if let PipelineKey::Image(kind, dim, one_brick) = bind.key {
-            res.images
-                .ensure_pass(&res.device, (kind, dim, one_brick), pass, self.opacity());
+        if let PipelineKey::Image(kind, dim, one_brick, variant) = bind.key {
+            res.images.ensure_pass(
+                &res.device,
+                (kind, dim, one_brick, variant),
+                pass,
+                self.opacity(),
+            );
         }
     }
 
@@ -85,13 +89,14 @@ impl DrawVisual for Image {
             return super::paged_image::record_opaque(self, res, pass, mode);
         }
         let bind = res.visuals[&self.token.id].bind.as_ref().expect("bound");
-        let PipelineKey::Image(kind, dim, one_brick) = bind.key else {
+        let PipelineKey::Image(kind, dim, one_brick, variant) = bind.key else {
             return false;
         };
-        pass.set_pipeline(
-            res.images
-                .pipeline((kind, dim, one_brick), mode, self.opacity()),
-        );
+        pass.set_pipeline(res.images.pipeline(
+            (kind, dim, one_brick, variant),
+            mode,
+            self.opacity(),
+        ));
         pass.set_bind_group(0, &bind.group, &[]);
         pass.draw(0..6, 0..1);
         true
@@ -127,9 +132,13 @@ fn uniforms(image: &Image, res: &mut Resources, mvp: glam::Mat4) -> (PipelineKey
         TexDim::D2
     };
     let one_brick = proxy.bricking().count == [1; 3];
-    let key = PipelineKey::Image(proxy.sample_kind(), dim, one_brick);
+    let variant = ImageVariant {
+        mode: params.mode,
+        linear: params.linear == 1,
+    };
+    let key = PipelineKey::Image(proxy.sample_kind(), dim, one_brick, variant);
     res.images
-        .ensure(&res.device, (proxy.sample_kind(), dim, one_brick));
+        .ensure(&res.device, (proxy.sample_kind(), dim, one_brick, variant));
     res.write_params(image.token.id, bytemuck::bytes_of(&params));
     let v = res.visuals.get_mut(&image.token.id).expect("prepared");
     v.flat_depth = flat_depth(mvp, geometry.size);

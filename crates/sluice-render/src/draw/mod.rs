@@ -334,7 +334,9 @@ impl Resources {
 
     pub fn bind_group_layout(&self, key: PipelineKey) -> &wgpu::BindGroupLayout {
         match key {
-            PipelineKey::Image(kind, dim, one_brick) => self.images.layout((kind, dim, one_brick)),
+            PipelineKey::Image(kind, dim, one_brick, variant) => {
+                self.images.layout((kind, dim, one_brick, variant))
+            }
             PipelineKey::Volume(kind, one_brick) => self.volumes.layout((kind, one_brick)),
             PipelineKey::Mesh(kind) => self.meshes.layout(kind),
         }
@@ -367,7 +369,7 @@ impl Resources {
             return;
         }
         let (slots, sampler) = match key {
-            PipelineKey::Image(kind, dim, one_brick) => (
+            PipelineKey::Image(kind, dim, one_brick, _) => (
                 data_slots(dim, one_brick),
                 hardware_filtered(kind, one_brick).then(|| self.images.sampler()),
             ),

@@ -1,6 +1,7 @@
 // Image visual: a rectangle of `size` samples in its local coordinates, mapped through
 // `plane` to voxel coordinates of the data (the identity for 2-D data; an axis-aligned plane
-// of a volume for slices). TEXTURE_DIM and SAMPLE_T are replaced when the pipeline is built.
+// of a volume for slices). TEXTURE_DIM and SAMPLE_T are replaced, and IMAGE_MODE and
+// IMAGE_LINEAR declared, when the pipeline is built.
 
 struct Params {
     // Local coordinates (x, y in samples) to clip space.
@@ -55,13 +56,15 @@ fn fs_main(in: VertexOut) -> OpaqueOut {
     if (params.clip == 1u && (any(p < vec3<f32>(0.0)) || any(p > vec3<f32>(params.data_size)))) {
         discard;
     }
+    // IMAGE_LINEAR and IMAGE_MODE are constants of the pipeline (`ImageVariant`): one side
+    // of each choice is compiled (CPU devices would run both sides of a branch on a uniform).
     var s: Sample;
-    if (params.linear == 0u) {
+    if (!IMAGE_LINEAR) {
         s = sample_nearest(p, params.data_size);
     } else {
         s = sample_linear(p, params.data_size);
     }
-    let rgba = image_color(s, params.display, params.mode, params.alpha_scale, params.nan_color);
+    let rgba = image_color(s, params.display, IMAGE_MODE, params.alpha_scale, params.nan_color);
     let alpha = rgba.a * params.opacity;
     if (alpha <= 0.0) {
         // Fully transparent (NaN by default): leave colour and depth to what is behind.
