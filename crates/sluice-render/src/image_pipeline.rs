@@ -206,11 +206,10 @@ impl ImagePipelines {
         if hardware_filtered(kind, one_brick) {
             entries.push(sampler_entry(wgpu::ShaderStages::FRAGMENT));
         }
-        let constants = format!(
-            "const IMAGE_MODE: u32 = {}u;\nconst IMAGE_LINEAR: bool = {};\n",
-            variant.mode, variant.linear
+        let source = variant_source(
+            &sampled_shader_source(SHADER, kind, dim, one_brick, true),
+            variant,
         );
-        let source = constants + &sampled_shader_source(SHADER, kind, dim, one_brick, true);
         let parts = ShaderParts::new(device, "sluice image", &entries, source, &[]);
         ImagePipeline {
             layout: parts.layout,
@@ -255,5 +254,58 @@ impl ImagePipelines {
     /// [`ImagePipelines::ensure_pass`]).
     pub fn pipeline(&self, key: ImageKey, pass: PassKind, opacity: f32) -> &wgpu::RenderPipeline {
         &self.by_kind[&key].pipelines[&(pass, opacity >= 1.0)]
+    }
+}
+
+/// The image shader `sampled` with `variant`'s constants declared.
+fn variant_source(sampled: &str, variant: ImageVariant) -> String {
+    format!(
+        "const IMAGE_MODE: u32 = {}u;\nconst IMAGE_LINEAR: bool = {};\n{sampled}",
+        variant.mode, variant.linear
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every image shader variant (sample kinds, 2-D and 3-D, one texture or bricks, channel
+    /// modes, nearest and linear) parses and validates (naga, no GPU needed).
+    #[test]
+    fn every_image_variant_compiles() {
+        use wgpu::naga;
+        let kinds = [
+            SampleKind::Float,
+            SampleKind::FilterFloat,
+            SampleKind::Unorm8,
+            SampleKind::Unorm16,
+            SampleKind::Uint,
+            SampleKind::Sint,
+        ];
+        for kind in kinds {
+            for dim in [TexDim::D2, TexDim::D3] {
+                for one_brick in [true, false] {
+                    let sampled = sampled_shader_source(SHADER, kind, dim, one_brick, true);
+                    for mode in 0..4 {
+                        for linear in [false, true] {
+                            let variant = ImageVariant { mode, linear };
+                            let what =
+                                format!("{kind:?}, {dim:?}, one brick {one_brick}, {variant:?}");
+                            let source = variant_source(&sampled, variant);
+                            let module =
+                                naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| {
+                                    panic!("{what}: {}", e.emit_to_string(&source))
+                                });
+                            naga::valid::Validator::new(
+                                naga::valid::ValidationFlags::all(),
+                                naga::valid::Capabilities::all(),
+                            )
+                            .validate(&module)
+                            .unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                        }
+                    }
+                }
+            }
+        }
     }
 }
