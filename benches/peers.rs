@@ -41,7 +41,8 @@
 //! own pages with no host copy (`VK_EXT_external_memory_host`; where the driver lacks it the
 //! source stages, and `host_buffer.staged_reason` says so). They run on a renderer of their own
 //! from an `Interop` on the same adapter; a variant that cannot run records its `error` in its
-//! place and costs the other cases nothing. `mesh_update/mesh_1000000v_host_buffer` does the
+//! place and costs the other cases nothing. `shared_source/8x_rgba8_2048_shared_host_buffer`
+//! (and `_full_redraw`) shows one `HostBufferSource` in the 8 tiles. `mesh_update/mesh_1000000v_host_buffer` does the
 //! same for the mesh's positions (copied into the vertex buffer from the buffers' pages).
 //!
 //! Options: `--out FILE` (the JSON; without it, stdout), `--quick` (the peers' small sizes,
@@ -835,6 +836,14 @@ fn image_case<T: sluice::Element + Clone>(
     Ok(res)
 }
 
+/// What a `HostBufferSource` case draws: a scene of the source, its camera, and the frame
+/// check (the variant shown, when one is expected).
+type HostBufferScene = (
+    Scene,
+    PanZoomCamera,
+    Box<dyn Fn(&Frame, Option<usize>) -> Option<String>>,
+);
+
 /// The zero-copy variant of a full-update case (`..._host_buffer`): A and B are held in two
 /// `HostBuffer`s and handed to a `HostBufferSource` in turn (`replace` hands back the other
 /// once the GPU copy that read it is done), so an update is one GPU copy from the user's own
@@ -851,6 +860,34 @@ fn host_buffer_case<T: sluice::Element + bytemuck::Pod + Clone>(
     check: fn(&Frame, usize) -> Option<String>,
     full: bool,
 ) -> Res<Value> {
+    let n = pair[0].shape()[0];
+    host_buffer_run(interop, cfg, pair, channels, full, "", |source| {
+        let mut scene = new_scene();
+        scene.add(
+            Image::new(source)
+                .with_clim(clim[0], clim[1])?
+                .with_colormap(Colormap::Gray),
+        );
+        let corners = [(3, 3), (CANVAS - 4, CANVAS - 4)];
+        let check = move |f: &Frame, v: Option<usize>| {
+            check_covered(f, &corners).or_else(|| v.and_then(|v| check(f, v)))
+        };
+        Ok((scene, fit_camera(n as f32, n as f32), Box::new(check)))
+    })
+}
+
+/// A `HostBufferSource` case: the source on `pair[1]`, the scene `build` makes of it, then
+/// paired timed updates handing over A and B in turn, the bytes of one update and the upload
+/// alone (without `full`), and the source's statistics; `what` is added to the case's note.
+fn host_buffer_run<T: sluice::Element + bytemuck::Pod + Clone>(
+    interop: &Result<sluice::interop::Interop, String>,
+    cfg: &Config,
+    pair: &[ArrayD<T>; 2],
+    channels: bool,
+    full: bool,
+    what: &str,
+    build: impl FnOnce(SharedSource) -> Res<HostBufferScene>,
+) -> Res<Value> {
     use sluice::interop::{HostBuffer, HostBufferSource};
 
     let options = RendererOptions::from_env()?;
@@ -861,7 +898,6 @@ fn host_buffer_case<T: sluice::Element + bytemuck::Pod + Clone>(
     let renderer = interop.renderer_with_options(&options);
     let target = renderer.create_target(CANVAS, CANVAS)?;
     let mut ctx = Ctx { renderer, target };
-    let n = pair[0].shape()[0];
     let layout = if channels {
         ArraySource::with_channels(pair[0].clone())?.layout()
     } else {
@@ -875,14 +911,7 @@ fn host_buffer_case<T: sluice::Element + bytemuck::Pod + Clone>(
     let source = Arc::new(HostBufferSource::new(interop, layout, data(1)?)?);
     // The buffer not shown, with the variant it holds.
     let spare = Spare::new(HostBuffer::from(data(0)?));
-    let mut scene = new_scene();
-    scene.add(
-        Image::new(source.clone())
-            .with_clim(clim[0], clim[1])?
-            .with_colormap(Colormap::Gray),
-    );
-    let camera = fit_camera(n as f32, n as f32);
-    let corners = [(3, 3), (CANVAS - 4, CANVAS - 4)];
+    let (scene, camera, check) = build(source.clone())?;
     let t0 = Instant::now();
     ctx.draw(&scene, &camera, true)?;
     let first = ms(t0.elapsed());
@@ -894,13 +923,13 @@ fn host_buffer_case<T: sluice::Element + bytemuck::Pod + Clone>(
         prepare,
         update,
         || ctx.draw(&scene, &camera, full),
-        |f, v| check_covered(f, &corners).or_else(|| v.and_then(|v| check(f, v))),
+        check,
     )?;
     let imported = source.is_imported();
     let mut res = finish_case(
         json!({
             "first_draw_ms": round(first, 1),
-            "update_api": "HostBufferSource::replace(the HostBuffer holding the pre-generated A/B data; the other one is handed back)",
+            "update_api": format!("HostBufferSource::replace(the HostBuffer holding the pre-generated A/B data; the other one is handed back){what}"),
             "redraw": redraw_note(full),
         }),
         &p,
@@ -1290,19 +1319,7 @@ fn bench_shared_source(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
         for (suffix, full) in REDRAWS {
             let (scene, sources, camera, centres) = shared_scene(n, &arrays[0], shared)?;
             ctx.draw(&scene, &camera, true)?;
-            let check = |f: &Frame, v: Option<usize>| {
-                let covered = centres
-                    .iter()
-                    .filter(|&&(y, x)| f.px(y, x)[3] == 255)
-                    .count();
-                if covered < n {
-                    return Some(format!("only {covered} of {n} tiles covered"));
-                }
-                let v = v?;
-                centres
-                    .iter()
-                    .find_map(|&p| check_rgb_marker(f, v, Some(p)))
-            };
+            let check = |f: &Frame, v: Option<usize>| tiles_check(f, &centres, v);
             let prepare = |v: usize| -> Vec<Array3<u8>> {
                 sources.iter().map(|_| arrays[v].clone()).collect()
             };
@@ -1342,8 +1359,50 @@ fn bench_shared_source(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
             out.insert(format!("{n}x_rgba8_{s}_{kind}{suffix}"), res);
         }
     }
+    // The shared source through `HostBufferSource` (the user's A/B arrays handed over in
+    // turn, copied by the GPU from their pages), on a renderer of an interop device.
+    let interop = RendererOptions::from_env()
+        .map_err(|e| e.to_string())
+        .and_then(|o| sluice::interop::Interop::with_options(&o).map_err(|e| e.to_string()));
+    let pair = [arrays[0].clone().into_dyn(), arrays[1].clone().into_dyn()];
+    for (suffix, full) in REDRAWS {
+        let what = format!("; {n} Images show the one source");
+        let v = host_buffer_run(&interop, cfg, &pair, true, full, &what, |source| {
+            let Tiles {
+                offsets,
+                extent: (w, h),
+                centres,
+            } = tile_layout(n, s);
+            let mut scene = new_scene();
+            for &(ox, oy) in &offsets {
+                let node = scene.add(Image::new(source.clone()).with_clim(0.0, 255.0)?);
+                scene.set_transform(node, Mat4::from_translation(Vec3::new(ox, oy, 0.0)));
+            }
+            let check = move |f: &Frame, v: Option<usize>| tiles_check(f, &centres, v);
+            Ok((scene, fit_camera(w, h), Box::new(check)))
+        });
+        out.insert(
+            format!("{n}x_rgba8_{s}_shared_host_buffer{suffix}"),
+            case_or_error(v),
+        );
+    }
     out.insert("memory".into(), shared_memory(n, s, cfg.mem_updates));
     Ok(Value::Object(out))
+}
+
+/// Every tile centre covered, and (when one is expected) showing variant `v`'s marker.
+fn tiles_check(f: &Frame, centres: &[(u32, u32)], v: Option<usize>) -> Option<String> {
+    let covered = centres
+        .iter()
+        .filter(|&&(y, x)| f.px(y, x)[3] == 255)
+        .count();
+    if covered < centres.len() {
+        return Some(format!("only {covered} of {} tiles covered", centres.len()));
+    }
+    let v = v?;
+    centres
+        .iter()
+        .find_map(|&p| check_rgb_marker(f, v, Some(p)))
 }
 
 /// Host memory of 1 and `n` visuals, shared and separate, each in a fresh process.
