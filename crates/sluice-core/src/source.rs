@@ -230,6 +230,27 @@ pub struct HostView<'a> {
 }
 
 impl<'a> HostView<'a> {
+    /// The view of `region` inside `packed`, all of `layout`'s level 0 packed in C order
+    /// (`[planes, rows, columns]`, channels interleaved): what a source holding its data that
+    /// way lends. `region` must lie inside the shape (see [`check_read`]); `None` if `packed`
+    /// is shorter than the region's last row needs.
+    pub fn of_packed(packed: &'a [u8], layout: &Layout, region: Region) -> Option<Self> {
+        let sample_bytes = layout.sample_bytes();
+        if region.is_empty() {
+            return Some(crate::rows::empty_view(region, sample_bytes));
+        }
+        let (start, row_pitch, plane_pitch) =
+            crate::rows::region_start_and_pitches(&layout.shape(), &region, sample_bytes);
+        let span = crate::rows::region_span(&region, row_pitch, plane_pitch, sample_bytes);
+        Some(HostView {
+            bytes: packed.get(start..start.checked_add(span)?)?,
+            region,
+            sample_bytes,
+            row_pitch,
+            plane_pitch,
+        })
+    }
+
     /// Bytes of one row of the region.
     pub fn row_bytes(&self) -> usize {
         self.region.size[2] * self.sample_bytes
@@ -327,4 +348,37 @@ pub fn check_read(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::element::ElementType;
+    use crate::region::Shape;
+
+    #[test]
+    fn a_view_of_packed_bytes_starts_at_the_region_and_spans_its_rows() {
+        // 2 planes x 3 rows x 4 columns of u16 x 2 channels: 4 bytes a sample.
+        let layout = Layout::new(Shape::new(&[2, 3, 4]).unwrap(), ElementType::U16, 2).unwrap();
+        let packed: Vec<u8> = (0..layout.total_bytes()).map(|i| i as u8).collect();
+        let region = Region {
+            origin: [1, 1, 2],
+            size: [1, 2, 2],
+        };
+        let v = HostView::of_packed(&packed, &layout, region).unwrap();
+        assert_eq!((v.sample_bytes, v.row_pitch, v.plane_pitch), (4, 16, 48));
+        // Plane 1, row 1, column 2: byte 48 + 16 + 8; to the end of row 2's two samples.
+        assert_eq!(v.bytes[0], 72);
+        assert_eq!(v.bytes.len(), 16 + 8);
+        // Too short for the region: None, never a panic.
+        assert!(HostView::of_packed(&packed[..90], &layout, region).is_none());
+        let empty = Region {
+            origin: [0, 0, 0],
+            size: [0, 3, 4],
+        };
+        assert!(HostView::of_packed(&[], &layout, empty)
+            .unwrap()
+            .bytes
+            .is_empty());
+    }
 }

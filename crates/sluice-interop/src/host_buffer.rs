@@ -896,29 +896,14 @@ impl DataSource for HostBufferSource {
         let layout = &self.inner.layout;
         let region = request.region;
         check_read(layout, request, layout.region_bytes(&region))?;
-        let sample_bytes = layout.sample_bytes();
-        let d = layout.shape().padded();
-        let row_pitch = d[2] * sample_bytes;
-        let plane_pitch = d[1] * row_pitch;
-        let (start, span) = if region.is_empty() {
-            (0, 0)
-        } else {
-            let start = region.origin[0] * plane_pitch
-                + region.origin[1] * row_pitch
-                + region.origin[2] * sample_bytes;
-            let span = (region.size[0] - 1) * plane_pitch
-                + (region.size[1] - 1) * row_pitch
-                + region.size[2] * sample_bytes;
-            (start, span)
-        };
         let state = self.inner.state.read();
-        visit(HostView {
-            bytes: &state.buffer[start..start + span],
-            region,
-            sample_bytes,
-            row_pitch,
-            plane_pitch,
-        });
+        let view = HostView::of_packed(&state.buffer, layout, region).ok_or_else(|| {
+            SourceError::custom(format!(
+                "HostBufferSource: {} bytes held, fewer than {region:?} of {layout:?} needs",
+                state.buffer.len()
+            ))
+        })?;
+        visit(view);
         Ok(LendOutcome::Lent)
     }
 

@@ -632,30 +632,16 @@ impl DataSource for HostImportSource {
     ) -> Result<LendOutcome, SourceError> {
         let region = request.region;
         check_read(&self.layout, request, self.layout.region_bytes(&region))?;
-        let sample_bytes = self.layout.sample_bytes();
-        let d = self.layout.shape().padded();
-        let row_pitch = d[2] * sample_bytes;
-        let plane_pitch = d[1] * row_pitch;
-        let (start, span) = if region.is_empty() {
-            (0, 0)
-        } else {
-            let start = region.origin[0] * plane_pitch
-                + region.origin[1] * row_pitch
-                + region.origin[2] * sample_bytes;
-            let span = (region.size[0] - 1) * plane_pitch
-                + (region.size[1] - 1) * row_pitch
-                + region.size[2] * sample_bytes;
-            (start, span)
-        };
         self.with_bytes(|bytes| {
-            visit(HostView {
-                bytes: &bytes[start..start + span],
-                region,
-                sample_bytes,
-                row_pitch,
-                plane_pitch,
-            })
-        });
+            // The pages hold the whole layout (`total_bytes <= pages.len()`).
+            HostView::of_packed(bytes, &self.layout, region).map(&mut *visit)
+        })
+        .ok_or_else(|| {
+            SourceError::custom(format!(
+                "HostImportSource: its pages are shorter than {region:?} of {:?} needs",
+                self.layout
+            ))
+        })?;
         Ok(LendOutcome::Lent)
     }
 
