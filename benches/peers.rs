@@ -861,7 +861,14 @@ fn host_buffer_case<T: sluice::Element + bytemuck::Pod + Clone>(
     full: bool,
 ) -> Res<Value> {
     let n = pair[0].shape()[0];
-    host_buffer_run(interop, cfg, pair, channels, full, "", |source| {
+    let run = HostBufferRun {
+        channels,
+        full,
+        textures: true,
+        upload_only: !full,
+        what: "",
+    };
+    host_buffer_run(interop, cfg, pair, run, |source| {
         let mut scene = new_scene();
         scene.add(
             Image::new(source)
@@ -876,18 +883,37 @@ fn host_buffer_case<T: sluice::Element + bytemuck::Pod + Clone>(
     })
 }
 
+/// How a `HostBufferSource` case runs.
+struct HostBufferRun<'a> {
+    /// The data's last axis is channels.
+    channels: bool,
+    /// Whole redraws.
+    full: bool,
+    /// The source is drawn from a texture (images), else from a buffer (meshes).
+    textures: bool,
+    /// Measure the upload alone too.
+    upload_only: bool,
+    /// Added to the case's note.
+    what: &'a str,
+}
+
 /// A `HostBufferSource` case: the source on `pair[1]`, the scene `build` makes of it, then
-/// paired timed updates handing over A and B in turn, the bytes of one update and the upload
-/// alone (without `full`), and the source's statistics; `what` is added to the case's note.
+/// paired timed updates handing over A and B in turn, the bytes of one update, the upload
+/// alone (where `run` asks), and the source's statistics.
 fn host_buffer_run<T: sluice::Element + bytemuck::Pod + Clone>(
     interop: &Result<sluice::interop::Interop, String>,
     cfg: &Config,
     pair: &[ArrayD<T>; 2],
-    channels: bool,
-    full: bool,
-    what: &str,
+    run: HostBufferRun<'_>,
     build: impl FnOnce(SharedSource) -> Res<HostBufferScene>,
 ) -> Res<Value> {
+    let HostBufferRun {
+        channels,
+        full,
+        textures,
+        upload_only: upload_alone,
+        what,
+    } = run;
     use sluice::interop::{HostBuffer, HostBufferSource};
 
     let options = RendererOptions::from_env()?;
@@ -936,8 +962,8 @@ fn host_buffer_run<T: sluice::Element + bytemuck::Pod + Clone>(
         Some(bytes),
     );
     res["uploaded_per_update"] =
-        ctx.account_update(true, &scene, &camera, full, prepare(0), update)?;
-    if !full {
+        ctx.account_update(textures, &scene, &camera, full, prepare(0), update)?;
+    if upload_alone {
         res["upload_only"] =
             upload_only(&mut ctx, &scene, cfg, cfg.warmup, bytes, prepare, update)?;
     }
@@ -1186,71 +1212,36 @@ fn bench_mesh_update(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
 /// two `HostBuffer`s handed to a `HostBufferSource` in turn, copied by the GPU from their pages
 /// into the vertex buffer; on a renderer of an `Interop` on the same adapter.
 fn mesh_host_buffer_case(cfg: &Config, pair: &[Array2<f32>; 2], faces: Array2<u32>) -> Res<Value> {
-    use sluice::interop::{HostBuffer, HostBufferSource, Interop};
-
-    let options = RendererOptions::from_env()?;
-    let interop = match Interop::with_options(&options) {
-        Ok(interop) => interop,
-        Err(e) => return Ok(json!({ "skipped": format!("no Vulkan interop device: {e}") })),
+    let interop = RendererOptions::from_env()
+        .map_err(|e| e.to_string())
+        .and_then(|o| sluice::interop::Interop::with_options(&o).map_err(|e| e.to_string()));
+    let (n, triangles) = (pair[0].nrows(), faces.nrows());
+    let pair = [pair[0].clone().into_dyn(), pair[1].clone().into_dyn()];
+    let run = HostBufferRun {
+        channels: true,
+        full: true,
+        textures: false,
+        upload_only: true,
+        what: "",
     };
-    let renderer = interop.renderer_with_options(&options);
-    let target = renderer.create_target(CANVAS, CANVAS)?;
-    let mut ctx = Ctx { renderer, target };
-    let layout = ArraySource::with_channels(pair[0].clone())?.layout();
-    let data = |v: usize| -> Res<Vec<f32>> {
-        Ok(pair[v].as_slice().ok_or("array not contiguous")?.to_vec())
-    };
-    let bytes = layout.total_bytes();
-    let n = pair[0].nrows();
-    let triangles = faces.nrows();
-    // Starts on B, so that the first update (variant 0) hands over A.
-    let source = Arc::new(HostBufferSource::new(&interop, layout, data(1)?)?);
-    let spare = Spare::new(HostBuffer::from(data(0)?));
-    let mut scene = new_scene();
-    let node = scene.add(
-        Mesh::new(source.clone())
-            .with_indices(Arc::new(ArraySource::with_channels(faces)?))
-            .with_color([1.0, 0.5, 0.0, 1.0])
-            .with_shading(Shading::Unlit),
-    );
-    scene.set_transform(node, Mat4::from_translation(Vec3::new(0.0, 0.0, 0.5)));
-    let camera = PanZoomCamera::fit(Vec2::splat(-0.01), Vec2::splat(1.01), [CANVAS, CANVAS]);
-    let t0 = Instant::now();
-    ctx.draw(&scene, &camera, true)?;
-    let first = ms(t0.elapsed());
-    let prepare = |_variant: usize| spare.take();
-    let update = |held| spare.hand_over(&source, held);
-    let p = measure_paired(
-        cfg.warmup,
-        cfg.iters,
-        prepare,
-        update,
-        || ctx.draw(&scene, &camera, true),
-        |f, v| v.and_then(|v| mesh_check(f, v)),
-    )?;
-    let imported = source.is_imported();
-    let mut res = finish_case(
-        json!({
-            "what": format!("HostBufferSource::replace(the HostBuffer holding the pre-generated ({n},3) f32 positions; the other one is handed back) + frame; {triangles} triangles (u32 indices, unchanged), unlit uniform colour"),
-            "n_vertices": n,
-            "n_triangles": triangles,
-            "first_draw_ms": round(first, 1),
-        }),
-        &p,
-        Some(bytes),
-    );
-    res["uploaded_per_update"] =
-        ctx.account_update(false, &scene, &camera, true, prepare(0), update)?;
-    res["upload_only"] = upload_only(&mut ctx, &scene, cfg, cfg.warmup, bytes, prepare, update)?;
-    let stats = source.stats();
-    res["host_buffer"] = json!({
-        "imported": imported,
-        "staged_reason": source.staged_reason(),
-        "fallback_reason": source.fallback_reason(),
-        "imports_made": stats.imports_made,
-        "host_bytes_copied": stats.bytes_copied,
-        "gpu_copies": stats.gpu_copies,
-    });
+    let mut res = host_buffer_run(&interop, cfg, &pair, run, |source| {
+        let mut scene = new_scene();
+        let node = scene.add(
+            Mesh::new(source)
+                .with_indices(Arc::new(ArraySource::with_channels(faces)?))
+                .with_color([1.0, 0.5, 0.0, 1.0])
+                .with_shading(Shading::Unlit),
+        );
+        scene.set_transform(node, Mat4::from_translation(Vec3::new(0.0, 0.0, 0.5)));
+        let camera = PanZoomCamera::fit(Vec2::splat(-0.01), Vec2::splat(1.01), [CANVAS, CANVAS]);
+        let check = |f: &Frame, v: Option<usize>| v.and_then(|v| mesh_check(f, v));
+        Ok((scene, camera, Box::new(check)))
+    })?;
+    if res.get("skipped").is_none() {
+        res["what"] = json!(format!("HostBufferSource::replace(the HostBuffer holding the pre-generated ({n},3) f32 positions; the other one is handed back) + frame; {triangles} triangles (u32 indices, unchanged), unlit uniform colour"));
+        res["n_vertices"] = json!(n);
+        res["n_triangles"] = json!(triangles);
+    }
     Ok(res)
 }
 
@@ -1367,7 +1358,14 @@ fn bench_shared_source(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     let pair = [arrays[0].clone().into_dyn(), arrays[1].clone().into_dyn()];
     for (suffix, full) in REDRAWS {
         let what = format!("; {n} Images show the one source");
-        let v = host_buffer_run(&interop, cfg, &pair, true, full, &what, |source| {
+        let run = HostBufferRun {
+            channels: true,
+            full,
+            textures: true,
+            upload_only: !full,
+            what: &what,
+        };
+        let v = host_buffer_run(&interop, cfg, &pair, run, |source| {
             let Tiles {
                 offsets,
                 extent: (w, h),
