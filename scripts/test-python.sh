@@ -28,7 +28,9 @@ export SLUICE_BACKEND="${SLUICE_BACKEND:-vulkan}"
 # installed (.ci/run installs it), and make a window test that cannot open fail, not skip.
 wrap=()
 if [ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] && command -v xvfb-run >/dev/null 2>&1; then
-  wrap=(xvfb-run -a -s "-screen 0 1280x1024x24")
+  # -noreset: Xvfb otherwise resets when its last client leaves and refuses the next one
+  # meanwhile (see .ci/run).
+  wrap=(xvfb-run -a -s "-screen 0 1280x1024x24 -noreset")
   export SLUICE_REQUIRE_WINDOW="${SLUICE_REQUIRE_WINDOW:-1}"
 fi
 status=0
