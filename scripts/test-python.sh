@@ -3,7 +3,7 @@
 # and runs python/tests with pytest. Used by .ci/run; runnable by hand.
 #
 # Environment: SLUICE_VENV (default /tmp/sluice-venv; created when missing, with maturin,
-# numpy and pytest), SLUICE_WHEEL_PROFILE (cargo profile of the wheel: dev, the default, shares
+# numpy, pytest, zarr and dask), SLUICE_WHEEL_PROFILE (cargo profile of the wheel: dev, the default, shares
 # the test build's cache; release for benchmarks). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +12,11 @@ venv="${SLUICE_VENV:-/tmp/sluice-venv}"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install -q --disable-pip-version-check maturin numpy pytest
+# What the tests need beyond the wheel: zarr-python writes the Zarr fixtures, and a dask array
+# is shown as it is. With them installed a test that misses one fails (SLUICE_REQUIRE_PY_DEPS).
+"$venv/bin/python" -m pip install -q --disable-pip-version-check maturin numpy pytest \
+  zarr==3.1.6 "dask[array]==2026.8.0"
+export SLUICE_REQUIRE_PY_DEPS=1
 
 wheels="target/python-wheels"
 rm -rf "$wheels"

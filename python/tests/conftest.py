@@ -1,10 +1,25 @@
 """Shared fixtures: one renderer for the session (on the adapter SLUICE_BACKEND / SLUICE_ADAPTER
 pick; lavapipe in CI), and a camera mapping world units to target pixels."""
 
+import importlib
+import os
+
 import numpy as np
 import pytest
 
 import sluice
+
+
+def need(module, why):
+    """Imports `module` for a test that needs it. scripts/test-python.sh installs every such
+    module and sets SLUICE_REQUIRE_PY_DEPS=1, so there (and in CI) a missing one fails the
+    test; run by hand without it, the test says it skipped and why."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        if os.environ.get("SLUICE_REQUIRE_PY_DEPS") == "1":
+            pytest.fail(f"SLUICE_REQUIRE_PY_DEPS=1 but {module} is missing ({why}): {e}")
+        pytest.skip(f"{module} is not installed ({why}): {e}", allow_module_level=True)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import sluice
-from conftest import gray_entry, pixel_camera
+from conftest import gray_entry, need, pixel_camera
 
 
 class ChunkedArray:
@@ -56,7 +56,7 @@ def test_a_chunked_array_is_read_chunk_by_chunk(renderer):
 
 
 def test_a_dask_array_appears(renderer):
-    da = pytest.importorskip("dask.array")
+    da = need("dask.array", "a dask array as it is")
     data = np.random.default_rng(2).random((200, 300), dtype=np.float32)
     array = da.from_array(data, chunks=(64, 100))
     scene = sluice.Scene()

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import sluice
-from conftest import gray_entry, pixel_camera
+from conftest import gray_entry, need, pixel_camera
 
-zarr = pytest.importorskip("zarr", reason="zarr-python writes the fixtures")
+zarr = need("zarr", "zarr-python writes the fixtures")
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "write_zarr.py"
 
