@@ -34,6 +34,17 @@ pub(crate) enum SampleKind {
 }
 
 impl SampleKind {
+    /// Every kind, for tests that build each shader variant.
+    #[cfg(test)]
+    pub const ALL: [SampleKind; 6] = [
+        SampleKind::Float,
+        SampleKind::FilterFloat,
+        SampleKind::Unorm8,
+        SampleKind::Unorm16,
+        SampleKind::Uint,
+        SampleKind::Sint,
+    ];
+
     pub fn wgsl(self) -> &'static str {
         match self {
             SampleKind::Float

@@ -274,15 +274,7 @@ mod tests {
     #[test]
     fn every_image_variant_compiles() {
         use wgpu::naga;
-        let kinds = [
-            SampleKind::Float,
-            SampleKind::FilterFloat,
-            SampleKind::Unorm8,
-            SampleKind::Unorm16,
-            SampleKind::Uint,
-            SampleKind::Sint,
-        ];
-        for kind in kinds {
+        for kind in SampleKind::ALL {
             for dim in [TexDim::D2, TexDim::D3] {
                 for one_brick in [true, false] {
                     let sampled = sampled_shader_source(SHADER, kind, dim, one_brick, true);

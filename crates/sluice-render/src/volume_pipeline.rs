@@ -366,15 +366,7 @@ mod tests {
     #[test]
     fn every_marcher_variant_compiles() {
         use wgpu::naga;
-        let kinds = [
-            SampleKind::Float,
-            SampleKind::FilterFloat,
-            SampleKind::Unorm8,
-            SampleKind::Unorm16,
-            SampleKind::Uint,
-            SampleKind::Sint,
-        ];
-        for kind in kinds {
+        for kind in SampleKind::ALL {
             for one_brick in [true, false] {
                 let sampled = sampled_shader_source(SHADER, kind, TexDim::D3, one_brick, true);
                 for mode in 0..3 {

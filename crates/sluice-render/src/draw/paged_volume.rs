@@ -468,15 +468,7 @@ pub(super) fn record_after(
 #[cfg(test)]
 pub(super) fn assert_valid_for_every_atlas(body: &str, what: &str) {
     use wgpu::naga;
-    let kinds = [
-        SampleKind::Float,
-        SampleKind::FilterFloat,
-        SampleKind::Unorm8,
-        SampleKind::Unorm16,
-        SampleKind::Uint,
-        SampleKind::Sint,
-    ];
-    for kind in kinds {
+    for kind in SampleKind::ALL {
         let key = ShaderKey {
             kind,
             filterable: kind.filterable(),
