@@ -1,8 +1,11 @@
 //! Loader throughput on a zstd Zarr store: every chunk of a 2048 x 2048 u16 array (256 chunks
 //! of 128 x 128) loaded through a `LazySource` on pools of 1, 2 and 4 threads, each against
 //! the ceiling measured in the same run: the same chunks read one after the other on this
-//! thread with `ZarrSource::read_chunk` (no pool, no cache). A ratio above 1 is the pool
-//! overlapping I/O and decoding; below 1 is the pool's own cost.
+//! thread with `ZarrSource::read_chunk` (no pool, no cache, one buffer for all). A ratio above
+//! 1 is the pool overlapping I/O and decoding; below 1 is the pool's own cost, and the cost of
+//! keeping the chunks: a cache holding every chunk puts each in fresh memory, whose first
+//! touch (page faults) the one-buffer ceiling never pays. A second reference, the same serial
+//! read into a buffer of its own per chunk kept to the end, shows that part apart.
 //!
 //! `cargo bench -p sluice-zarr --bench loader`
 
@@ -65,6 +68,23 @@ fn serial(zarr: &ZarrSource) -> f64 {
     start.elapsed().as_secs_f64()
 }
 
+/// Seconds to read every chunk serially on this thread into a buffer of its own, kept until
+/// the end (what a cache holding every chunk must do: fresh memory for each).
+fn serial_kept(zarr: &ZarrSource) -> f64 {
+    let start = Instant::now();
+    let kept: Vec<Vec<u8>> = keys()
+        .into_iter()
+        .map(|key| {
+            let mut buf = vec![0u8; (CHUNK * CHUNK * 2) as usize];
+            let _ = zarr.read_chunk(0, key.index, &mut buf).expect("read");
+            buf
+        })
+        .collect();
+    let t = start.elapsed().as_secs_f64();
+    drop(kept);
+    t
+}
+
 /// Seconds until every chunk is resident in a fresh lazy source on a pool of `threads`.
 fn pooled(zarr: &ZarrSource, threads: usize) -> f64 {
     let pool = LoaderPool::new(threads).expect("pool");
@@ -112,13 +132,21 @@ fn main() {
         ceiling * 1e3,
         mib / ceiling
     );
+    let kept = best(|| serial_kept(&zarr));
+    println!(
+        "  serial, each chunk kept in a buffer of its own: {:.1} ms, {:.2}x the ceiling",
+        kept * 1e3,
+        ceiling / kept
+    );
     for threads in [1, 2, 4] {
         let t = best(|| pooled(&zarr, threads));
         println!(
-            "  pool of {threads}: {:.1} ms, {:.0} MiB/s, {:.2}x the serial ceiling",
+            "  pool of {threads}: {:.1} ms, {:.0} MiB/s, {:.2}x the serial ceiling, {:.2}x the \
+             serial read that keeps its chunks",
             t * 1e3,
             mib / t,
-            ceiling / t
+            ceiling / t,
+            kept / t
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
