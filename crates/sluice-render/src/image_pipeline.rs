@@ -23,7 +23,7 @@ pub(crate) struct ImageParams {
     transform: [[f32; 4]; 4],
     plane: [[f32; 4]; 4],
     nan_color: [f32; 4],
-    display: DisplayParams,
+    pub(crate) display: DisplayParams,
     size: [f32; 2],
     pub(crate) mode: u32,
     pub(crate) linear: u32,
@@ -239,6 +239,7 @@ impl ImagePipelines {
                 device,
                 PipelineSpec {
                     label: "sluice image",
+                    constants: &key.3.constants(),
                     layout: &p.pipeline_layout,
                     module: &p.module,
                     topology: wgpu::PrimitiveTopology::TriangleList,
@@ -269,31 +270,67 @@ fn variant_source(sampled: &str, variant: ImageVariant) -> String {
 mod tests {
     use super::*;
 
+    /// `source` parses and validates, and so does each entry point's module once `constants`
+    /// (its pipeline-overridable constants) are put in, as wgpu does when it makes a pipeline.
+    fn assert_valid_with_constants(source: &str, constants: &[(&str, f64)], what: &str) {
+        use wgpu::naga;
+        let module = naga::front::wgsl::parse_str(source)
+            .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(source)));
+        let validate = |module: &naga::Module| {
+            naga::valid::Validator::new(
+                naga::valid::ValidationFlags::all(),
+                naga::valid::Capabilities::all(),
+            )
+            .validate(module)
+            .unwrap_or_else(|e| panic!("{what}: {e:?}"))
+        };
+        let info = validate(&module);
+        let constants = naga::back::PipelineConstants::from_iter(
+            constants
+                .iter()
+                .map(|&(name, value)| (name.to_string(), value)),
+        );
+        for (stage, entry) in [
+            (naga::ShaderStage::Vertex, "vs_main"),
+            (naga::ShaderStage::Fragment, "fs_main"),
+        ] {
+            let (processed, _) = naga::back::pipeline_constants::process_overrides(
+                &module,
+                &info,
+                Some((stage, entry)),
+                &constants,
+            )
+            .unwrap_or_else(|e| panic!("{what}, {entry} with {constants:?}: {e:?}"));
+            validate(&processed);
+        }
+    }
+
     /// Every image shader variant (sample kinds, 2-D and 3-D, one texture or bricks, channel
-    /// modes, nearest and linear) parses and validates (naga, no GPU needed).
+    /// modes, nearest and linear, with and without the gamma curve) parses and validates
+    /// (naga, no GPU needed).
     #[test]
     fn every_image_variant_compiles() {
-        use wgpu::naga;
         for kind in SampleKind::ALL {
             for dim in [TexDim::D2, TexDim::D3] {
                 for one_brick in [true, false] {
                     let sampled = sampled_shader_source(SHADER, kind, dim, one_brick, true);
                     for mode in 0..4 {
                         for linear in [false, true] {
-                            let variant = ImageVariant { mode, linear };
-                            let what =
-                                format!("{kind:?}, {dim:?}, one brick {one_brick}, {variant:?}");
-                            let source = variant_source(&sampled, variant);
-                            let module =
-                                naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| {
-                                    panic!("{what}: {}", e.emit_to_string(&source))
-                                });
-                            naga::valid::Validator::new(
-                                naga::valid::ValidationFlags::all(),
-                                naga::valid::Capabilities::all(),
-                            )
-                            .validate(&module)
-                            .unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                            for gamma in [false, true] {
+                                let variant = ImageVariant {
+                                    mode,
+                                    linear,
+                                    gamma,
+                                };
+                                let what = format!(
+                                    "{kind:?}, {dim:?}, one brick {one_brick}, {variant:?}"
+                                );
+                                assert_valid_with_constants(
+                                    &variant_source(&sampled, variant),
+                                    &variant.constants(),
+                                    &what,
+                                );
+                            }
                         }
                     }
                 }

@@ -214,6 +214,7 @@ impl MeshPipelines {
                     device,
                     PipelineSpec {
                         label,
+                        constants: &[],
                         layout: &shader.pipeline_layout,
                         module: &shader.module,
                         topology: if wire {

@@ -153,6 +153,8 @@ pub(crate) struct PipelineSpec<'a> {
     pub depth: Option<wgpu::DepthStencilState>,
     pub fragment_entry: &'a str,
     pub targets: &'a [Option<wgpu::ColorTargetState>],
+    /// Values of the module's pipeline-overridable constants (`override` in WGSL), by name.
+    pub constants: &'a [(&'a str, f64)],
 }
 
 /// Held while a pipeline is created: renderers on other threads share the device, and
@@ -186,7 +188,10 @@ pub(crate) fn render_pipeline_from(
         vertex: wgpu::VertexState {
             module: spec.module,
             entry_point: Some(vertex_entry),
-            compilation_options: Default::default(),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: spec.constants,
+                ..Default::default()
+            },
             buffers: &[],
         },
         primitive: wgpu::PrimitiveState {
@@ -198,7 +203,10 @@ pub(crate) fn render_pipeline_from(
         fragment: Some(wgpu::FragmentState {
             module: spec.module,
             entry_point: Some(spec.fragment_entry),
-            compilation_options: Default::default(),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: spec.constants,
+                ..Default::default()
+            },
             targets: spec.targets,
         }),
         multiview_mask: None,
@@ -262,6 +270,16 @@ impl PassKind {
 pub(crate) struct ImageVariant {
     pub mode: u32,
     pub linear: bool,
+    /// Whether the gamma curve applies (gamma other than 1): `GAMMA_CURVE` in
+    /// `shaders/common.wgsl`, a pipeline-overridable constant.
+    pub gamma: bool,
+}
+
+impl ImageVariant {
+    /// The pipeline-overridable constants this variant sets.
+    pub fn constants(self) -> [(&'static str, f64); 1] {
+        [("GAMMA_CURVE", if self.gamma { 1.0 } else { 0.0 })]
+    }
 }
 
 /// Which pipeline draws a visual; the `bool`s: the data is in one texture (not in bricks).

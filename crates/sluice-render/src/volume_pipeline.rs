@@ -314,6 +314,7 @@ fn build_composite(device: &wgpu::Device, layout: &wgpu::BindGroupLayout) -> wgp
         device,
         PipelineSpec {
             label: "sluice volume composite",
+            constants: &[],
             layout: &pipeline_layout,
             module: &module,
             topology: wgpu::PrimitiveTopology::TriangleList,

@@ -135,6 +135,7 @@ fn uniforms(image: &Image, res: &mut Resources, mvp: glam::Mat4) -> (PipelineKey
     let variant = ImageVariant {
         mode: params.mode,
         linear: params.linear == 1,
+        gamma: params.display.gamma != 1.0,
     };
     let key = PipelineKey::Image(proxy.sample_kind(), dim, one_brick, variant);
     res.images

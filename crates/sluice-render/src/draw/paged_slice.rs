@@ -229,6 +229,7 @@ pub(super) fn ensure_pipelines(image: &Image, res: &mut Resources, pass: PassKin
                 device,
                 PipelineSpec {
                     label: "sluice paged slice",
+                    constants: &[],
                     layout: &shader.pipeline_layout,
                     module: &shader.module,
                     topology: wgpu::PrimitiveTopology::TriangleList,

@@ -215,6 +215,7 @@ impl PagedPipelines {
                     device,
                     PipelineSpec {
                         label: "sluice paged image",
+                        constants: &[],
                         layout: &shader.pipeline_layout,
                         module: &shader.module,
                         topology: wgpu::PrimitiveTopology::TriangleList,

@@ -15,6 +15,12 @@ struct Display {
     lut_size: u32,
 };
 
+// Whether `normalize_value` applies the gamma curve at all: a pipeline whose visual has gamma
+// 1 sets it false (an image's `ImageVariant`), so that the curve is compiled out there. CPU
+// devices run a branch on a uniform for every pixel whichever way it goes; a constant leaves
+// one side.
+override GAMMA_CURVE: bool = true;
+
 fn is_nan(x: f32) -> bool {
     // Bit test: comparisons with NaN may be folded away by shader compilers.
     let bits = bitcast<u32>(x);
@@ -34,7 +40,7 @@ fn normalize_value(d: Display, v: f32) -> f32 {
     } else {
         t = clamp((v - d.clim.x) / span, 0.0, 1.0);
     }
-    if (d.gamma != 1.0 && t > 0.0) {
+    if (GAMMA_CURVE && d.gamma != 1.0 && t > 0.0) {
         t = pow(t, d.gamma);
     }
     return t;
