@@ -270,41 +270,6 @@ fn variant_source(sampled: &str, variant: ImageVariant) -> String {
 mod tests {
     use super::*;
 
-    /// `source` parses and validates, and so does each entry point's module once `constants`
-    /// (its pipeline-overridable constants) are put in, as wgpu does when it makes a pipeline.
-    fn assert_valid_with_constants(source: &str, constants: &[(&str, f64)], what: &str) {
-        use wgpu::naga;
-        let module = naga::front::wgsl::parse_str(source)
-            .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(source)));
-        let validate = |module: &naga::Module| {
-            naga::valid::Validator::new(
-                naga::valid::ValidationFlags::all(),
-                naga::valid::Capabilities::all(),
-            )
-            .validate(module)
-            .unwrap_or_else(|e| panic!("{what}: {e:?}"))
-        };
-        let info = validate(&module);
-        let constants = naga::back::PipelineConstants::from_iter(
-            constants
-                .iter()
-                .map(|&(name, value)| (name.to_string(), value)),
-        );
-        for (stage, entry) in [
-            (naga::ShaderStage::Vertex, "vs_main"),
-            (naga::ShaderStage::Fragment, "fs_main"),
-        ] {
-            let (processed, _) = naga::back::pipeline_constants::process_overrides(
-                &module,
-                &info,
-                Some((stage, entry)),
-                &constants,
-            )
-            .unwrap_or_else(|e| panic!("{what}, {entry} with {constants:?}: {e:?}"));
-            validate(&processed);
-        }
-    }
-
     /// Every image shader variant (sample kinds, 2-D and 3-D, one texture or bricks, channel
     /// modes, nearest and linear, with and without the gamma curve) parses and validates
     /// (naga, no GPU needed).
@@ -325,9 +290,13 @@ mod tests {
                                 let what = format!(
                                     "{kind:?}, {dim:?}, one brick {one_brick}, {variant:?}"
                                 );
-                                assert_valid_with_constants(
+                                crate::pipeline::assert_valid_with_constants(
                                     &variant_source(&sampled, variant),
                                     &variant.constants(),
+                                    &[
+                                        (wgpu::naga::ShaderStage::Vertex, "vs_main"),
+                                        (wgpu::naga::ShaderStage::Fragment, "fs_main"),
+                                    ],
                                     &what,
                                 );
                             }

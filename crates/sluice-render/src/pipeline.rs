@@ -347,3 +347,41 @@ impl ShaderParts {
         }
     }
 }
+
+/// `source` parses and validates, and so does each entry point's module once `constants`
+/// (its pipeline-overridable constants) are put in, as wgpu does when it makes a pipeline.
+#[cfg(test)]
+pub(crate) fn assert_valid_with_constants(
+    source: &str,
+    constants: &[(&str, f64)],
+    entries: &[(wgpu::naga::ShaderStage, &str)],
+    what: &str,
+) {
+    use wgpu::naga;
+    let module = naga::front::wgsl::parse_str(source)
+        .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(source)));
+    let validate = |module: &naga::Module| {
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::all(),
+        )
+        .validate(module)
+        .unwrap_or_else(|e| panic!("{what}: {e:?}"))
+    };
+    let info = validate(&module);
+    let constants = naga::back::PipelineConstants::from_iter(
+        constants
+            .iter()
+            .map(|&(name, value)| (name.to_string(), value)),
+    );
+    for &(stage, entry) in entries {
+        let (processed, _) = naga::back::pipeline_constants::process_overrides(
+            &module,
+            &info,
+            Some((stage, entry)),
+            &constants,
+        )
+        .unwrap_or_else(|e| panic!("{what}, {entry} with {constants:?}: {e:?}"));
+        validate(&processed);
+    }
+}

@@ -123,6 +123,10 @@ pub(crate) struct MarchVariant {
     pub mode: u32,
     /// Trilinear (not nearest).
     pub linear: bool,
+    /// Whether the gamma curve applies (gamma other than 1): `GAMMA_CURVE` in
+    /// `shaders/common.wgsl`, a pipeline-overridable constant (the translucent march
+    /// normalizes every sample).
+    pub gamma: bool,
 }
 
 impl MarchVariant {
@@ -135,7 +139,13 @@ impl MarchVariant {
                 VolumeMode::Iso { .. } => 2,
             },
             linear: volume.interpolation() == Interpolation::Linear,
+            gamma: volume.gamma() != 1.0,
         }
+    }
+
+    /// The pipeline-overridable constants this variant sets.
+    pub fn constants(self) -> [(&'static str, f64); 1] {
+        [("GAMMA_CURVE", if self.gamma { 1.0 } else { 0.0 })]
     }
 }
 
@@ -220,7 +230,10 @@ impl VolumePipelines {
             layout: Some(&marchers.pipeline_layout),
             module: &module,
             entry_point: Some("cs_main"),
-            compilation_options: Default::default(),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: &variant.constants(),
+                ..Default::default()
+            },
             cache: crate::pipeline_cache::for_pipeline(device).as_ref(),
         });
         marchers.by_variant.insert(variant, pipeline);
@@ -362,27 +375,30 @@ fn composite_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
 mod tests {
     use super::*;
 
-    /// Every marcher variant is valid WGSL for every texture kind, in one texture and in
-    /// bricks (naga, no GPU needed).
+    /// Every marcher variant (mode, interpolation, with and without the gamma curve) is valid
+    /// WGSL for every texture kind, in one texture and in bricks, before and after its
+    /// constants are put in (naga, no GPU needed).
     #[test]
     fn every_marcher_variant_compiles() {
-        use wgpu::naga;
         for kind in SampleKind::ALL {
             for one_brick in [true, false] {
                 let sampled = sampled_shader_source(SHADER, kind, TexDim::D3, one_brick, true);
                 for mode in 0..3 {
                     for linear in [false, true] {
-                        let variant = MarchVariant { mode, linear };
-                        let what = format!("{kind:?}, one brick {one_brick}, {variant:?}");
-                        let source = variant_source(&sampled, variant);
-                        let module = naga::front::wgsl::parse_str(&source)
-                            .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&source)));
-                        naga::valid::Validator::new(
-                            naga::valid::ValidationFlags::all(),
-                            naga::valid::Capabilities::all(),
-                        )
-                        .validate(&module)
-                        .unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                        for gamma in [false, true] {
+                            let variant = MarchVariant {
+                                mode,
+                                linear,
+                                gamma,
+                            };
+                            let what = format!("{kind:?}, one brick {one_brick}, {variant:?}");
+                            crate::pipeline::assert_valid_with_constants(
+                                &variant_source(&sampled, variant),
+                                &variant.constants(),
+                                &[(wgpu::naga::ShaderStage::Compute, "cs_main")],
+                                &what,
+                            );
+                        }
                     }
                 }
             }
