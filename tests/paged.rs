@@ -90,10 +90,16 @@ fn gray_image(source: SharedSource) -> Image {
 /// sits on a LUT boundary).
 #[track_caller]
 fn assert_pattern(img: &image::RgbaImage, r0: usize, c0: usize, step: usize) {
+    assert_pattern_gamma(img, r0, c0, step, 1.0);
+}
+
+/// [`assert_pattern`] through a gamma curve.
+#[track_caller]
+fn assert_pattern_gamma(img: &image::RgbaImage, r0: usize, c0: usize, step: usize, gamma: f32) {
     for y in 0..img.height() {
         for x in 0..img.width() {
             let v = pattern(r0 + y as usize * step, c0 + x as usize * step);
-            let (want, near) = expected_entry(&Colormap::Gray, v, [0.0, 255.0], 1.0);
+            let (want, near) = expected_entry(&Colormap::Gray, v, [0.0, 255.0], gamma);
             let got = img.get_pixel(x, y).0;
             assert!(
                 got == want || Some(got) == near,
@@ -108,7 +114,7 @@ fn a_lazy_multiscale_image_shows_level_0_once_complete() {
     let source = procedural(pyramid_layout(600, 600, 3, [50, 70]));
     let mut r = paged_renderer(64, None, None);
     let mut scene = Scene::new();
-    scene.add(gray_image(source.clone()));
+    let id = scene.add(gray_image(source.clone()));
     let target = r.create_target(200, 150).unwrap();
     let camera = PanZoomCamera::new(Vec2::new(300.0, 300.0), 1.0);
     let done = r
@@ -125,6 +131,10 @@ fn a_lazy_multiscale_image_shows_level_0_once_complete() {
         c.pages_resident > 0 && c.page_bytes_resident <= c.gpu_budget,
         "{c:?}"
     );
+    // A gamma curve draws through another pipeline (`GAMMA_CURVE`), over the same pages.
+    scene.image_mut(id).unwrap().set_gamma(1.3).unwrap();
+    r.render(&scene, &camera, &target).unwrap();
+    assert_pattern_gamma(&r.read_image(&target).unwrap(), 225, 200, 1, 1.3);
 }
 
 #[test]

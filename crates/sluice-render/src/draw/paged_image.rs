@@ -119,7 +119,7 @@ pub(super) fn ensure_pipelines(image: &Image, res: &mut Resources, pass: PassKin
     };
     res.paged
         .pipelines
-        .ensure_pass(&res.device, shader, pass, image.opacity());
+        .ensure_pass(&res.device, shader, pass, image.opacity(), image.gamma());
 }
 
 pub(super) fn record_opaque(
@@ -135,7 +135,11 @@ pub(super) fn record_opaque(
     if frame.rect[0] >= frame.rect[2] || frame.rect[1] >= frame.rect[3] {
         return false;
     }
-    let Some(pipeline) = res.paged.pipelines.pipeline(*shader, mode, image.opacity()) else {
+    let Some(pipeline) =
+        res.paged
+            .pipelines
+            .pipeline(*shader, mode, image.opacity(), image.gamma())
+    else {
         return false;
     };
     pass.set_pipeline(pipeline);

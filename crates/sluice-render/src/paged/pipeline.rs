@@ -69,7 +69,8 @@ struct Shader {
     layout: wgpu::BindGroupLayout,
     pipeline_layout: wgpu::PipelineLayout,
     module: wgpu::ShaderModule,
-    pipelines: HashMap<(PassKind, bool), wgpu::RenderPipeline>,
+    /// By pass, depth write (opacity 1) and gamma curve (`GAMMA_CURVE`, gamma other than 1).
+    pipelines: HashMap<(PassKind, bool, bool), wgpu::RenderPipeline>,
 }
 
 /// The paged image pipelines, each built on first use.
@@ -194,28 +195,31 @@ impl PagedPipelines {
         &self.shaders[&key].layout
     }
 
-    /// Builds the pipeline of `key` for a `pass` and opacity, where missing.
+    /// Builds the pipeline of `key` for a `pass`, opacity and gamma, where missing: the
+    /// gamma curve is compiled out for gamma 1 (`GAMMA_CURVE`, as for dense images).
     pub fn ensure_pass(
         &mut self,
         device: &wgpu::Device,
         key: ShaderKey,
         pass: PassKind,
         opacity: f32,
+        gamma: f32,
     ) {
         let shader = self
             .shaders
             .entry(key)
             .or_insert_with(|| Self::build(device, key));
         let depth_write = opacity >= 1.0;
+        let curve = gamma != 1.0;
         shader
             .pipelines
-            .entry((pass, depth_write))
+            .entry((pass, depth_write, curve))
             .or_insert_with(|| {
                 render_pipeline(
                     device,
                     PipelineSpec {
                         label: "sluice paged image",
-                        constants: &[],
+                        constants: &[("GAMMA_CURVE", if curve { 1.0 } else { 0.0 })],
                         layout: &shader.pipeline_layout,
                         module: &shader.module,
                         topology: wgpu::PrimitiveTopology::TriangleList,
@@ -227,16 +231,18 @@ impl PagedPipelines {
             });
     }
 
-    /// The pipeline of `key` for a `pass` and opacity (after [`PagedPipelines::ensure_pass`]).
+    /// The pipeline of `key` for a `pass`, opacity and gamma (after
+    /// [`PagedPipelines::ensure_pass`]).
     pub fn pipeline(
         &self,
         key: ShaderKey,
         pass: PassKind,
         opacity: f32,
+        gamma: f32,
     ) -> Option<&wgpu::RenderPipeline> {
         self.shaders
             .get(&key)?
             .pipelines
-            .get(&(pass, opacity >= 1.0))
+            .get(&(pass, opacity >= 1.0, gamma != 1.0))
     }
 }
