@@ -41,8 +41,15 @@ from ._sluice import (
     open_raw,
     open_zarr,
 )
+import atexit
+
+from ._sluice import _wait_for_devices
 from ._source import Source
 from ._view import view
+
+# The GPU devices live as long as the process: let them finish what was submitted before the
+# interpreter exits (Mesa's lavapipe can crash in its exit handlers otherwise).
+atexit.register(_wait_for_devices)
 
 if CUDA_SUPPORT:
     from ._sluice import CudaSource  # noqa: F401

@@ -384,3 +384,6 @@ def view(
     controls: bool = True,
     frames: int | None = None,
 ) -> dict[str, Any] | ViewHandle: ...
+def _wait_for_devices() -> None:
+    """Waits until the shared GPU devices have finished their work (registered with atexit)."""
+    ...

@@ -43,6 +43,15 @@ mod zarr_source;
 
 use pyo3::prelude::*;
 
+/// Waits until the GPU devices sluice's renderers share have finished their work (the GIL
+/// released meanwhile). The package registers it with `atexit`: the devices live as long as
+/// the process, and Mesa's lavapipe was seen to crash in its exit handlers when the process
+/// exited with a submission still running (`sluice_render::wait_for_devices`).
+#[pyfunction]
+fn _wait_for_devices(py: Python<'_>) {
+    py.detach(sluice_render::wait_for_devices);
+}
+
 /// The `sluice._sluice` module.
 #[pymodule]
 fn _sluice(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -75,6 +84,7 @@ fn _sluice(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cuda::register(m)?;
     m.add_function(wrap_pyfunction!(bench::_rust_full_update_frame, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack::_dlpack_describe, m)?)?;
+    m.add_function(wrap_pyfunction!(_wait_for_devices, m)?)?;
     m.add(
         "CUDA_SUPPORT",
         cfg!(all(feature = "cuda", target_os = "linux")),

@@ -23,6 +23,24 @@ fn shared_instance(backends: wgpu::Backends) -> wgpu::Instance {
     instance
 }
 
+/// The devices renderers share, opened once each and kept for the life of the process.
+type Opened = (wgpu::AdapterInfo, wgpu::Device, wgpu::Queue);
+static DEVICES: parking_lot::Mutex<Vec<Opened>> = parking_lot::Mutex::new(Vec::new());
+
+/// Waits until every device sluice's renderers share has finished the work submitted to it,
+/// and has let go of what was dropped. A program that is about to exit calls it after its last
+/// frame: the shared devices live as long as the process, and Mesa's lavapipe was seen to
+/// crash in its exit handlers (heap corruption while its queue thread still ran a submission)
+/// when the process exited with work in flight. `sluice`'s command line and the Python package
+/// (at interpreter exit) call it. Renderers made after it work as before.
+pub fn wait_for_devices() {
+    let devices: Vec<wgpu::Device> = DEVICES.lock().iter().map(|(_, d, _)| d.clone()).collect();
+    for device in devices {
+        // An error here is a lost device: nothing is in flight on it any more.
+        let _ = device.poll(wgpu::PollType::wait_indefinitely());
+    }
+}
+
 /// The device and queue that renderers made by [`Renderer::new`] and
 /// [`Renderer::with_options`] share on `adapter`, opened on first use and kept for the life of
 /// the process.
@@ -38,8 +56,6 @@ fn shared_instance(backends: wgpu::Backends) -> wgpu::Instance {
 pub(crate) fn shared_device(
     adapter: &wgpu::Adapter,
 ) -> Result<(wgpu::Device, wgpu::Queue), RenderError> {
-    type Opened = (wgpu::AdapterInfo, wgpu::Device, wgpu::Queue);
-    static DEVICES: parking_lot::Mutex<Vec<Opened>> = parking_lot::Mutex::new(Vec::new());
     let info = adapter.get_info();
     // A GL context is current on one thread at a time: GL renderers keep devices of their own.
     let share = info.backend != wgpu::Backend::Gl;

@@ -385,7 +385,10 @@ fn layer_source(scene: &Scene, node: sluice_render::NodeId) -> Option<SharedSour
 /// Runs the command line on `std::env::args`, printing an error as one line.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    let result = run(cli);
+    // Everything `run` made is dropped; let the devices finish before the process exits.
+    sluice_render::wait_for_devices();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // One line, whatever the message holds (a remote error may carry several).

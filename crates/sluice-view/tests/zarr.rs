@@ -31,7 +31,12 @@ fn sluice(args: &[&str]) -> Output {
 /// lines) containing every `needle`.
 fn assert_one_line_error(out: &Output, needles: &[&str]) {
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "exit status; stderr: {stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "exit status {:?}; stderr: {stderr}",
+        out.status
+    );
     let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("sluice")).collect();
     assert_eq!(lines.len(), 1, "one line on stderr, got: {stderr}");
     assert!(lines[0].starts_with("sluice: error: "), "{stderr}");
