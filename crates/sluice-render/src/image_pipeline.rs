@@ -23,7 +23,7 @@ pub(crate) struct ImageParams {
     transform: [[f32; 4]; 4],
     plane: [[f32; 4]; 4],
     nan_color: [f32; 4],
-    pub(crate) display: DisplayParams,
+    display: DisplayParams,
     size: [f32; 2],
     pub(crate) mode: u32,
     pub(crate) linear: u32,
@@ -153,7 +153,7 @@ struct ImagePipeline {
 }
 
 /// Which image shader: texture kind, dimension, whether the data is in one texture, and the
-/// channel mode and interpolation compiled in.
+/// channel mode, interpolation and gamma curve compiled in.
 pub(crate) type ImageKey = (SampleKind, TexDim, bool, ImageVariant);
 
 pub(crate) struct ImagePipelines {

@@ -263,22 +263,33 @@ impl PassKind {
     }
 }
 
+/// Whether a visual of `gamma` needs the gamma curve: `GAMMA_CURVE` in `shaders/common.wgsl`,
+/// a pipeline-overridable constant that compiles the curve out for gamma 1.
+pub(crate) fn gamma_curve(gamma: f32) -> bool {
+    gamma != 1.0
+}
+
+/// The pipeline-overridable constants of a pipeline with or without the gamma curve.
+pub(crate) fn gamma_constants(curve: bool) -> [(&'static str, f64); 1] {
+    [("GAMMA_CURVE", if curve { 1.0 } else { 0.0 })]
+}
+
 /// What an image shader is compiled for beyond its texture: the channel mode
-/// ([`image_mode`]) and linear interpolation, as constants (CPU devices such as lavapipe run
-/// both sides of a branch on a uniform; a constant leaves one).
+/// ([`image_mode`]) and linear interpolation, as constants of the module, and the gamma curve,
+/// a constant of the pipeline (CPU devices such as lavapipe run both sides of a branch on a
+/// uniform; a constant leaves one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ImageVariant {
     pub mode: u32,
     pub linear: bool,
-    /// Whether the gamma curve applies (gamma other than 1): `GAMMA_CURVE` in
-    /// `shaders/common.wgsl`, a pipeline-overridable constant.
+    /// Whether the gamma curve applies ([`gamma_curve`]).
     pub gamma: bool,
 }
 
 impl ImageVariant {
     /// The pipeline-overridable constants this variant sets.
     pub fn constants(self) -> [(&'static str, f64); 1] {
-        [("GAMMA_CURVE", if self.gamma { 1.0 } else { 0.0 })]
+        gamma_constants(self.gamma)
     }
 }
 

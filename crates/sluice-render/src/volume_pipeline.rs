@@ -9,8 +9,8 @@ use crate::bricking::{BrickParams, Bricking};
 use crate::colormap::Colormap;
 use crate::format::SampleKind;
 use crate::pipeline::{
-    data_texture_entries, float_texture_entry, lut_entry, render_pipeline, sampled_shader_source,
-    uniform_entry, DisplayParams, PipelineSpec, TexDim,
+    data_texture_entries, float_texture_entry, gamma_constants, gamma_curve, lut_entry,
+    render_pipeline, sampled_shader_source, uniform_entry, DisplayParams, PipelineSpec, TexDim,
 };
 use crate::sampling::{hardware_filtered, linear_sampler, sampler_entry};
 use crate::target_format::{MARCHED_FORMAT, TARGET_FORMAT};
@@ -123,9 +123,8 @@ pub(crate) struct MarchVariant {
     pub mode: u32,
     /// Trilinear (not nearest).
     pub linear: bool,
-    /// Whether the gamma curve applies (gamma other than 1): `GAMMA_CURVE` in
-    /// `shaders/common.wgsl`, a pipeline-overridable constant (the translucent march
-    /// normalizes every sample).
+    /// Whether the gamma curve applies ([`gamma_curve`]; the translucent march normalizes
+    /// every sample).
     pub gamma: bool,
 }
 
@@ -139,13 +138,13 @@ impl MarchVariant {
                 VolumeMode::Iso { .. } => 2,
             },
             linear: volume.interpolation() == Interpolation::Linear,
-            gamma: volume.gamma() != 1.0,
+            gamma: gamma_curve(volume.gamma()),
         }
     }
 
     /// The pipeline-overridable constants this variant sets.
     pub fn constants(self) -> [(&'static str, f64); 1] {
-        [("GAMMA_CURVE", if self.gamma { 1.0 } else { 0.0 })]
+        gamma_constants(self.gamma)
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::colormap::ColormapKey;
 use crate::error::RenderError;
 use crate::image_pipeline::{slice_geometry, ImageParams};
-use crate::pipeline::{ImageVariant, PassKind, PipelineKey, TexDim};
+use crate::pipeline::{gamma_curve, ImageVariant, PassKind, PipelineKey, TexDim};
 use crate::redraw::flat_depth;
 use crate::visual::Image;
 use wgpu::RenderPass;
@@ -135,7 +135,7 @@ fn uniforms(image: &Image, res: &mut Resources, mvp: glam::Mat4) -> (PipelineKey
     let variant = ImageVariant {
         mode: params.mode,
         linear: params.linear == 1,
-        gamma: params.display.gamma != 1.0,
+        gamma: gamma_curve(image.gamma()),
     };
     let key = PipelineKey::Image(proxy.sample_kind(), dim, one_brick, variant);
     res.images

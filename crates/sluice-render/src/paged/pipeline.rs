@@ -5,7 +5,8 @@ use std::collections::HashMap;
 
 use crate::format::SampleKind;
 use crate::pipeline::{
-    render_pipeline, uniform_entry, DisplayParams, PassKind, PipelineSpec, ShaderParts,
+    gamma_constants, gamma_curve, render_pipeline, uniform_entry, DisplayParams, PassKind,
+    PipelineSpec, ShaderParts,
 };
 
 use super::format::AtlasFormat;
@@ -210,7 +211,7 @@ impl PagedPipelines {
             .entry(key)
             .or_insert_with(|| Self::build(device, key));
         let depth_write = opacity >= 1.0;
-        let curve = gamma != 1.0;
+        let curve = gamma_curve(gamma);
         shader
             .pipelines
             .entry((pass, depth_write, curve))
@@ -219,7 +220,7 @@ impl PagedPipelines {
                     device,
                     PipelineSpec {
                         label: "sluice paged image",
-                        constants: &[("GAMMA_CURVE", if curve { 1.0 } else { 0.0 })],
+                        constants: &gamma_constants(curve),
                         layout: &shader.pipeline_layout,
                         module: &shader.module,
                         topology: wgpu::PrimitiveTopology::TriangleList,
@@ -243,6 +244,6 @@ impl PagedPipelines {
         self.shaders
             .get(&key)?
             .pipelines
-            .get(&(pass, opacity >= 1.0, gamma != 1.0))
+            .get(&(pass, opacity >= 1.0, gamma_curve(gamma)))
     }
 }

@@ -15,10 +15,10 @@ struct Display {
     lut_size: u32,
 };
 
-// Whether `normalize_value` applies the gamma curve at all: a pipeline whose visual has gamma
-// 1 sets it false (an image's `ImageVariant`), so that the curve is compiled out there. CPU
-// devices run a branch on a uniform for every pixel whichever way it goes; a constant leaves
-// one side.
+// Whether `normalize_value` applies the gamma curve at all: the pipelines of images, paged
+// images and dense volume marchers whose visual has gamma 1 set it false
+// (`pipeline::gamma_constants`), so that the curve is compiled out there. CPU devices run a
+// branch on a uniform for every pixel whichever way it goes; a constant leaves one side.
 override GAMMA_CURVE: bool = true;
 
 fn is_nan(x: f32) -> bool {
