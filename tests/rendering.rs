@@ -446,6 +446,10 @@ fn changing_display_settings_uploads_nothing() {
     unchanged.copies_issued = 0;
     unchanged.textures_created = 0;
     unchanged.staging_buffers_created = 0;
+    // No bind group either: the built-in tables and their groups are made with the renderer,
+    // and the image's own group stays through the clim, the colormap and the gamma change
+    // (the pipeline with the gamma curve compiled in has the same layout).
+    unchanged.bind_groups_created = 0;
     assert_eq!(r.counters().since(&before), unchanged);
     let (want, near) = expected_entry(&Colormap::Plasma, 10.0, [0.0, 30.0], 0.5);
     let got = img.get_pixel(4, 6).0;
@@ -685,7 +689,8 @@ fn a_user_lookup_table_maps_values_to_its_entries() {
 
 /// 40 user tables alive at once each draw their own entries, and so do 40 new ones after
 /// those were dropped (their GPU tables freed), and a change of a visual's colormap shows the
-/// new one in the next frame of the same target (frames redraw only what changed).
+/// new one in the next frame of the same target (frames redraw only what changed), making no
+/// bind group once both tables were shown (each table's group is shared, the visual's kept).
 #[test]
 fn many_user_lookup_tables_each_draw_their_own_entries() {
     let mut r = renderer();
@@ -719,13 +724,18 @@ fn many_user_lookup_tables_each_draw_their_own_entries() {
     let mut scene = Scene::new();
     let node = scene.add(Image::new(source.clone()).with_colormap(a.clone()));
     let target = r.create_target(2, 1).unwrap();
+    let mut made = Vec::new();
     for t in [&a, &b, &a, &b] {
+        let before = r.counters();
         scene.image_mut(node).unwrap().set_colormap(t.clone());
         r.render(&scene, &pixel_camera(2, 1), &target).unwrap();
         let img = r.read_image(&target).unwrap();
         assert_pixel(&img, 0, 0, t.entries()[0], 0);
         assert_pixel(&img, 1, 0, t.entries()[1], 0);
+        made.push(r.counters().since(&before).bind_groups_created);
     }
+    // The first frame: the image's group and a's table's; the second: b's table's; then none.
+    assert_eq!(made, [2, 1, 0, 0]);
 }
 
 /// A 4 x 4 RGB source of one colour.

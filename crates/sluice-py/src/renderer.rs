@@ -282,6 +282,7 @@ pub(crate) fn counters_dict<'py>(py: Python<'py>, c: &Counters) -> PyResult<Boun
         ("buffers_alive", c.buffers_alive),
         ("textures_created", c.textures_created),
         ("staging_buffers_created", c.staging_buffers_created),
+        ("bind_groups_created", c.bind_groups_created),
         ("staging_bytes", c.staging_bytes),
     ] {
         d.set_item(name, value)?;

@@ -33,6 +33,11 @@ pub struct Counters {
     pub textures_created: u64,
     /// Staging buffers created so far (a reused ring keeps this small).
     pub staging_buffers_created: u64,
+    /// Bind groups made so far for visuals and colormap tables: a visual's when it is first
+    /// drawn and again when one of its textures or buffers is recreated or it needs another
+    /// pipeline; a colormap table's once, with the table. A colormap or contrast change makes
+    /// none.
+    pub bind_groups_created: u64,
     /// Bytes of staging memory held now.
     pub staging_bytes: u64,
     /// Pages of paged sources on the GPU now.
@@ -106,6 +111,7 @@ impl Counters {
             textures_provided: self.textures_provided - earlier.textures_provided,
             textures_created: self.textures_created - earlier.textures_created,
             staging_buffers_created: self.staging_buffers_created - earlier.staging_buffers_created,
+            bind_groups_created: self.bind_groups_created - earlier.bind_groups_created,
             pages_uploaded: self.pages_uploaded - earlier.pages_uploaded,
             pages_evicted: self.pages_evicted - earlier.pages_evicted,
             page_table_bytes_written: self.page_table_bytes_written

@@ -8,9 +8,8 @@ use sluice_core::{Layout, Shape};
 use crate::bricking::{BrickParams, Bricking};
 use crate::format::SampleKind;
 use crate::pipeline::{
-    alpha_scale, data_texture_entries, image_mode, lut_entry, render_pipeline,
-    sampled_shader_source, uniform_entry, DisplayParams, ImageVariant, PassKind, PipelineSpec,
-    ShaderParts, TexDim,
+    alpha_scale, data_texture_entries, image_mode, render_pipeline, sampled_shader_source,
+    uniform_entry, DisplayParams, ImageVariant, PassKind, PipelineSpec, ShaderParts, TexDim,
 };
 use crate::sampling::{hardware_filtered, linear_sampler, sampler_entry};
 use crate::visual::{Image, Interpolation, Slice};
@@ -158,6 +157,11 @@ pub(crate) type ImageKey = (SampleKind, TexDim, bool, ImageVariant);
 
 pub(crate) struct ImagePipelines {
     by_kind: HashMap<ImageKey, ImagePipeline>,
+    /// The group 0 and pipeline layouts, one per texture kind, dimension and arrangement,
+    /// shared by the variants: a visual's bind group serves every variant it switches to.
+    layouts: HashMap<(SampleKind, TexDim, bool), (wgpu::BindGroupLayout, wgpu::PipelineLayout)>,
+    /// Group 1 of every image pipeline (`pipeline::colormap_layout`).
+    colormap_layout: wgpu::BindGroupLayout,
     /// Bound where the hardware interpolates (`sampling::hardware_filtered`).
     sampler: Option<wgpu::Sampler>,
 }
@@ -165,9 +169,11 @@ pub(crate) struct ImagePipelines {
 impl ImagePipelines {
     /// No pipeline yet: each is built on first use (shader compilation is slow on some
     /// drivers, and most programs use few of them).
-    pub fn new() -> Self {
+    pub fn new(colormap_layout: wgpu::BindGroupLayout) -> Self {
         ImagePipelines {
             by_kind: HashMap::new(),
+            layouts: HashMap::new(),
+            colormap_layout,
             sampler: None,
         }
     }
@@ -177,9 +183,11 @@ impl ImagePipelines {
         if hardware_filtered(key.0, key.2) && self.sampler.is_none() {
             self.sampler = Some(linear_sampler(device));
         }
-        self.by_kind
-            .entry(key)
-            .or_insert_with(|| Self::build(device, key));
+        if self.by_kind.contains_key(&key) {
+            return;
+        }
+        let built = self.build(device, key);
+        self.by_kind.insert(key, built);
     }
 
     /// The linear sampler (after [`ImagePipelines::ensure`] of a filtered key).
@@ -189,14 +197,15 @@ impl ImagePipelines {
             .expect("made with the first filtered pipeline")
     }
 
-    fn build(device: &wgpu::Device, (kind, dim, one_brick, variant): ImageKey) -> ImagePipeline {
-        let mut entries = vec![
-            uniform_entry(
-                size_of::<ImageParams>(),
-                wgpu::ShaderStages::VERTEX_FRAGMENT,
-            ),
-            lut_entry(),
-        ];
+    fn build(
+        &mut self,
+        device: &wgpu::Device,
+        (kind, dim, one_brick, variant): ImageKey,
+    ) -> ImagePipeline {
+        let mut entries = vec![uniform_entry(
+            size_of::<ImageParams>(),
+            wgpu::ShaderStages::VERTEX_FRAGMENT,
+        )];
         entries.extend(data_texture_entries(
             kind,
             dim,
@@ -210,7 +219,28 @@ impl ImagePipelines {
             &sampled_shader_source(SHADER, kind, dim, one_brick, true),
             variant,
         );
-        let parts = ShaderParts::new(device, "sluice image", &entries, source, &[]);
+        if let Some((layout, pipeline_layout)) = self.layouts.get(&(kind, dim, one_brick)) {
+            return ImagePipeline {
+                layout: layout.clone(),
+                pipeline_layout: pipeline_layout.clone(),
+                module: device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some("sluice image"),
+                    source: wgpu::ShaderSource::Wgsl(source.into()),
+                }),
+                pipelines: HashMap::new(),
+            };
+        }
+        let parts = ShaderParts::new(
+            device,
+            "sluice image",
+            &entries,
+            source,
+            &[&self.colormap_layout],
+        );
+        self.layouts.insert(
+            (kind, dim, one_brick),
+            (parts.layout.clone(), parts.pipeline_layout.clone()),
+        );
         ImagePipeline {
             layout: parts.layout,
             pipeline_layout: parts.pipeline_layout,

@@ -7,8 +7,8 @@ use glam::{Mat4, Vec3};
 
 use crate::format::SampleKind;
 use crate::pipeline::{
-    alpha_scale, lut_entry, render_pipeline_from, shader_source, uniform_entry, DisplayParams,
-    PassKind, PipelineSpec, ShaderParts, TexDim,
+    alpha_scale, render_pipeline_from, shader_source, uniform_entry, DisplayParams, PassKind,
+    PipelineSpec, ShaderParts, TexDim,
 };
 use crate::visual::{Interpolation, Mesh, Shading};
 
@@ -125,12 +125,15 @@ pub(crate) struct MeshPipelines {
     shaders: HashMap<SampleKind, MeshShader>,
     /// By texture kind, program and pass kind; built on first use.
     pipelines: HashMap<(SampleKind, MeshProgram, PassKind), wgpu::RenderPipeline>,
+    /// Group 1 of every mesh pipeline (`pipeline::colormap_layout`).
+    colormap_layout: wgpu::BindGroupLayout,
 }
 
 impl MeshPipelines {
-    pub fn new() -> Self {
+    pub fn new(colormap_layout: wgpu::BindGroupLayout) -> Self {
         MeshPipelines {
             shaders: HashMap::new(),
+            colormap_layout,
             pipelines: HashMap::new(),
         }
     }
@@ -162,7 +165,6 @@ impl MeshPipelines {
                 },
                 count: None,
             },
-            lut_entry(),
             storage(3),
             storage(4),
             storage(5),
@@ -170,7 +172,13 @@ impl MeshPipelines {
             storage(7),
         ];
         let source = shader_source(SHADER, kind, TexDim::D2);
-        let parts = ShaderParts::new(device, "sluice mesh", &entries, source, &[]);
+        let parts = ShaderParts::new(
+            device,
+            "sluice mesh",
+            &entries,
+            source,
+            &[&self.colormap_layout],
+        );
         self.shaders.insert(
             kind,
             MeshShader {

@@ -60,9 +60,21 @@ impl TexDim {
     }
 }
 
-/// The colormap's layout entry (binding 2).
-pub(crate) fn lut_entry() -> wgpu::BindGroupLayoutEntry {
-    float_texture_entry(2, wgpu::ShaderStages::FRAGMENT)
+/// The bind group every visual's pipeline reads its colormap table from (`lut` in
+/// `shaders/common.wgsl`); group 0 is the visual's own.
+pub(crate) const COLORMAP_GROUP: u32 = 1;
+
+/// The layout of a colormap table's bind group ([`COLORMAP_GROUP`]): the table at binding 0,
+/// visible to every stage that may look a colour up. One layout per device, shared by all
+/// the pipelines, so that one group per table serves every visual.
+pub(crate) fn colormap_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
+    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some("sluice colormap"),
+        entries: &[float_texture_entry(
+            0,
+            wgpu::ShaderStages::VERTEX_FRAGMENT | wgpu::ShaderStages::COMPUTE,
+        )],
+    })
 }
 
 /// A layout entry for a 2-D float texture read with `textureLoad` (colormaps, depth as a
@@ -301,6 +313,19 @@ pub(crate) enum PipelineKey {
     Mesh(SampleKind),
 }
 
+impl PipelineKey {
+    /// Whether both pipelines have the same group 0 layout, so that one bind group serves
+    /// both: an image's variants share theirs.
+    pub fn same_layout(self, other: PipelineKey) -> bool {
+        match (self, other) {
+            (PipelineKey::Image(k, d, b, _), PipelineKey::Image(k2, d2, b2, _)) => {
+                (k, d, b) == (k2, d2, b2)
+            }
+            (a, b) => a == b,
+        }
+    }
+}
+
 /// The uniform block's layout entry (binding 0) for a block of `size` bytes.
 pub(crate) fn uniform_entry(
     size: usize,
@@ -319,7 +344,8 @@ pub(crate) fn uniform_entry(
 }
 
 /// A visual's group 0 layout with `entries`, its shader module from `source`, and the
-/// pipeline layout of group 0 followed by `more` groups.
+/// pipeline layout of group 0 followed by `more` groups (the colormap's first, at
+/// [`COLORMAP_GROUP`], for the shaders that look colours up).
 pub(crate) struct ShaderParts {
     pub layout: wgpu::BindGroupLayout,
     pub module: wgpu::ShaderModule,

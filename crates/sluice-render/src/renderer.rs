@@ -142,8 +142,9 @@ impl Renderer {
                 }),
         };
         let upload_budget = options.upload_budget;
-        let images = ImagePipelines::new();
-        let volumes = VolumePipelines::new(&device);
+        let colormap_layout = crate::pipeline::colormap_layout(&device);
+        let images = ImagePipelines::new(colormap_layout.clone());
+        let volumes = VolumePipelines::new(&device, colormap_layout.clone());
         let max_buffer = device.limits().max_buffer_size.min(1 << 30);
         let redraw = Arc::new(RedrawFlag::default());
         let waker = Waker::from(redraw.clone());
@@ -179,7 +180,8 @@ impl Renderer {
                 queue,
                 images,
                 volumes,
-                meshes: MeshPipelines::new(),
+                meshes: MeshPipelines::new(colormap_layout.clone()),
+                colormap_layout,
                 colormaps: HashMap::new(),
                 proxies: HashMap::new(),
                 buffers: HashMap::new(),
@@ -751,7 +753,7 @@ impl Renderer {
                 params: v.params.clone(),
                 proxy: proxy.map_or(0, TextureProxy::serial),
                 generation: bind.generation,
-                colormap: bind.colormap,
+                colormap: draw.visual.colormap().key(),
                 pipeline: bind.key,
             });
             if let Some(proxy) = proxy {

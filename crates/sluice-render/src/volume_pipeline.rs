@@ -9,8 +9,8 @@ use crate::bricking::{BrickParams, Bricking};
 use crate::colormap::Colormap;
 use crate::format::SampleKind;
 use crate::pipeline::{
-    data_texture_entries, float_texture_entry, gamma_constants, gamma_curve, lut_entry,
-    render_pipeline, sampled_shader_source, uniform_entry, DisplayParams, PipelineSpec, TexDim,
+    data_texture_entries, float_texture_entry, gamma_constants, gamma_curve, render_pipeline,
+    sampled_shader_source, uniform_entry, DisplayParams, PipelineSpec, TexDim,
 };
 use crate::sampling::{hardware_filtered, linear_sampler, sampler_entry};
 use crate::target_format::{MARCHED_FORMAT, TARGET_FORMAT};
@@ -148,6 +148,10 @@ impl MarchVariant {
     }
 }
 
+/// The marchers' group of the target (its depth, their output), after the visual's group 0
+/// and the colormap's group 1.
+pub(crate) const TARGET_GROUP: u32 = 2;
+
 /// The marchers of one texture kind: their bind group layout and a pipeline per variant,
 /// built on first use.
 struct Marchers {
@@ -166,7 +170,9 @@ pub(crate) struct VolumePipelines {
     sampler: Option<wgpu::Sampler>,
     /// The min/max grids of the sources volumes show.
     pub grids: MinMaxGrids,
-    /// Group 1 of the marcher: the target's depth and its marched texture.
+    /// Group 1 of the marcher (`pipeline::colormap_layout`).
+    colormap_layout: wgpu::BindGroupLayout,
+    /// Group 2 of the marcher ([`TARGET_GROUP`]): the target's depth and its marched texture.
     target_layout: wgpu::BindGroupLayout,
     /// Group 0 of the composite: the marched texture.
     composite_layout: wgpu::BindGroupLayout,
@@ -175,18 +181,19 @@ pub(crate) struct VolumePipelines {
 
 impl VolumePipelines {
     /// Layouts only: pipelines are built on first use.
-    pub fn new(device: &wgpu::Device) -> Self {
+    pub fn new(device: &wgpu::Device, colormap_layout: wgpu::BindGroupLayout) -> Self {
         VolumePipelines {
             by_kind: HashMap::new(),
             sampler: None,
             grids: MinMaxGrids::default(),
+            colormap_layout,
             target_layout: target_layout(device),
             composite_layout: composite_layout(device),
             composite: None,
         }
     }
 
-    /// The layout of a target's marcher bind group (group 1).
+    /// The layout of a target's marcher bind group ([`TARGET_GROUP`]).
     pub fn target_layout(&self) -> &wgpu::BindGroupLayout {
         &self.target_layout
     }
@@ -202,7 +209,7 @@ impl VolumePipelines {
             self.sampler = Some(linear_sampler(device));
         }
         if !self.by_kind.contains_key(&key) {
-            let built = Self::build(device, key, &self.target_layout);
+            let built = Self::build(device, key, &self.colormap_layout, &self.target_layout);
             self.by_kind.insert(key, built);
         }
         if self.composite.is_none() {
@@ -248,14 +255,13 @@ impl VolumePipelines {
     fn build(
         device: &wgpu::Device,
         (kind, one_brick): VolumeKey,
+        colormap_layout: &wgpu::BindGroupLayout,
         target_layout: &wgpu::BindGroupLayout,
     ) -> Marchers {
-        let mut lut = lut_entry();
-        lut.visibility = wgpu::ShaderStages::COMPUTE;
-        let mut entries = vec![
-            uniform_entry(size_of::<VolumeParams>(), wgpu::ShaderStages::COMPUTE),
-            lut,
-        ];
+        let mut entries = vec![uniform_entry(
+            size_of::<VolumeParams>(),
+            wgpu::ShaderStages::COMPUTE,
+        )];
         entries.extend(data_texture_entries(
             kind,
             TexDim::D3,
@@ -273,7 +279,7 @@ impl VolumePipelines {
         });
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some("sluice volume"),
-            bind_group_layouts: &[Some(&layout), Some(target_layout)],
+            bind_group_layouts: &[Some(&layout), Some(colormap_layout), Some(target_layout)],
             immediate_size: 0,
         });
         Marchers {

@@ -1,10 +1,9 @@
 //! Drawing an [`Image`]: a textured rectangle (a plane of the source's 2-D or 3-D texture)
 //! in the opaque pass.
 
-use crate::colormap::ColormapKey;
 use crate::error::RenderError;
 use crate::image_pipeline::{slice_geometry, ImageParams};
-use crate::pipeline::{gamma_curve, ImageVariant, PassKind, PipelineKey, TexDim};
+use crate::pipeline::{gamma_curve, ImageVariant, PassKind, PipelineKey, TexDim, COLORMAP_GROUP};
 use crate::redraw::flat_depth;
 use crate::visual::Image;
 use wgpu::RenderPass;
@@ -98,6 +97,7 @@ impl DrawVisual for Image {
             self.opacity(),
         ));
         pass.set_bind_group(0, &bind.group, &[]);
+        pass.set_bind_group(COLORMAP_GROUP, res.colormap_group(self.colormap()), &[]);
         pass.draw(0..6, 0..1);
         true
     }
@@ -107,10 +107,9 @@ impl DrawVisual for Image {
     }
 }
 
-/// Image uniforms for this frame; returns the pipeline and colormap the image needs.
-fn uniforms(image: &Image, res: &mut Resources, mvp: glam::Mat4) -> (PipelineKey, ColormapKey) {
-    let colormap_key = image.colormap().key();
-    let entries = res.colormaps[&colormap_key].entries;
+/// Image uniforms for this frame; returns the pipeline the image needs.
+fn uniforms(image: &Image, res: &mut Resources, mvp: glam::Mat4) -> PipelineKey {
+    let entries = res.colormaps[&image.colormap().key()].entries;
     let proxy = &res.proxies[&res.texture_of(image.token.id)];
     let shape = proxy.layout().shape();
     // Checked in prepare_visual against the source's layout; a layout change since (a
@@ -143,5 +142,5 @@ fn uniforms(image: &Image, res: &mut Resources, mvp: glam::Mat4) -> (PipelineKey
     res.write_params(image.token.id, bytemuck::bytes_of(&params));
     let v = res.visuals.get_mut(&image.token.id).expect("prepared");
     v.flat_depth = flat_depth(mvp, geometry.size);
-    (key, colormap_key)
+    key
 }

@@ -9,7 +9,7 @@ use crate::mesh_pipeline::{
     vertex_normals, wireframe_edges, MeshParams, MeshProgram, MeshTexture, HAS_COLORS, HAS_NORMALS,
     HAS_SCALARS, HAS_TEXTURE,
 };
-use crate::pipeline::{PassKind, PipelineKey};
+use crate::pipeline::{PassKind, PipelineKey, COLORMAP_GROUP};
 use crate::visual::{Mesh, Shading};
 use wgpu::RenderPass;
 
@@ -91,6 +91,7 @@ impl DrawVisual for Mesh {
         };
         pass.set_pipeline(res.meshes.pipeline(kind, program(mesh, res), mode));
         pass.set_bind_group(0, &bind.group, &[]);
+        pass.set_bind_group(COLORMAP_GROUP, res.colormap_group(mesh.colormap()), &[]);
         match v.buffers[MESH_INDICES] {
             Some(key) => {
                 let indices = &res.buffers[&key];
@@ -132,8 +133,7 @@ fn update(
     mvp: glam::Mat4,
 ) -> Result<(), RenderError> {
     let id = mesh.token.id;
-    let colormap_key = mesh.colormap().key();
-    let entries = res.colormaps[&colormap_key].entries;
+    let entries = res.colormaps[&mesh.colormap().key()].entries;
     let keys = res.visuals[&id].buffers.clone();
     let positions = &res.buffers[&keys[MESH_POSITIONS].expect("positions")];
     let vertex_count = positions.len();
@@ -270,7 +270,7 @@ fn update(
     let fresh = res.visuals[&id]
         .bind
         .as_ref()
-        .is_some_and(|b| b.generation == generation && b.colormap == colormap_key && b.key == key);
+        .is_some_and(|b| b.generation == generation && b.key == key);
     if fresh {
         return Ok(());
     }
@@ -293,6 +293,7 @@ fn update(
             None => &res.dummy_storage,
         }
     };
+    res.counters.bind_groups_created += 1;
     let group = res.device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: Some("sluice mesh"),
         layout: res.meshes.layout(kind),
@@ -304,10 +305,6 @@ fn update(
             wgpu::BindGroupEntry {
                 binding: 1,
                 resource: wgpu::BindingResource::TextureView(texture_view),
-            },
-            wgpu::BindGroupEntry {
-                binding: 2,
-                resource: wgpu::BindingResource::TextureView(&res.colormaps[&colormap_key].view),
             },
             wgpu::BindGroupEntry {
                 binding: 3,
@@ -335,7 +332,6 @@ fn update(
         group,
         key,
         generation,
-        colormap: colormap_key,
     });
     Ok(())
 }

@@ -121,7 +121,8 @@ pub(crate) struct Draw<'a> {
 }
 
 pub(crate) struct ColormapGpu {
-    pub view: wgpu::TextureView,
+    /// The table bound as the pipelines' colormap group (`pipeline::COLORMAP_GROUP`).
+    pub group: wgpu::BindGroup,
     pub entries: usize,
     /// Keeps a custom table's identity alive while cached.
     custom: Option<Arc<[[u8; 4]]>>,
@@ -134,11 +135,12 @@ pub(crate) struct MeshDerived {
     pub edges: Option<(wgpu::Buffer, u32, Version, usize)>,
 }
 
+/// A visual's group 0 (its uniforms and textures) and what it was made for; the colormap is
+/// a group of its own ([`Resources::colormap_group`]), so a colormap change keeps this one.
 pub(crate) struct BindState {
     pub group: wgpu::BindGroup,
     pub key: PipelineKey,
     pub generation: u64,
-    pub colormap: ColormapKey,
 }
 
 /// GPU state of one visual: its uniforms and bind group, and which proxy it uses.
@@ -168,6 +170,8 @@ pub(crate) struct Resources {
     pub images: ImagePipelines,
     pub volumes: VolumePipelines,
     pub meshes: MeshPipelines,
+    /// The layout of every colormap group (`pipeline::colormap_layout`).
+    pub colormap_layout: wgpu::BindGroupLayout,
     pub colormaps: HashMap<ColormapKey, ColormapGpu>,
     pub proxies: HashMap<SourceKey, TextureProxy>,
     pub buffers: HashMap<BufferKey, BufferProxy>,
@@ -357,17 +361,20 @@ impl Resources {
             .expect("images and volumes have a texture")
     }
 
-    /// (Re)builds an image's or volume's bind group when its texture, colormap or pipeline
-    /// changed.
-    pub fn update_bind_group(&mut self, id: u64, (key, colormap_key): (PipelineKey, ColormapKey)) {
+    /// (Re)builds an image's or volume's bind group when its texture changed or it needs a
+    /// pipeline of another layout (a colormap change keeps it, the table being a group of its
+    /// own, and so does a change between an image's variants, which share their layout).
+    pub fn update_bind_group(&mut self, id: u64, key: PipelineKey) {
+        let generation = self.proxies[&self.texture_of(id)].generation();
+        let v = self.visuals.get_mut(&id).expect("prepared");
+        if let Some(b) = v.bind.as_mut() {
+            if b.generation == generation && b.key.same_layout(key) {
+                b.key = key;
+                return;
+            }
+        }
         let v = &self.visuals[&id];
         let proxy = &self.proxies[&self.texture_of(id)];
-        let fresh = v.bind.as_ref().is_some_and(|b| {
-            b.generation == proxy.generation() && b.colormap == colormap_key && b.key == key
-        });
-        if fresh {
-            return;
-        }
         let (slots, sampler) = match key {
             PipelineKey::Image(kind, dim, one_brick, _) => (
                 data_slots(dim, one_brick),
@@ -379,16 +386,10 @@ impl Resources {
             ),
             PipelineKey::Mesh(_) => (BRICK_SLOTS, None),
         };
-        let mut entries = vec![
-            wgpu::BindGroupEntry {
-                binding: 0,
-                resource: v.uniform.as_entire_binding(),
-            },
-            wgpu::BindGroupEntry {
-                binding: 2,
-                resource: wgpu::BindingResource::TextureView(&self.colormaps[&colormap_key].view),
-            },
-        ];
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: v.uniform.as_entire_binding(),
+        }];
         entries.extend((0..slots).map(|slot| wgpu::BindGroupEntry {
             binding: brick_binding(slot),
             resource: wgpu::BindingResource::TextureView(proxy.brick_view(slot)),
@@ -407,6 +408,7 @@ impl Resources {
                 ),
             });
         }
+        self.counters.bind_groups_created += 1;
         let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("sluice visual"),
             layout: self.bind_group_layout(key),
@@ -417,7 +419,6 @@ impl Resources {
             group,
             key,
             generation,
-            colormap: colormap_key,
         });
     }
 
@@ -490,7 +491,12 @@ impl Resources {
         Ok(Some(out))
     }
 
-    /// The GPU table of a colormap, uploaded on first use.
+    /// The bind group of `colormap`'s table (after [`Resources::colormap_gpu`] this frame).
+    pub fn colormap_group(&self, colormap: &Colormap) -> &wgpu::BindGroup {
+        &self.colormaps[&colormap.key()].group
+    }
+
+    /// The GPU table of a colormap and its bind group, made on first use.
     pub fn colormap_gpu(&mut self, colormap: &Colormap) -> &ColormapGpu {
         let key = colormap.key();
         self.colormaps.entry(key).or_insert_with(|| {
@@ -520,8 +526,18 @@ impl Resources {
                 },
                 size,
             );
+            let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
+            self.counters.bind_groups_created += 1;
+            let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("sluice colormap"),
+                layout: &self.colormap_layout,
+                entries: &[wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::TextureView(&view),
+                }],
+            });
             ColormapGpu {
-                view: texture.create_view(&wgpu::TextureViewDescriptor::default()),
+                group,
                 entries: entries.len(),
                 custom: colormap.custom_handle(),
             }

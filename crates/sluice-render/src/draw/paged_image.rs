@@ -4,7 +4,7 @@
 
 use crate::error::RenderError;
 use crate::paged::wants_paging;
-use crate::pipeline::PassKind;
+use crate::pipeline::{PassKind, COLORMAP_GROUP};
 use crate::redraw::flat_depth;
 use crate::visual::{Image, Interpolation, Slice};
 use wgpu::RenderPass;
@@ -52,8 +52,7 @@ pub(super) fn is_paged(image: &Image, res: &Resources) -> bool {
 
 pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
     let id = image.token.id;
-    let colormap_key = image.colormap().key();
-    let lut_size = res.colormaps[&colormap_key].entries as u32;
+    let lut_size = res.colormaps[&image.colormap().key()].entries as u32;
     let mut params = res.paged.params(id);
     let clim = image.effective_clim();
     params.nan_color = image.nan_color();
@@ -68,11 +67,13 @@ pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
     let fresh = res.paged.visuals[&id]
         .bind
         .as_ref()
-        .is_some_and(|(_, g, c, k)| *g == generation && *c == colormap_key && *k == shader);
+        .is_some_and(|(_, g, k)| *g == generation && *k == shader);
     if !fresh {
-        res.paged.pipelines.ensure_shader(&res.device, shader);
+        res.paged
+            .pipelines
+            .ensure_shader(&res.device, &res.colormap_layout, shader);
+        res.counters.bind_groups_created += 1;
         let (atlas, table, sampler, _, _) = res.paged.bind_parts(id);
-        let lut = &res.colormaps[&colormap_key];
         let group = res.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("sluice paged image"),
             layout: res.paged.pipelines.layout(shader),
@@ -86,10 +87,6 @@ pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
                     resource: wgpu::BindingResource::TextureView(atlas),
                 },
                 wgpu::BindGroupEntry {
-                    binding: 2,
-                    resource: wgpu::BindingResource::TextureView(&lut.view),
-                },
-                wgpu::BindGroupEntry {
                     binding: 3,
                     resource: wgpu::BindingResource::TextureView(table),
                 },
@@ -99,8 +96,7 @@ pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
                 },
             ],
         });
-        res.paged.visuals.get_mut(&id).expect("prepared").bind =
-            Some((group, generation, colormap_key, shader));
+        res.paged.visuals.get_mut(&id).expect("prepared").bind = Some((group, generation, shader));
     }
     let [_, h, w] = image.source().layout().shape().padded();
     let v = res.paged.visuals.get_mut(&id).expect("prepared");
@@ -114,12 +110,15 @@ pub(super) fn pass_need(image: &Image, res: &Resources) -> PassNeed {
 }
 
 pub(super) fn ensure_pipelines(image: &Image, res: &mut Resources, pass: PassKind) {
-    let Some((_, _, _, shader)) = res.paged.visuals[&image.token.id].bind else {
+    let Some((_, _, shader)) = res.paged.visuals[&image.token.id].bind else {
         return;
     };
-    res.paged
-        .pipelines
-        .ensure_pass(&res.device, shader, pass, image.opacity(), image.gamma());
+    res.paged.pipelines.ensure_pass(
+        &res.device,
+        &res.colormap_layout,
+        shader,
+        (pass, image.opacity(), image.gamma()),
+    );
 }
 
 pub(super) fn record_opaque(
@@ -129,7 +128,7 @@ pub(super) fn record_opaque(
     mode: PassKind,
 ) -> bool {
     let v = &res.paged.visuals[&image.token.id];
-    let (Some((group, _, _, shader)), Some(frame)) = (&v.bind, &v.frame) else {
+    let (Some((group, _, shader)), Some(frame)) = (&v.bind, &v.frame) else {
         return false;
     };
     if frame.rect[0] >= frame.rect[2] || frame.rect[1] >= frame.rect[3] {
@@ -144,6 +143,7 @@ pub(super) fn record_opaque(
     };
     pass.set_pipeline(pipeline);
     pass.set_bind_group(0, group, &[]);
+    pass.set_bind_group(COLORMAP_GROUP, res.colormap_group(image.colormap()), &[]);
     pass.draw(0..6, 0..1);
     true
 }

@@ -12,6 +12,7 @@ use crate::image_pipeline::slice_geometry;
 use crate::paged::{wants_paging_3d, ShaderKey, SlicePlane, MAX_LEVELS_3D};
 use crate::pipeline::{
     alpha_scale, image_mode, render_pipeline, DisplayParams, PassKind, PipelineSpec, ShaderParts,
+    COLORMAP_GROUP,
 };
 use crate::redraw::flat_depth;
 use crate::visual::{Image, Interpolation};
@@ -126,8 +127,7 @@ pub(super) fn is_paged(image: &Image, res: &Resources) -> bool {
 
 pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
     let id = image.token.id;
-    let colormap_key = image.colormap().key();
-    let lut_size = res.colormaps[&colormap_key].entries as u32;
+    let lut_size = res.colormaps[&image.colormap().key()].entries as u32;
     let v = &res.paged.volumes.visuals[&id];
     let slice = v.slice.expect("a slice visual");
     let s = &res.paged.volumes.sources[&v.source];
@@ -169,27 +169,23 @@ pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
         alpha_scale: alpha_scale(s.layout.element()),
         lv: super::paged_volume::level_params(s),
     };
-    let device = &res.device;
+    let (device, colormap_layout) = (&res.device, &res.colormap_layout);
     let shader = res
         .paged
         .volumes
         .slice_pipelines
         .by_key
         .entry(key)
-        .or_insert_with(|| build(device, key));
-    let fresh = v
-        .bind
-        .as_ref()
-        .is_some_and(|(_, g, c)| *g == generation && *c == colormap_key);
+        .or_insert_with(|| build(device, colormap_layout, key));
+    let fresh = v.bind.as_ref().is_some_and(|(_, g)| *g == generation);
     if !fresh {
-        let lut = &res.colormaps[&colormap_key];
+        res.counters.bind_groups_created += 1;
         let group = paged3d_bind_group(
             &res.device,
             "sluice paged slice",
             &shader.layout,
             &v.uniform,
             s,
-            &lut.view,
             &shader.sampler,
         );
         res.paged
@@ -197,7 +193,7 @@ pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
             .visuals
             .get_mut(&id)
             .expect("prepared")
-            .bind = Some((group, generation, colormap_key));
+            .bind = Some((group, generation));
     }
     let v = res.paged.volumes.visuals.get_mut(&id).expect("prepared");
     v.flat_depth = flat_depth(draw.mvp, slice.size);
@@ -212,14 +208,14 @@ pub(super) fn pass_need(image: &Image, res: &Resources) -> PassNeed {
 pub(super) fn ensure_pipelines(image: &Image, res: &mut Resources, pass: PassKind) {
     let v = &res.paged.volumes.visuals[&image.token.id];
     let key = ShaderKey::of(&res.paged.volumes.sources[&v.source].atlas.format);
-    let device = &res.device;
+    let (device, colormap_layout) = (&res.device, &res.colormap_layout);
     let shader = res
         .paged
         .volumes
         .slice_pipelines
         .by_key
         .entry(key)
-        .or_insert_with(|| build(device, key));
+        .or_insert_with(|| build(device, colormap_layout, key));
     let depth_write = image.opacity() >= 1.0;
     shader
         .pipelines
@@ -248,7 +244,7 @@ pub(super) fn record_opaque(
     mode: PassKind,
 ) -> bool {
     let v = &res.paged.volumes.visuals[&image.token.id];
-    let Some((group, _, _)) = &v.bind else {
+    let Some((group, _)) = &v.bind else {
         return false;
     };
     let key = ShaderKey::of(&res.paged.volumes.sources[&v.source].atlas.format);
@@ -264,11 +260,16 @@ pub(super) fn record_opaque(
     };
     pass.set_pipeline(pipeline);
     pass.set_bind_group(0, group, &[]);
+    pass.set_bind_group(COLORMAP_GROUP, res.colormap_group(image.colormap()), &[]);
     pass.draw(0..6, 0..1);
     true
 }
 
-fn build(device: &wgpu::Device, key: ShaderKey) -> SliceShader {
+fn build(
+    device: &wgpu::Device,
+    colormap_layout: &wgpu::BindGroupLayout,
+    key: ShaderKey,
+) -> SliceShader {
     let entries = paged3d_entries(
         size_of::<SliceParams>(),
         wgpu::ShaderStages::VERTEX_FRAGMENT,
@@ -276,7 +277,13 @@ fn build(device: &wgpu::Device, key: ShaderKey) -> SliceShader {
         key,
     );
     let source = paged3d_source(SHADER, key);
-    let parts = ShaderParts::new(device, "sluice paged slice", &entries, source, &[]);
+    let parts = ShaderParts::new(
+        device,
+        "sluice paged slice",
+        &entries,
+        source,
+        &[colormap_layout],
+    );
     let sampler = atlas_sampler(device, key.filterable);
     SliceShader {
         layout: parts.layout,

@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use crate::error::RenderError;
 use crate::format::SampleKind;
 use crate::paged::{wants_paging_3d, ShaderKey, VolumeSource, MAX_LEVELS_3D};
-use crate::pipeline::{lut_entry, uniform_entry, DisplayParams, ShaderParts};
+use crate::pipeline::{uniform_entry, DisplayParams, ShaderParts, COLORMAP_GROUP};
 use crate::target::RenderTarget;
 use crate::visual::{Interpolation, Volume, VolumeMode};
-use crate::volume_pipeline::MARCH_WORKGROUP;
+use crate::volume_pipeline::{MARCH_WORKGROUP, TARGET_GROUP};
 use wgpu::CommandEncoder;
 
 use super::{Draw, Resources};
@@ -214,8 +214,7 @@ fn s_camera(draw: &Draw<'_>) -> Option<sluice_core::View3d> {
 
 pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
     let id = volume.token.id;
-    let colormap_key = volume.colormap().key();
-    let lut_size = res.colormaps[&colormap_key].entries as u32;
+    let lut_size = res.colormaps[&volume.colormap().key()].entries as u32;
     let key = res.paged.volumes.visuals[&id].source;
     let s = &res.paged.volumes.sources[&key];
     let p = params(volume, s, draw, lut_size);
@@ -226,30 +225,26 @@ pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
     res.volumes.ensure(&res.device, (SampleKind::Float, true));
     let pipelines = &mut res.paged.volumes.pipelines;
     let device = &res.device;
-    let target_layout = res.volumes.target_layout();
+    let layouts = [&res.colormap_layout, res.volumes.target_layout()];
     pipelines
         .by_key
         .entry(shader)
-        .or_insert_with(|| build(device, shader, target_layout));
+        .or_insert_with(|| build(device, shader, layouts));
     pipelines
         .samplers
         .entry(filterable)
         .or_insert_with(|| atlas_sampler(device, filterable));
     let v = &res.paged.volumes.visuals[&id];
-    let fresh = v
-        .bind
-        .as_ref()
-        .is_some_and(|(_, g, c)| *g == generation && *c == colormap_key);
+    let fresh = v.bind.as_ref().is_some_and(|(_, g)| *g == generation);
     if !fresh {
+        res.counters.bind_groups_created += 1;
         let s = &res.paged.volumes.sources[&key];
-        let lut = &res.colormaps[&colormap_key];
         let group = paged3d_bind_group(
             &res.device,
             "sluice paged volume",
             &pipelines.by_key[&shader].0,
             &v.uniform,
             s,
-            &lut.view,
             &pipelines.samplers[&filterable],
         );
         res.paged
@@ -257,7 +252,7 @@ pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
             .visuals
             .get_mut(&id)
             .expect("prepared")
-            .bind = Some((group, generation, colormap_key));
+            .bind = Some((group, generation));
     }
     let v = &res.paged.volumes.visuals[&id];
     res.queue
@@ -266,16 +261,14 @@ pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
 
 /// The bind group layout of a shader over a source's 3-D pages (`shaders/paged3d.wgsl`) in
 /// an atlas of `key`: its uniform block of `uniform_size` bytes (visible to
-/// `uniform_stages`), the atlas, the colormap, the page table and the atlas sampler (visible
-/// to `stages`).
+/// `uniform_stages`), the atlas, the page table and the atlas sampler (visible to `stages`);
+/// the colormap is group 1 ([`COLORMAP_GROUP`]).
 pub(super) fn paged3d_entries(
     uniform_size: usize,
     uniform_stages: wgpu::ShaderStages,
     stages: wgpu::ShaderStages,
     key: ShaderKey,
-) -> [wgpu::BindGroupLayoutEntry; 5] {
-    let mut lut = lut_entry();
-    lut.visibility = stages;
+) -> [wgpu::BindGroupLayoutEntry; 4] {
     let filterable = key.filterable;
     let sample_type = match key.kind {
         SampleKind::Float => wgpu::TextureSampleType::Float { filterable },
@@ -293,7 +286,6 @@ pub(super) fn paged3d_entries(
             },
             count: None,
         },
-        lut,
         wgpu::BindGroupLayoutEntry {
             binding: 3,
             visibility: stages,
@@ -363,14 +355,13 @@ pub(super) fn atlas_sampler(device: &wgpu::Device, filterable: bool) -> wgpu::Sa
     })
 }
 
-/// The bind group of `paged3d_entries` for `s`'s pages with `uniform`, `lut` and `sampler`.
+/// The bind group of `paged3d_entries` for `s`'s pages with `uniform` and `sampler`.
 pub(super) fn paged3d_bind_group(
     device: &wgpu::Device,
     label: &str,
     layout: &wgpu::BindGroupLayout,
     uniform: &wgpu::Buffer,
     s: &VolumeSource,
-    lut: &wgpu::TextureView,
     sampler: &wgpu::Sampler,
 ) -> wgpu::BindGroup {
     device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -386,10 +377,6 @@ pub(super) fn paged3d_bind_group(
                 resource: wgpu::BindingResource::TextureView(&s.atlas.view),
             },
             wgpu::BindGroupEntry {
-                binding: 2,
-                resource: wgpu::BindingResource::TextureView(lut),
-            },
-            wgpu::BindGroupEntry {
                 binding: 3,
                 resource: s.table.as_entire_binding(),
             },
@@ -401,21 +388,17 @@ pub(super) fn paged3d_bind_group(
     })
 }
 
+/// The paged marcher of `key`; `layouts`: its groups after group 0 (the colormap's, then the
+/// target's).
 fn build(
     device: &wgpu::Device,
     key: ShaderKey,
-    target_layout: &wgpu::BindGroupLayout,
+    layouts: [&wgpu::BindGroupLayout; 2],
 ) -> (wgpu::BindGroupLayout, wgpu::ComputePipeline) {
     let c = wgpu::ShaderStages::COMPUTE;
     let entries = paged3d_entries(size_of::<PagedVolumeParams>(), c, c, key);
     let source = paged3d_source(SHADER, key);
-    let parts = ShaderParts::new(
-        device,
-        "sluice paged volume",
-        &entries,
-        source,
-        &[target_layout],
-    );
+    let parts = ShaderParts::new(device, "sluice paged volume", &entries, source, &layouts);
     let _serial = crate::pipeline::pipeline_creation_lock();
     let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some("sluice paged volume"),
@@ -437,7 +420,7 @@ pub(super) fn record_after(
     let [w, h] = out.size();
     let v = &res.paged.volumes.visuals[&volume.token.id];
     let s = &res.paged.volumes.sources[&v.source];
-    let Some((group, _, _)) = &v.bind else {
+    let Some((group, _)) = &v.bind else {
         return false;
     };
     let Some((_, pipeline)) = res
@@ -456,7 +439,8 @@ pub(super) fn record_after(
         });
         pass.set_pipeline(pipeline);
         pass.set_bind_group(0, group, &[]);
-        pass.set_bind_group(1, &out.volume_group, &[]);
+        pass.set_bind_group(COLORMAP_GROUP, res.colormap_group(volume.colormap()), &[]);
+        pass.set_bind_group(TARGET_GROUP, &out.volume_group, &[]);
         pass.dispatch_workgroups(w.div_ceil(MARCH_WORKGROUP), h.div_ceil(MARCH_WORKGROUP), 1);
     }
     super::volume::composite(res, enc, out);

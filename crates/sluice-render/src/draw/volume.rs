@@ -1,12 +1,11 @@
 //! Drawing a [`Volume`]: rays marched through the source's 3-D texture in a compute pass
 //! after the opaque pass (stopping at the depth it left), then blended over the target.
 
-use crate::colormap::ColormapKey;
 use crate::error::RenderError;
-use crate::pipeline::PipelineKey;
+use crate::pipeline::{PipelineKey, COLORMAP_GROUP};
 use crate::target::RenderTarget;
 use crate::visual::Volume;
-use crate::volume_pipeline::{MarchVariant, VolumeParams, MARCH_WORKGROUP};
+use crate::volume_pipeline::{MarchVariant, VolumeParams, MARCH_WORKGROUP, TARGET_GROUP};
 use wgpu::CommandEncoder;
 
 use super::{Draw, DrawVisual, PassNeed, Resources};
@@ -67,7 +66,8 @@ impl DrawVisual for Volume {
                     .pipeline((kind, one_brick), MarchVariant::of(self)),
             );
             pass.set_bind_group(0, &bind.group, &[]);
-            pass.set_bind_group(1, &out.volume_group, &[]);
+            pass.set_bind_group(COLORMAP_GROUP, res.colormap_group(self.colormap()), &[]);
+            pass.set_bind_group(TARGET_GROUP, &out.volume_group, &[]);
             pass.dispatch_workgroups(w.div_ceil(MARCH_WORKGROUP), h.div_ceil(MARCH_WORKGROUP), 1);
         }
         composite(res, enc, out);
@@ -100,15 +100,14 @@ pub(super) fn composite(res: &Resources, enc: &mut CommandEncoder, out: &RenderT
     }
 }
 
-/// Volume uniforms for this frame; returns the pipeline and colormap the volume needs.
+/// Volume uniforms for this frame; returns the pipeline the volume needs.
 fn uniforms(
     volume: &Volume,
     res: &mut Resources,
     mvp: glam::Mat4,
     viewport: [u32; 2],
-) -> (PipelineKey, ColormapKey) {
-    let colormap_key = volume.colormap().key();
-    let entries = res.colormaps[&colormap_key].entries;
+) -> PipelineKey {
+    let entries = res.colormaps[&volume.colormap().key()].entries;
     let proxy = &res.proxies[&res.texture_of(volume.token.id)];
     res.volumes.grids.ensure(&res.device, proxy);
     let proxies = &res.proxies;
@@ -132,7 +131,7 @@ fn uniforms(
         MarchVariant::of(volume),
     );
     res.write_params(volume.token.id, bytemuck::bytes_of(&params));
-    (key, colormap_key)
+    key
 }
 
 /// A volume shows 3-D scalar data (its step and mode were checked when set).

@@ -39,7 +39,6 @@ use sluice_core::{
 };
 
 use crate::bricking::TextureLimits;
-use crate::colormap::ColormapKey;
 use crate::counters::Counters;
 use crate::error::RenderError;
 use crate::proxy::SourceKey;
@@ -151,7 +150,9 @@ pub(crate) struct PagedVisual {
     token: Weak<VisualToken>,
     source: SourceKey,
     pub uniform: wgpu::Buffer,
-    pub bind: Option<(wgpu::BindGroup, u64, ColormapKey, ShaderKey)>,
+    /// Group 0 with the atlas generation and shader it was made for (the colormap is group
+    /// 1, `Resources::colormap_group`).
+    pub bind: Option<(wgpu::BindGroup, u64, ShaderKey)>,
     pub frame: Option<VisualFrame>,
     pub flat_depth: Option<f32>,
     /// The visual's level bias or lock (`Image::set_level_policy`).

@@ -143,7 +143,11 @@ fn texture_entry(binding: u32, sample_type: wgpu::TextureSampleType) -> wgpu::Bi
 }
 
 impl PagedPipelines {
-    fn build(device: &wgpu::Device, key: ShaderKey) -> Shader {
+    fn build(
+        device: &wgpu::Device,
+        colormap_layout: &wgpu::BindGroupLayout,
+        key: ShaderKey,
+    ) -> Shader {
         let sample_type = match key.kind {
             SampleKind::Float => wgpu::TextureSampleType::Float {
                 filterable: key.filterable,
@@ -156,7 +160,6 @@ impl PagedPipelines {
                 wgpu::ShaderStages::VERTEX_FRAGMENT,
             ),
             texture_entry(1, sample_type),
-            texture_entry(2, wgpu::TextureSampleType::Float { filterable: false }),
             texture_entry(3, wgpu::TextureSampleType::Uint),
             wgpu::BindGroupLayoutEntry {
                 binding: 4,
@@ -174,7 +177,7 @@ impl PagedPipelines {
             "sluice paged image",
             &entries,
             shader_source(key),
-            &[],
+            &[colormap_layout],
         );
         Shader {
             layout: parts.layout,
@@ -184,11 +187,17 @@ impl PagedPipelines {
         }
     }
 
-    /// Builds the shader and bind group layout of `key` where missing.
-    pub fn ensure_shader(&mut self, device: &wgpu::Device, key: ShaderKey) {
+    /// Builds the shader and bind group layout of `key` where missing; group 1 of its
+    /// pipelines is `colormap_layout`.
+    pub fn ensure_shader(
+        &mut self,
+        device: &wgpu::Device,
+        colormap_layout: &wgpu::BindGroupLayout,
+        key: ShaderKey,
+    ) {
         self.shaders
             .entry(key)
-            .or_insert_with(|| Self::build(device, key));
+            .or_insert_with(|| Self::build(device, colormap_layout, key));
     }
 
     /// The bind group layout of `key` (after [`PagedPipelines::ensure_shader`]).
@@ -201,15 +210,14 @@ impl PagedPipelines {
     pub fn ensure_pass(
         &mut self,
         device: &wgpu::Device,
+        colormap_layout: &wgpu::BindGroupLayout,
         key: ShaderKey,
-        pass: PassKind,
-        opacity: f32,
-        gamma: f32,
+        (pass, opacity, gamma): (PassKind, f32, f32),
     ) {
         let shader = self
             .shaders
             .entry(key)
-            .or_insert_with(|| Self::build(device, key));
+            .or_insert_with(|| Self::build(device, colormap_layout, key));
         let depth_write = opacity >= 1.0;
         let curve = gamma_curve(gamma);
         shader

@@ -25,7 +25,6 @@ use sluice_core::{
 use super::format::AtlasFormat;
 use super::{PagedTextures, REREQUEST};
 use crate::bricking::{TextureLimits, BRICK_SLOTS};
-use crate::colormap::ColormapKey;
 use crate::counters::Counters;
 use crate::error::RenderError;
 use crate::proxy::SourceKey;
@@ -289,7 +288,9 @@ pub(crate) struct VolumeVisual {
     token: Weak<VisualToken>,
     pub source: SourceKey,
     pub uniform: wgpu::Buffer,
-    pub bind: Option<(wgpu::BindGroup, u64, ColormapKey)>,
+    /// Group 0 with the atlas generation it was made for (the colormap is group 1,
+    /// `Resources::colormap_group`).
+    pub bind: Option<(wgpu::BindGroup, u64)>,
     /// This frame's wanted pages.
     pub frame: Option<ViewPages>,
     /// For an image showing a plane of the source (`draw/paged_slice.rs`): the plane, whose

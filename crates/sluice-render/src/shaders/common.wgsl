@@ -1,6 +1,13 @@
 // Shared by the visuals' shaders: value normalization, colormap lookup, NaN tests and
-// sampling. The including shader declares `data` (a texture of SAMPLE_T, 2-D or 3-D) and
-// `lut` (the colormap, N x 1); the sampling prelude (`sampling.rs`) follows this file.
+// sampling. The including shader declares `data` (a texture of SAMPLE_T, 2-D or 3-D); the
+// sampling prelude (`sampling.rs`) follows this file.
+
+// The colormap table (N x 1), in a bind group of its own that every visual's pipeline has
+// as group 1 (`pipeline::COLORMAP_GROUP`): one group per table, made with the table and
+// shared by all the visuals showing it, so that a colormap change binds another group
+// instead of making one. Shaders that never look a colour up (the volume grid's) leave it
+// out of their layout.
+@group(1) @binding(0) var lut: texture_2d<f32>;
 
 // How 3-D data is split into bricks (size and count per axis); one brick for most data.
 struct Bricks {

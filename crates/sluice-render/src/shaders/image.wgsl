@@ -30,7 +30,6 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var data: TEXTURE_DIM<SAMPLE_T>;
-@group(0) @binding(2) var lut: texture_2d<f32>;
 
 struct VertexOut {
     @builtin(position) position: vec4<f32>,

@@ -29,7 +29,6 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var data: texture_2d<SAMPLE_T>;
-@group(0) @binding(2) var lut: texture_2d<f32>;
 @group(0) @binding(3) var<storage, read> positions: array<f32>;
 @group(0) @binding(4) var<storage, read> normals: array<f32>;
 @group(0) @binding(5) var<storage, read> colors: array<u32>;

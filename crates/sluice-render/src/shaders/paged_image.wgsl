@@ -46,7 +46,6 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var atlas: texture_2d<SAMPLE_T>;
-@group(0) @binding(2) var lut: texture_2d<f32>;
 @group(0) @binding(3) var table: texture_2d<u32>;
 @group(0) @binding(4) var atlas_sampler: sampler;
 

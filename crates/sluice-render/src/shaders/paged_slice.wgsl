@@ -41,7 +41,6 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var atlas: texture_3d<SAMPLE_T>;
-@group(0) @binding(2) var lut: texture_2d<f32>;
 @group(0) @binding(3) var<storage, read> table: array<vec4<u32>>;
 @group(0) @binding(4) var samp: sampler;
 

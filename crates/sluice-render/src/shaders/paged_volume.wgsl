@@ -45,11 +45,10 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var atlas: texture_3d<SAMPLE_T>;
-@group(0) @binding(2) var lut: texture_2d<f32>;
 @group(0) @binding(3) var<storage, read> table: array<vec4<u32>>;
 @group(0) @binding(4) var samp: sampler;
-@group(1) @binding(0) var scene_depth: texture_2d<f32>;
-@group(1) @binding(1) var marched: texture_storage_2d<rgba16float, write>;
+@group(2) @binding(0) var scene_depth: texture_2d<f32>;
+@group(2) @binding(1) var marched: texture_storage_2d<rgba16float, write>;
 
 // The ray's step at level 0, in voxels: the one set, or with the default (`params.step` 0)
 // one sample per voxel along the axis the ray moves fastest on, as the dense marcher

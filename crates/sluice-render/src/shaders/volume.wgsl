@@ -41,14 +41,13 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var data: texture_3d<SAMPLE_T>;
-@group(0) @binding(2) var lut: texture_2d<f32>;
 // Per cell of grid_cell^3 voxels: (min, max) over the voxels of the cell and of its 26
 // neighbours (so every voxel a sample inside the cell interpolates from), NaN left out;
 // min > max when all are NaN. Built by `volume_grid.wgsl` when the data changes.
 @group(0) @binding(11) var grid: texture_3d<f32>;
 // The opaque pass's depth, written as a colour (`OpaqueOut.depth`).
-@group(1) @binding(0) var scene_depth: texture_2d<f32>;
-@group(1) @binding(1) var marched: texture_storage_2d<rgba16float, write>;
+@group(2) @binding(0) var scene_depth: texture_2d<f32>;
+@group(2) @binding(1) var marched: texture_storage_2d<rgba16float, write>;
 
 @compute @workgroup_size(8, 8)
 fn cs_main(@builtin(global_invocation_id) id: vec3<u32>) {

@@ -13,8 +13,6 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var data: texture_3d<SAMPLE_T>;
-// Declared for `common.wgsl`'s colormap, which the grid never uses (not in its layout).
-@group(0) @binding(2) var lut: texture_2d<f32>;
 @group(0) @binding(12) var own: texture_storage_3d<rgba32float, write>;
 @group(0) @binding(13) var own_read: texture_3d<f32>;
 @group(0) @binding(14) var widened: texture_storage_3d<rgba32float, write>;

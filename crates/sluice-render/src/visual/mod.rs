@@ -27,6 +27,17 @@ pub enum Visual {
     Mesh(Mesh),
 }
 
+impl Visual {
+    /// The colormap the visual looks its colours up in.
+    pub(crate) fn colormap(&self) -> &crate::Colormap {
+        match self {
+            Visual::Image(image) => image.colormap(),
+            Visual::Volume(volume) => volume.colormap(),
+            Visual::Mesh(mesh) => mesh.colormap(),
+        }
+    }
+}
+
 impl From<Mesh> for Visual {
     fn from(mesh: Mesh) -> Self {
         Visual::Mesh(mesh)
