@@ -698,19 +698,35 @@ fn bench_readback(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     for _ in 0..2 {
         ctx.draw(&scene, &camera, true)?;
     }
-    let mut readback = Vec::new();
+    // `read_image` (a new image per read) and `read_into` (the caller's buffer, one for all
+    // reads) alternate, so that both see the same machine.
+    let (mut readback, mut into) = (Vec::new(), Vec::new());
+    let mut pixels = vec![0u8; (CANVAS * CANVAS * 4) as usize];
+    let reference = ctx.renderer.read_image(&ctx.target)?;
     for i in 0..cfg.warmup + cfg.iters * 2 {
         let t = Instant::now();
         ctx.renderer.read_image(&ctx.target)?;
+        let t_image = ms(t.elapsed());
+        let t = Instant::now();
+        ctx.renderer.read_into(&ctx.target, &mut pixels)?;
+        let t_into = ms(t.elapsed());
         if i >= cfg.warmup {
-            readback.push(ms(t.elapsed()));
+            readback.push(t_image);
+            into.push(t_into);
         }
     }
+    let same = pixels == reference.as_raw().as_slice();
     let mut out = json!({
         "readback_1024x1024_rgba8": {
-            "what": "Renderer::read_image of the 1024x1024 RGBA8 target (copy to a buffer, map, wait, copy out)",
+            "what": "Renderer::read_image of the 1024x1024 RGBA8 target (copy to a buffer, map, wait, copy out into a new image)",
             "timing": stats(&readback),
             "bytes": CANVAS * CANVAS * 4,
+        },
+        "readback_1024x1024_rgba8_into": {
+            "what": "Renderer::read_into of the 1024x1024 RGBA8 target (copy to a buffer, map, wait, copy out into the caller's buffer, the same one for every read), alternating with read_image",
+            "timing": stats(&into),
+            "bytes": CANVAS * CANVAS * 4,
+            "verified": same,
         }
     });
     for (key, full) in [

@@ -868,3 +868,42 @@ fn a_replacement_over_the_texture_limit_is_paged_then_dense_again() {
     r.render(&scene, &cam, &target).unwrap();
     assert_pixel(&r.read_image(&target).unwrap(), 1, 1, [77, 77, 77, 255], 0);
 }
+
+/// `read_into` fills the caller's buffer with the target's pixels (rows padded on the GPU or
+/// not), and refuses a buffer of another length, naming both lengths and leaving it as it was.
+#[test]
+fn read_into_fills_the_callers_buffer_and_refuses_other_lengths() {
+    let mut r = renderer();
+    let mut scene = Scene::new();
+    scene.add(Image::new(solid([10, 200, 30])));
+    // 33 pixels: rows of 132 bytes, padded to 256 in the readback buffer; 64: not padded.
+    for (w, h) in [(33u32, 7u32), (64, 5)] {
+        let target = r.create_target(w, h).unwrap();
+        r.render(&scene, &pixel_camera(w, h), &target).unwrap();
+        let mut out = vec![1u8; (w * h * 4) as usize];
+        r.read_into(&target, &mut out).unwrap();
+        let img = image::RgbaImage::from_raw(w, h, out.clone()).unwrap();
+        // The 4 x 4 source covers the top-left 4 x 4 pixels; the background the rest.
+        for (x, y) in [(0, 0), (3, 3), (0, 3)] {
+            assert_pixel(&img, x, y, [10, 200, 30, 255], 0);
+        }
+        for (x, y) in [(4, 0), (w - 1, h - 1), (0, 4)] {
+            assert_pixel(&img, x, y, BLACK, 0);
+        }
+        assert_eq!(out, r.read_image(&target).unwrap().into_raw());
+
+        let mut short = vec![9u8; (w * h * 4 - 1) as usize];
+        let err = r.read_into(&target, &mut short).unwrap_err().to_string();
+        let (needed, got) = (w * h * 4, w * h * 4 - 1);
+        assert!(
+            err.contains(&format!("{w}x{h}"))
+                && err.contains(&format!("needs {needed} bytes"))
+                && err.contains(&format!("has {got}")),
+            "{err}"
+        );
+        assert!(
+            short.iter().all(|&b| b == 9),
+            "the refused buffer was written"
+        );
+    }
+}

@@ -217,3 +217,33 @@ def test_memory_maps(renderer, tmp_path):
     src = sluice.open_raw(raw, (64, 64), "uint16", offset=16)
     frame2 = render(renderer, image_scene(src, clim=(0, 65535)), 64, 64)
     np.testing.assert_array_equal(frame, frame2)
+
+
+def test_frames_read_into_one_array(renderer):
+    # 33 columns: rows of 132 bytes, padded to 256 on the GPU's side.
+    data = np.zeros((7, 33), np.uint8)
+    data[2:5, 10:20] = 180
+    scene = image_scene(sluice.ArraySource(data))
+    target = renderer.create_target(33, 7)
+    cam = pixel_camera(33, 7)
+    out = np.full((7, 33, 4), 3, np.uint8)
+    got = renderer.render(scene, cam, target, out=out)
+    assert got is out
+    np.testing.assert_array_equal(out[..., 0], data)
+    np.testing.assert_array_equal(out[..., 3], 255)
+    np.testing.assert_array_equal(renderer.read(target), out)
+    data[0, 0] = 90
+    scene2 = image_scene(sluice.ArraySource(data))
+    assert renderer.render(scene2, cam, target, out=out) is out
+    assert out[0, 0, 0] == 90
+
+    wrong = np.full((7, 32, 4), 5, np.uint8)
+    with pytest.raises(ValueError, match=r"shape \[7, 32, 4\].*33x7.*\[7, 33, 4\]"):
+        renderer.read(target, out=wrong)
+    assert (wrong == 5).all()
+    strided = np.full((7, 66, 4), 5, np.uint8)[:, ::2]
+    with pytest.raises(ValueError, match="C-contiguous"):
+        renderer.read(target, out=strided)
+    assert (strided == 5).all()
+    with pytest.raises(TypeError):
+        renderer.read(target, out=np.zeros((7, 33, 4), np.float32))

@@ -1,6 +1,6 @@
 //! `sluice.Renderer` and `sluice.Target`: frames drawn offscreen and read back as numpy.
 
-use numpy::{PyArray1, PyArrayMethods};
+use numpy::{PyArray1, PyArray3, PyArrayMethods, PyUntypedArrayMethods};
 use parking_lot::Mutex;
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
@@ -110,16 +110,18 @@ impl PyRenderer {
     }
 
     /// Draws `scene` seen by `camera` into `target` and returns the frame as a `(height,
-    /// width, 4)` uint8 array (RGBA).
+    /// width, 4)` uint8 array (RGBA); with `out`, into that array (see `read`).
+    #[pyo3(signature = (scene, camera, target, out = None))]
     fn render<'py>(
         &self,
         py: Python<'py>,
         scene: PyRef<'_, PyScene>,
         camera: &Bound<'_, PyAny>,
         target: PyRef<'_, PyTarget>,
+        out: Option<Bound<'py, PyArray3<u8>>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         self.draw_frame(py, &scene, camera, &target)?;
-        self.read(py, target)
+        self.read(py, target, out)
     }
 
     /// Draws like `render` without reading the frame back; returns the frame's statistics
@@ -148,13 +150,40 @@ impl PyRenderer {
     }
 
     /// The target's pixels as a `(height, width, 4)` uint8 array, after the GPU finished
-    /// drawing it.
+    /// drawing it. With `out`, a writable C-contiguous `(height, width, 4)` uint8 array, the
+    /// pixels are written into it and it is returned: frames read one after another into one
+    /// array skip a new array's allocation and first touch. Another shape is a `ValueError`
+    /// naming both, and `out` is left as it was.
+    #[pyo3(signature = (target, out = None))]
     fn read<'py>(
         &self,
         py: Python<'py>,
         target: PyRef<'_, PyTarget>,
+        out: Option<Bound<'py, PyArray3<u8>>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let t = &target.inner;
+        if let Some(out) = out {
+            let [w, h] = t.size();
+            let want = [h as usize, w as usize, 4];
+            if out.shape() != want {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "out has shape {:?}; the {w}x{h} target reads into a C-contiguous uint8 array of shape {want:?}",
+                    out.shape()
+                )));
+            }
+            {
+                let mut rw = out
+                    .try_readwrite()
+                    .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("out: {e}")))?;
+                let pixels = rw.as_slice_mut().map_err(|_| {
+                    pyo3::exceptions::PyValueError::new_err(
+                        "out must be C-contiguous and writable (np.ascontiguousarray makes such a copy)",
+                    )
+                })?;
+                self.with(py, |r| r.read_into(t, pixels).map_err(render_error))?;
+            }
+            return Ok(out.into_any());
+        }
         let image = self.with(py, |r| r.read_image(t).map_err(render_error))?;
         let (w, h) = (image.width() as usize, image.height() as usize);
         let flat = PyArray1::from_vec(py, image.into_raw());

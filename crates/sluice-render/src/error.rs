@@ -145,6 +145,18 @@ pub enum RenderError {
         /// The device's 2-D texture limit.
         limit: u32,
     },
+    /// A buffer to read a target into that does not hold the target's pixels exactly.
+    #[error("reading back a {width}x{height} target needs {needed} bytes (RGBA8, rows of {} bytes, no padding); the buffer has {got}", *width as u64 * 4)]
+    ReadbackSize {
+        /// The target's width.
+        width: u32,
+        /// The target's height.
+        height: u32,
+        /// Bytes the target's pixels take.
+        needed: u64,
+        /// Bytes the buffer has.
+        got: usize,
+    },
     /// wgpu reported an error the renderer did not prevent (a bug in sluice: please report).
     #[error("GPU error: {0}")]
     Gpu(String),

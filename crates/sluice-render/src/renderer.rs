@@ -287,6 +287,16 @@ impl Renderer {
         target.read(&self.res.device, &self.res.queue)
     }
 
+    /// Reads a target back into `out`, the caller's buffer of exactly `width * height * 4`
+    /// bytes (RGBA8 rows, top row first, no padding), waiting for the GPU to finish drawing
+    /// it. For frames read one after another into one buffer: the pixels are copied once from
+    /// the mapped readback buffer, into memory that is already the caller's (a new image from
+    /// [`Renderer::read_image`] costs its allocation's first touch as well). A buffer of another
+    /// length is refused with [`RenderError::ReadbackSize`], and left as it was.
+    pub fn read_into(&self, target: &RenderTarget, out: &mut [u8]) -> Result<(), RenderError> {
+        target.read_into(&self.res.device, &self.res.queue, out)
+    }
+
     /// Waits until the GPU has finished all submitted work.
     pub fn wait_idle(&self) -> Result<(), RenderError> {
         self.res

@@ -149,6 +149,53 @@ impl RenderTarget {
         device: &wgpu::Device,
         queue: &wgpu::Queue,
     ) -> Result<image::RgbaImage, RenderError> {
+        let mut pixels = Vec::new();
+        self.read_with(device, queue, |rows| {
+            pixels.reserve_exact(rows.len() * rows.row);
+            for r in 0..rows.len() {
+                pixels.extend_from_slice(rows.row(r));
+            }
+        })?;
+        image::RgbaImage::from_raw(self.width, self.height, pixels)
+            .ok_or_else(|| RenderError::Gpu("readback size mismatch".into()))
+    }
+
+    /// Copies the target into `out` (its RGBA8 pixels, rows of `width * 4` bytes with no
+    /// padding); waits for the GPU. Refuses a buffer of another length, naming both.
+    pub(crate) fn read_into(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        out: &mut [u8],
+    ) -> Result<(), RenderError> {
+        let row = self.width as usize * 4;
+        let needed = row as u64 * self.height as u64;
+        if out.len() as u64 != needed {
+            return Err(RenderError::ReadbackSize {
+                width: self.width,
+                height: self.height,
+                needed,
+                got: out.len(),
+            });
+        }
+        self.read_with(device, queue, |rows| {
+            if rows.padded == row {
+                out.copy_from_slice(&rows.mapped[..out.len()]);
+            } else {
+                for (r, dst) in out.chunks_exact_mut(row).enumerate() {
+                    dst.copy_from_slice(rows.row(r));
+                }
+            }
+        })
+    }
+
+    /// Copies the target into its readback buffer, waits, and hands `take` the mapped rows.
+    fn read_with(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        take: impl FnOnce(&MappedRows<'_>),
+    ) -> Result<(), RenderError> {
         let row = self.width as u64 * 4;
         let padded = row.next_multiple_of(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT as u64);
         // A read takes the target's buffer (a read while another has it makes its own) and
@@ -193,23 +240,37 @@ impl RenderTarget {
         rx.recv()
             .map_err(|_| RenderError::Gpu("readback callback never ran".into()))?
             .map_err(|e| RenderError::Gpu(format!("mapping readback buffer: {e}")))?;
-        let mut pixels = Vec::with_capacity((row * self.height as u64) as usize);
         {
             let mapped = buffer
                 .get_mapped_range(..)
                 .map_err(|e| RenderError::Gpu(format!("reading back: {e}")))?;
-            if padded == row {
-                pixels.extend_from_slice(&mapped[..(row * self.height as u64) as usize]);
-            } else {
-                for r in 0..self.height as usize {
-                    let start = r * padded as usize;
-                    pixels.extend_from_slice(&mapped[start..start + row as usize]);
-                }
-            }
+            take(&MappedRows {
+                mapped: &mapped,
+                padded: padded as usize,
+                row: row as usize,
+                height: self.height as usize,
+            });
         }
         buffer.unmap();
         *self.readback.lock() = Some(buffer);
-        image::RgbaImage::from_raw(self.width, self.height, pixels)
-            .ok_or_else(|| RenderError::Gpu("readback size mismatch".into()))
+        Ok(())
+    }
+}
+
+/// A mapped readback buffer: `height` rows of `row` bytes, `padded` bytes apart.
+struct MappedRows<'a> {
+    mapped: &'a [u8],
+    padded: usize,
+    row: usize,
+    height: usize,
+}
+
+impl MappedRows<'_> {
+    fn len(&self) -> usize {
+        self.height
+    }
+
+    fn row(&self, r: usize) -> &[u8] {
+        &self.mapped[r * self.padded..r * self.padded + self.row]
     }
 }
