@@ -14,7 +14,9 @@
 //! The definitions, as the peers have them:
 //!
 //! - a 1024 x 1024 offscreen target; a timed iteration is a data update plus one frame read
-//!   back to host memory (`Renderer::read_image`, which waits for the GPU);
+//!   back to host memory (`Renderer::read_into`, which waits for the GPU, into one of a few
+//!   buffers the frames hand back when dropped, as a frame loop reuses its buffer; the
+//!   readback case times `Renderer::read_image`, a new image per read, beside it);
 //! - 3 warm-ups and 10 timed iterations (volumes 2 and 10), min / median / max in ms;
 //! - two pre-generated data sets A and B, alternating, so every update changes the data; each
 //!   carries a marker that every frame is checked for, outside the timer (a red or green block
@@ -49,10 +51,12 @@
 //! a smoke test), `--only a,b` (benchmark names), `--iters N`. A table goes to stderr. The
 //! adapter follows `SLUICE_BACKEND` / `SLUICE_ADAPTER` like every other bench.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::error::Error;
 use std::io::Write;
 use std::process::Command;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -286,13 +290,23 @@ fn main() -> Res<()> {
 struct Ctx {
     renderer: Renderer,
     target: RenderTarget,
+    /// Frame buffers handed back by dropped frames, read into again.
+    frames: FramePool,
 }
 
 impl Ctx {
     fn new() -> Res<Self> {
         let renderer = Renderer::with_options(RendererOptions::from_env()?)?;
+        Ctx::on(renderer)
+    }
+
+    fn on(renderer: Renderer) -> Res<Self> {
         let target = renderer.create_target(CANVAS, CANVAS)?;
-        Ok(Ctx { renderer, target })
+        Ok(Ctx {
+            renderer,
+            target,
+            frames: FramePool::default(),
+        })
     }
 
     /// One frame read back to host memory; with `full`, the whole target is redrawn.
@@ -301,8 +315,15 @@ impl Ctx {
             self.target.invalidate();
         }
         self.renderer.render(scene, camera, &self.target)?;
-        let image = self.renderer.read_image(&self.target)?;
-        Ok(Frame(image))
+        let [w, h] = self.target.size();
+        let mut pixels = self.frames.borrow_mut().pop().unwrap_or_default();
+        pixels.resize(w as usize * h as usize * 4, 0);
+        self.renderer.read_into(&self.target, &mut pixels)?;
+        let image = image::RgbaImage::from_raw(w, h, pixels).ok_or("frame size")?;
+        Ok(Frame {
+            image: Some(image),
+            pool: self.frames.clone(),
+        })
     }
 
     /// What the renderer's counters say one call of `f` uploaded; `textures` says whether
@@ -348,17 +369,35 @@ impl Ctx {
 }
 
 /// A frame read back: RGBA8, row 0 at the top.
-struct Frame(image::RgbaImage);
+/// Buffers of frames read back, handed back when their frames are dropped.
+type FramePool = Rc<RefCell<Vec<Vec<u8>>>>;
+
+/// One frame read back; its buffer goes back to the context's pool when it is dropped.
+struct Frame {
+    image: Option<image::RgbaImage>,
+    pool: FramePool,
+}
+
+impl Drop for Frame {
+    fn drop(&mut self) {
+        if let Some(image) = self.image.take() {
+            self.pool.borrow_mut().push(image.into_raw());
+        }
+    }
+}
 
 impl Frame {
+    fn image(&self) -> &image::RgbaImage {
+        self.image.as_ref().expect("taken only on drop")
+    }
     fn px(&self, y: u32, x: u32) -> [u8; 4] {
-        self.0.get_pixel(x, y).0
+        self.image().get_pixel(x, y).0
     }
     fn h(&self) -> u32 {
-        self.0.height()
+        self.image().height()
     }
     fn w(&self) -> u32 {
-        self.0.width()
+        self.image().width()
     }
 }
 
@@ -937,9 +976,7 @@ fn host_buffer_run<T: sluice::Element + bytemuck::Pod + Clone>(
         Ok(interop) => interop,
         Err(e) => return Ok(json!({ "skipped": format!("no Vulkan interop device: {e}") })),
     };
-    let renderer = interop.renderer_with_options(&options);
-    let target = renderer.create_target(CANVAS, CANVAS)?;
-    let mut ctx = Ctx { renderer, target };
+    let mut ctx = Ctx::on(interop.renderer_with_options(&options))?;
     let layout = if channels {
         ArraySource::with_channels(pair[0].clone())?.layout()
     } else {
@@ -1557,10 +1594,7 @@ fn child_first_frame(args: &BTreeMap<String, String>) -> Res<()> {
     let t_data = epoch_s();
     let renderer = Renderer::with_options(RendererOptions::from_env()?)?;
     let t_device = epoch_s();
-    let mut ctx = Ctx {
-        target: renderer.create_target(CANVAS, CANVAS)?,
-        renderer,
-    };
+    let mut ctx = Ctx::on(renderer)?;
     let mut scene = new_scene();
     scene.add(Image::new(Arc::new(ArraySource::with_channels(a)?)).with_clim(0.0, 255.0)?);
     let f = ctx.draw(&scene, &fit_camera(n as f32, n as f32), false)?;
