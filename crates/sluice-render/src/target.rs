@@ -149,13 +149,9 @@ impl RenderTarget {
         device: &wgpu::Device,
         queue: &wgpu::Queue,
     ) -> Result<image::RgbaImage, RenderError> {
-        let mut pixels = Vec::new();
-        self.read_with(device, queue, |rows| {
-            pixels.reserve_exact(rows.len() * rows.row);
-            for r in 0..rows.len() {
-                pixels.extend_from_slice(rows.row(r));
-            }
-        })?;
+        // The target's size is within the device's texture limit, so its bytes fit.
+        let mut pixels = vec![0u8; self.width as usize * self.height as usize * 4];
+        self.read_into(device, queue, &mut pixels)?;
         image::RgbaImage::from_raw(self.width, self.height, pixels)
             .ok_or_else(|| RenderError::Gpu("readback size mismatch".into()))
     }
@@ -178,26 +174,7 @@ impl RenderTarget {
                 got: out.len(),
             });
         }
-        self.read_with(device, queue, |rows| {
-            if rows.padded == row {
-                out.copy_from_slice(&rows.mapped[..out.len()]);
-            } else {
-                for (r, dst) in out.chunks_exact_mut(row).enumerate() {
-                    dst.copy_from_slice(rows.row(r));
-                }
-            }
-        })
-    }
-
-    /// Copies the target into its readback buffer, waits, and hands `take` the mapped rows.
-    fn read_with(
-        &self,
-        device: &wgpu::Device,
-        queue: &wgpu::Queue,
-        take: impl FnOnce(&MappedRows<'_>),
-    ) -> Result<(), RenderError> {
-        let row = self.width as u64 * 4;
-        let padded = row.next_multiple_of(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT as u64);
+        let padded = (row as u64).next_multiple_of(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT as u64);
         // A read takes the target's buffer (a read while another has it makes its own) and
         // gives it back when done.
         let kept = self.readback.lock().take();
@@ -244,33 +221,17 @@ impl RenderTarget {
             let mapped = buffer
                 .get_mapped_range(..)
                 .map_err(|e| RenderError::Gpu(format!("reading back: {e}")))?;
-            take(&MappedRows {
-                mapped: &mapped,
-                padded: padded as usize,
-                row: row as usize,
-                height: self.height as usize,
-            });
+            let padded = padded as usize;
+            if padded == row {
+                out.copy_from_slice(&mapped[..out.len()]);
+            } else {
+                for (r, dst) in out.chunks_exact_mut(row).enumerate() {
+                    dst.copy_from_slice(&mapped[r * padded..r * padded + row]);
+                }
+            }
         }
         buffer.unmap();
         *self.readback.lock() = Some(buffer);
         Ok(())
-    }
-}
-
-/// A mapped readback buffer: `height` rows of `row` bytes, `padded` bytes apart.
-struct MappedRows<'a> {
-    mapped: &'a [u8],
-    padded: usize,
-    row: usize,
-    height: usize,
-}
-
-impl MappedRows<'_> {
-    fn len(&self) -> usize {
-        self.height
-    }
-
-    fn row(&self, r: usize) -> &[u8] {
-        &self.mapped[r * self.padded..r * self.padded + self.row]
     }
 }

@@ -414,7 +414,6 @@ impl Resources {
             layout: self.bind_group_layout(key),
             entries: &entries,
         });
-        let generation = proxy.generation();
         self.visuals.get_mut(&id).expect("prepared").bind = Some(BindState {
             group,
             key,
