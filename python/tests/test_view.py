@@ -100,6 +100,23 @@ def test_a_blocking_window_draws_the_scene():
     ''')
 
 
+def test_a_window_closed_as_soon_as_it_was_asked_for_closes():
+    # close() right after view(block=False) usually reaches the window thread before its window
+    # opens (that close was once lost, and the window stayed open); then no frame is drawn.
+    run_alone('''
+        scene, _, _, _ = gray_scene(1.0, (0.0, 1.0))
+        for _ in range(5):
+            handle = sluice.view(scene, block=False, size=(160, 120), controls=False)
+            handle.close()
+            report = handle.wait(timeout=60)
+            assert not handle.is_open
+            if report["frames"] == 0:
+                assert report["last_frame"] is None, report
+        report = sluice.view(scene, size=(160, 120), controls=False, frames=2)
+        assert report["frames"] == 2 and (image_pixels(report["last_frame"]) == 255).all()
+    ''')
+
+
 def test_a_window_on_its_own_thread_shows_writes_and_settings_from_the_script():
     run_alone('''
         scene, image, src, data = gray_scene(0.0, (0.0, 1.0))

@@ -51,7 +51,20 @@ static RUNS: AtomicU64 = AtomicU64::new(0);
 /// call [`RedrawHandle::request_redraw`] after writing into a source the viewer shows.
 #[derive(Clone, Default)]
 pub struct RedrawHandle {
-    proxy: Arc<Mutex<Option<RunProxy>>>,
+    state: Arc<Mutex<HandleState>>,
+}
+
+/// Where the window of a [`RedrawHandle`] stands, under one lock: a close asked for before the
+/// window's loop runs is kept for it (another thread may close a window whose thread is still
+/// getting ready to open it).
+#[derive(Default)]
+struct HandleState {
+    /// The loop's proxy and run while the window runs.
+    proxy: Option<RunProxy>,
+    /// [`RedrawHandle::close`] came before the loop ran.
+    close_pending: bool,
+    /// The window's run ended.
+    ended: bool,
 }
 
 /// A proxy of the event loop and the run of it that the window is.
@@ -60,20 +73,38 @@ type RunProxy = (EventLoopProxy<Wake>, u64);
 impl RedrawHandle {
     /// Asks the window for a frame; does nothing before the window opens or after it closed.
     pub fn request_redraw(&self) {
-        self.send(Wake::Redraw);
+        if let Some((proxy, run)) = self.state.lock().proxy.as_ref() {
+            // Fails only once the loop is gone: the window is closed then anyway.
+            let _ = proxy.send_event(Wake::Redraw(*run));
+        }
     }
 
     /// Closes the window as its user would: the frame being drawn ends, then [`Viewer::show`]
-    /// returns its report. Does nothing before the window opens or after it closed.
+    /// returns its report. Asked before the window opens, the window closes as it opens,
+    /// drawing no frame; after it closed, this does nothing.
     pub fn close(&self) {
-        self.send(Wake::Close);
+        let mut state = self.state.lock();
+        match state.proxy.as_ref() {
+            // Fails only once the loop is gone: the window is closed then anyway.
+            Some((proxy, run)) => drop(proxy.send_event(Wake::Close(*run))),
+            None if !state.ended => state.close_pending = true,
+            None => {}
+        }
     }
 
-    fn send(&self, wake: fn(u64) -> Wake) {
-        if let Some((proxy, run)) = self.proxy.lock().as_ref() {
-            // Fails only once the loop is gone: the window is closed then anyway.
-            let _ = proxy.send_event(wake(*run));
-        }
+    /// The run `run` of the loop starts: wakes go to it from now on. Whether a close came
+    /// before it (the run then closes at once).
+    fn start(&self, proxy: EventLoopProxy<Wake>, run: u64) -> bool {
+        let mut state = self.state.lock();
+        state.proxy = Some((proxy, run));
+        std::mem::take(&mut state.close_pending)
+    }
+
+    /// The run ended: later wakes do nothing.
+    fn end(&self) {
+        let mut state = self.state.lock();
+        state.proxy = None;
+        state.ended = true;
     }
 }
 
@@ -282,24 +313,35 @@ impl Viewer {
     /// windows of the same thread run it again. From another thread once the loop exists,
     /// this is an error ([`ViewError::Window`]) saying so.
     pub fn show_view(self, view: View) -> Result<ViewerReport, ViewError> {
+        if self.handle.state.lock().close_pending {
+            // Closed before it opened: no window, and no event loop made for it. (A close
+            // arriving after this look is taken by `start` below.)
+            return Ok(ViewerReport::default());
+        }
         let mut event_loop = match EVENT_LOOP.with(|l| l.borrow_mut().take()) {
             Some(event_loop) => event_loop,
             None => new_event_loop()?,
         };
         event_loop.set_control_flow(ControlFlow::Wait);
         let run_id = RUNS.fetch_add(1, Ordering::Relaxed);
-        *self.handle.proxy.lock() = Some((event_loop.create_proxy(), run_id));
         let handle = self.handle.clone();
+        let closed = handle.start(event_loop.create_proxy(), run_id);
         let mut app = App {
             viewer: self,
             view: Some(view),
             window: None,
             run: run_id,
+            closed,
             error: None,
             report: ViewerReport::default(),
         };
-        let run = event_loop.run_app_on_demand(&mut app);
-        *handle.proxy.lock() = None;
+        let run = if closed {
+            // Closed before it opened: no window, and the loop stays as it was for the next.
+            Ok(())
+        } else {
+            event_loop.run_app_on_demand(&mut app)
+        };
+        handle.end();
         // The window is gone (closed before the loop exited); the loop stays for the next.
         drop(app.window.take());
         EVENT_LOOP.with(|l| *l.borrow_mut() = Some(event_loop));
@@ -336,6 +378,8 @@ struct App {
     window: Option<WindowState>,
     /// This window's run of the event loop (wakes for other runs are dropped).
     run: u64,
+    /// The window was closed (or asked to close before it opened): no window opens after.
+    closed: bool,
     error: Option<ViewError>,
     report: ViewerReport,
 }
@@ -382,6 +426,7 @@ impl App {
     /// Closes the window, then ends this run of the event loop: a window dropped before the
     /// loop exits leaves no event behind for the next window's run.
     fn close(&mut self, event_loop: &ActiveEventLoop) {
+        self.closed = true;
         self.window = None;
         event_loop.exit();
     }
@@ -389,7 +434,7 @@ impl App {
 
 impl ApplicationHandler<Wake> for App {
     fn resumed(&mut self, event_loop: &ActiveEventLoop) {
-        if self.window.is_some() {
+        if self.window.is_some() || self.closed {
             return;
         }
         let Some(view) = self.view.take() else {

@@ -134,3 +134,25 @@ fn view_command_with_frames_saves_its_last_frame() {
         "centre {centre:?} is a plasma entry"
     );
 }
+
+/// A close asked for before the window opens is kept: `show` returns at once, drawing nothing.
+/// (Another thread may close a window whose thread is still getting ready to open it; the
+/// close used to find no window and was lost, leaving the window open.) No display is needed:
+/// no window and no event loop are made.
+#[test]
+fn a_window_closed_before_it_opens_does_not_open() {
+    let source = Arc::new(ArraySource::new(Array2::<f32>::zeros((8, 8))).unwrap());
+    let mut scene = Scene::new();
+    let node = scene.add(Image::new(source));
+    let viewer = Viewer::new().layer(node, "zeros");
+    let handle = viewer.redraw_handle();
+    handle.close();
+    handle.request_redraw();
+    let report = viewer.show(scene).expect("a closed window is no error");
+    assert_eq!(report.frames, 0);
+    assert_eq!(report.frames_rendered, 0);
+    assert!(report.last_frame.is_none() && report.camera.is_none());
+    // After its run the handle does nothing.
+    handle.close();
+    handle.request_redraw();
+}
