@@ -213,6 +213,7 @@ fn main() -> Res<()> {
     let loadavg_at_start = loadavg();
     let mut ctx = Ctx::new()?;
     let info = ctx.renderer.adapter_info().clone();
+    let readback = ctx.readback();
     let mut results = serde_json::Map::new();
     let mut contention = serde_json::Map::new();
     let mut errors = Vec::new();
@@ -256,6 +257,7 @@ fn main() -> Res<()> {
             "loadavg_at_end": loadavg(),
         },
         "config": cfg.to_json(),
+        "readback": readback,
         "versions": {"sluice": env!("CARGO_PKG_VERSION"), "wgpu": "30 (see Cargo.lock)"},
         "adapter": format!("{} | {} {} | backend={:?} type={:?}", info.name, info.driver,
             info.driver_info, info.backend, info.device_type),
@@ -290,23 +292,58 @@ fn main() -> Res<()> {
 struct Ctx {
     renderer: Renderer,
     target: RenderTarget,
+    /// The interop device the renderer is on, when frames are read into `HostFrame`s.
+    interop: Option<sluice::interop::Interop>,
     /// Frame buffers handed back by dropped frames, read into again.
     frames: FramePool,
 }
 
+/// How frames are read back: into `HostFrame`s (imported pages the GPU writes) where the
+/// device can, unless `SLUICE_PEERS_READBACK=read_into` asks for `Renderer::read_into`.
+fn host_frames_wanted() -> bool {
+    std::env::var("SLUICE_PEERS_READBACK").as_deref() != Ok("read_into")
+}
+
 impl Ctx {
+    /// The bench's context: on an `Interop` device with `HostFrame` readback where there is
+    /// one (and `host_frames_wanted`), else a plain renderer reading with `read_into`.
     fn new() -> Res<Self> {
-        let renderer = Renderer::with_options(RendererOptions::from_env()?)?;
-        Ctx::on(renderer)
+        let options = RendererOptions::from_env()?;
+        if host_frames_wanted() {
+            if let Ok(interop) = sluice::interop::Interop::with_options(&options) {
+                return Ctx::on_interop(&interop, &options);
+            }
+        }
+        Ctx::on(Renderer::with_options(options)?)
     }
 
+    /// A context on `renderer`, reading frames with `Renderer::read_into`.
     fn on(renderer: Renderer) -> Res<Self> {
         let target = renderer.create_target(CANVAS, CANVAS)?;
         Ok(Ctx {
             renderer,
             target,
+            interop: None,
             frames: FramePool::default(),
         })
+    }
+
+    /// A context on a renderer of `interop`, reading frames into `HostFrame`s (unless
+    /// `SLUICE_PEERS_READBACK=read_into`).
+    fn on_interop(interop: &sluice::interop::Interop, options: &RendererOptions) -> Res<Self> {
+        let mut ctx = Ctx::on(interop.renderer_with_options(options))?;
+        if host_frames_wanted() {
+            ctx.interop = Some(interop.clone());
+        }
+        Ok(ctx)
+    }
+
+    /// How this context reads frames back, for the JSON.
+    fn readback(&self) -> &'static str {
+        match self.interop {
+            Some(_) => "HostFrame::read (copy into imported host pages, wait)",
+            None => "Renderer::read_into (copy to a buffer, map, wait, copy out)",
+        }
     }
 
     /// One frame read back to host memory; with `full`, the whole target is redrawn.
@@ -316,12 +353,24 @@ impl Ctx {
         }
         self.renderer.render(scene, camera, &self.target)?;
         let [w, h] = self.target.size();
-        let mut pixels = self.frames.borrow_mut().pop().unwrap_or_default();
+        if let Some(interop) = &self.interop {
+            let kept = self.frames.borrow_mut().1.pop();
+            let mut frame = match kept {
+                Some(frame) => frame,
+                None => sluice::interop::HostFrame::for_target(interop, &self.target)?,
+            };
+            frame.read(&self.renderer, &self.target)?;
+            return Ok(Frame {
+                pixels: Some(Pixels::Host(frame)),
+                pool: self.frames.clone(),
+            });
+        }
+        let mut pixels = self.frames.borrow_mut().0.pop().unwrap_or_default();
         pixels.resize(w as usize * h as usize * 4, 0);
         self.renderer.read_into(&self.target, &mut pixels)?;
         let image = image::RgbaImage::from_raw(w, h, pixels).ok_or("frame size")?;
         Ok(Frame {
-            image: Some(image),
+            pixels: Some(Pixels::Image(image)),
             pool: self.frames.clone(),
         })
     }
@@ -368,36 +417,58 @@ impl Ctx {
     }
 }
 
-/// A frame read back: RGBA8, row 0 at the top.
-/// Buffers of frames read back, handed back when their frames are dropped.
-type FramePool = Rc<RefCell<Vec<Vec<u8>>>>;
+/// Buffers of frames read back, handed back when their frames are dropped: plain buffers
+/// (`read_into`) and `HostFrame`s.
+type FramePool = Rc<RefCell<(Vec<Vec<u8>>, Vec<sluice::interop::HostFrame>)>>;
 
-/// One frame read back; its buffer goes back to the context's pool when it is dropped.
+/// Where a frame's pixels were read to.
+enum Pixels {
+    Image(image::RgbaImage),
+    Host(sluice::interop::HostFrame),
+}
+
+/// One frame read back (RGBA8, row 0 at the top); its buffer goes back to the context's
+/// pool when it is dropped.
 struct Frame {
-    image: Option<image::RgbaImage>,
+    pixels: Option<Pixels>,
     pool: FramePool,
 }
 
 impl Drop for Frame {
     fn drop(&mut self) {
-        if let Some(image) = self.image.take() {
-            self.pool.borrow_mut().push(image.into_raw());
+        match self.pixels.take() {
+            Some(Pixels::Image(image)) => self.pool.borrow_mut().0.push(image.into_raw()),
+            Some(Pixels::Host(frame)) => self.pool.borrow_mut().1.push(frame),
+            None => {}
         }
     }
 }
 
 impl Frame {
-    fn image(&self) -> &image::RgbaImage {
-        self.image.as_ref().expect("taken only on drop")
+    fn pixels(&self) -> &Pixels {
+        self.pixels.as_ref().expect("taken only on drop")
     }
     fn px(&self, y: u32, x: u32) -> [u8; 4] {
-        self.image().get_pixel(x, y).0
+        match self.pixels() {
+            Pixels::Image(image) => image.get_pixel(x, y).0,
+            Pixels::Host(frame) => {
+                let row = frame.row(y).expect("a row of the frame");
+                let x = x as usize * 4;
+                [row[x], row[x + 1], row[x + 2], row[x + 3]]
+            }
+        }
     }
     fn h(&self) -> u32 {
-        self.image().height()
+        match self.pixels() {
+            Pixels::Image(image) => image.height(),
+            Pixels::Host(frame) => frame.height(),
+        }
     }
     fn w(&self) -> u32 {
-        self.image().width()
+        match self.pixels() {
+            Pixels::Image(image) => image.width(),
+            Pixels::Host(frame) => frame.width(),
+        }
     }
 }
 
@@ -737,11 +808,19 @@ fn bench_readback(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     for _ in 0..2 {
         ctx.draw(&scene, &camera, true)?;
     }
-    // `read_image` (a new image per read) and `read_into` (the caller's buffer, one for all
-    // reads) alternate, so that both see the same machine.
-    let (mut readback, mut into) = (Vec::new(), Vec::new());
+    // `read_image` (a new image per read), `read_into` (the caller's buffer, one for all
+    // reads) and, on an interop device, `HostFrame::read` (imported pages the GPU writes)
+    // alternate, so that all see the same machine.
+    let (mut readback, mut into, mut host) = (Vec::new(), Vec::new(), Vec::new());
     let mut pixels = vec![0u8; (CANVAS * CANVAS * 4) as usize];
     let reference = ctx.renderer.read_image(&ctx.target)?;
+    let mut frame = match &ctx.interop {
+        Some(interop) => Some(sluice::interop::HostFrame::for_target(
+            interop,
+            &ctx.target,
+        )?),
+        None => None,
+    };
     for i in 0..cfg.warmup + cfg.iters * 2 {
         let t = Instant::now();
         ctx.renderer.read_image(&ctx.target)?;
@@ -749,9 +828,18 @@ fn bench_readback(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
         let t = Instant::now();
         ctx.renderer.read_into(&ctx.target, &mut pixels)?;
         let t_into = ms(t.elapsed());
+        let t_host = match frame.as_mut() {
+            Some(frame) => {
+                let t = Instant::now();
+                frame.read(&ctx.renderer, &ctx.target)?;
+                Some(ms(t.elapsed()))
+            }
+            None => None,
+        };
         if i >= cfg.warmup {
             readback.push(t_image);
             into.push(t_into);
+            host.extend(t_host);
         }
     }
     let same = pixels == reference.as_raw().as_slice();
@@ -768,6 +856,16 @@ fn bench_readback(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
             "verified": same,
         }
     });
+    if let Some(frame) = frame {
+        out["readback_1024x1024_rgba8_host_frame"] = json!({
+            "what": "HostFrame::read of the 1024x1024 RGBA8 target (the GPU copies into imported host pages, wait; the pixels are read where they landed), alternating with the two above",
+            "timing": stats(&host),
+            "bytes": CANVAS * CANVAS * 4,
+            "imported": frame.is_imported(),
+            "staged_reason": frame.fallback_reason(),
+            "verified": frame.to_packed() == reference.as_raw().as_slice(),
+        });
+    }
     for (key, full) in [
         ("frame_floor_trivial_scene", false),
         ("frame_floor_trivial_scene_full_redraw", true),
@@ -976,7 +1074,7 @@ fn host_buffer_run<T: sluice::Element + bytemuck::Pod + Clone>(
         Ok(interop) => interop,
         Err(e) => return Ok(json!({ "skipped": format!("no Vulkan interop device: {e}") })),
     };
-    let mut ctx = Ctx::on(interop.renderer_with_options(&options))?;
+    let mut ctx = Ctx::on_interop(interop, &options)?;
     let layout = if channels {
         ArraySource::with_channels(pair[0].clone())?.layout()
     } else {

@@ -54,6 +54,33 @@ class HostBufferSource:
     def shape(self) -> list[int]: ...
     def stats(self) -> dict[str, int]: ...
 
+class HostFrame:
+    """A target's pixels in host pages the GPU copies into (Linux, Vulkan
+    ``VK_EXT_external_memory_host``; staged where the driver lacks it), seen from numpy with no
+    copy. Read it from a ``Renderer(interop=True)``."""
+
+    def __init__(
+        self,
+        target: Target | None = None,
+        *,
+        width: int | None = None,
+        height: int | None = None,
+        staged: bool = False,
+    ) -> None: ...
+    def read(self, renderer: Renderer, target: Target) -> np.ndarray: ...
+    @property
+    def array(self) -> np.ndarray: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def height(self) -> int: ...
+    @property
+    def bytes_per_row(self) -> int: ...
+    @property
+    def is_imported(self) -> bool: ...
+    @property
+    def fallback_reason(self) -> str | None: ...
+
 class MmapSource:
     """A memory-mapped .npy or raw file."""
 

@@ -38,6 +38,18 @@ def render(renderer, scene, w, h):
     return renderer.render(scene, pixel_camera(w, h), target)
 
 
+def rgba_pattern(h, w, frame):
+    """An (h, w, 4) uint8 RGBA image whose every pixel differs from its neighbours' and from
+    the same pixel of another `frame`."""
+    y, x = np.mgrid[0:h, 0:w]
+    img = np.empty((h, w, 4), np.uint8)
+    img[..., 0] = (x * 3 + y + 11 * frame) % 256
+    img[..., 1] = (y * 5 + 7 + frame) % 256
+    img[..., 2] = ((x ^ y) + 2 * frame) % 256
+    img[..., 3] = 255
+    return img
+
+
 def gray_entry(values, clim=(0.0, 1.0), gamma=1.0, n=256):
     """The gray colormap's entry index for each value, computed with numpy the way the docs
     define it: t = clamp((v - lo) / (hi - lo), 0, 1) ** gamma; entry min(floor(t * n), n - 1)."""

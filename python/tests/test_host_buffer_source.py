@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import sluice
-from conftest import render
+from conftest import render, rgba_pattern
 
 pytestmark = pytest.mark.skipif(
     not hasattr(sluice, "HostBufferSource"), reason="GPU interop is Linux-only"
@@ -19,14 +19,7 @@ def interop_renderer():
     return sluice.Renderer(interop=True)
 
 
-def rgba(h, w, frame):
-    y, x = np.mgrid[0:h, 0:w]
-    img = np.empty((h, w, 4), np.uint8)
-    img[..., 0] = (x * 3 + y + 11 * frame) % 256
-    img[..., 1] = (y * 5 + 7 + frame) % 256
-    img[..., 2] = ((x ^ y) + 2 * frame) % 256
-    img[..., 3] = 255
-    return img
+rgba = rgba_pattern
 
 
 def show(renderer, source, h, w):

@@ -95,6 +95,13 @@ pub enum InteropError {
         /// What went wrong, with the numbers.
         reason: String,
     },
+    /// A [`crate::HostFrame`] of no pixels or too many, or read from a target of another size
+    /// or a renderer on another device.
+    #[error("host frame: {reason}")]
+    HostFrame {
+        /// What went wrong, with the numbers.
+        reason: String,
+    },
     /// A buffer handed to a [`crate::HostBufferSource`] whose length does not match the
     /// source's layout.
     #[error("the buffer holds {got} bytes (after an offset of {offset}), but {layout} needs exactly {expected} bytes")]

@@ -55,7 +55,7 @@ use sluice_core::{
 
 use crate::error::InteropError;
 use crate::host_import::{
-    import_host_range, next_id, registry, GpuUse, HostCopy, ImportedHost, Pages,
+    import_host_range, next_id, registry, CopyDirection, GpuUse, HostCopy, ImportedHost, Pages,
 };
 use crate::interop::Interop;
 use crate::source::check_texture_layout;
@@ -343,9 +343,17 @@ impl HostBuffer {
         // reallocate meanwhile: only slices of it are lent). Copies from the buffer are ordered
         // before the owner's writes by `GpuUse` (sources hand it back only when its copies are
         // done; `imported_buffer`'s callers order their own).
-        let buffer =
-            unsafe { import_host_range(interop, start, size, size as u64, self.cell.clone()) }
-                .map_err(|e| e.to_string())?;
+        let buffer = unsafe {
+            import_host_range(
+                interop,
+                start,
+                size,
+                size as u64,
+                CopyDirection::FromHost,
+                self.cell.clone(),
+            )
+        }
+        .map_err(|e| e.to_string())?;
         self.import = Some(Box::new(BufferImport {
             buffer,
             first_sample: first_sample as u64,
@@ -761,6 +769,7 @@ impl HostBufferSource {
                 pages.ptr(),
                 pages.len(),
                 bytes as u64,
+                CopyDirection::FromHost,
                 pages.clone(),
             )
         }?;

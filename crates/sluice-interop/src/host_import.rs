@@ -459,11 +459,30 @@ fn import_pages(
     // SAFETY: `Pages` is one live allocation at an alignment of at least
     // minImportedHostPointerAlignment with a size rounded up to it (see `HostImportSource::make`),
     // and the clone of `pages` handed over keeps it alive until the memory is freed.
-    unsafe { import_host_range(interop, pages.ptr, pages.len(), size, pages.clone()) }
+    unsafe {
+        import_host_range(
+            interop,
+            pages.ptr,
+            pages.len(),
+            size,
+            CopyDirection::FromHost,
+            pages.clone(),
+        )
+    }
+}
+
+/// Which way the GPU copies through an imported host range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CopyDirection {
+    /// The GPU reads the pages (uploads: `COPY_SRC`).
+    FromHost,
+    /// The GPU writes the pages (readback: `COPY_DST`).
+    ToHost,
 }
 
 /// Imports the host range `[ptr, ptr + len)` as device memory bound to a wgpu buffer of
-/// `size` bytes (`COPY_SRC`) on `interop`'s device. The buffer's drop callback (which wgpu runs
+/// `size` bytes (`COPY_SRC`, or `COPY_DST` for [`CopyDirection::ToHost`]) on `interop`'s
+/// device. The buffer's drop callback (which wgpu runs
 /// once the buffer is dropped and no submission uses it) destroys the `VkBuffer`, frees the
 /// memory and only then drops `keep`.
 ///
@@ -471,16 +490,19 @@ fn import_pages(
 ///
 /// - `ptr` and `len` are multiples of the device's `minImportedHostPointerAlignment`, and
 ///   `size <= len`;
-/// - every byte of `[ptr, ptr + len)` lies in pages mapped readable in this process, and they
-///   stay mapped, and are not handed to another owner, until `keep` is dropped (Vulkan requires
-///   imported host memory to stay valid for the life of the memory object);
-/// - no copy the caller records from the buffer reads bytes another thread writes meanwhile
-///   (the caller orders its writes after its copies).
+/// - every byte of `[ptr, ptr + len)` lies in pages mapped readable (and writable, for
+///   [`CopyDirection::ToHost`]) in this process, and they stay mapped, and are not handed to
+///   another owner, until `keep` is dropped (Vulkan requires imported host memory to stay
+///   valid for the life of the memory object);
+/// - no copy the caller records from the buffer reads bytes another thread writes meanwhile,
+///   and no copy into it writes bytes anyone reads meanwhile (the caller orders its own
+///   accesses after its copies).
 pub(crate) unsafe fn import_host_range(
     interop: &Interop,
     ptr: NonNull<u8>,
     len: usize,
     size: u64,
+    direction: CopyDirection,
     keep: impl Send + Sync + 'static,
 ) -> Result<wgpu::Buffer, InteropError> {
     let dev = interop.vulkan();
@@ -512,10 +534,14 @@ pub(crate) unsafe fn import_host_range(
     let mut external = vk::ExternalMemoryBufferCreateInfo::default().handle_types(handle_type);
     let info = vk::BufferCreateInfo::default()
         .size(len as u64)
-        // A copy source only: the renderer then copies with `copy_buffer_to_texture` (one
-        // command per update), not with its compute unpack pass, which reads buffers with
-        // `STORAGE` usage texel by texel (far slower on CPU drivers such as lavapipe).
-        .usage(vk::BufferUsageFlags::TRANSFER_SRC)
+        // A copy source (or destination) only: the renderer then copies with
+        // `copy_buffer_to_texture` (one command per update), not with its compute unpack pass,
+        // which reads buffers with `STORAGE` usage texel by texel (far slower on CPU drivers
+        // such as lavapipe).
+        .usage(match direction {
+            CopyDirection::FromHost => vk::BufferUsageFlags::TRANSFER_SRC,
+            CopyDirection::ToHost => vk::BufferUsageFlags::TRANSFER_DST,
+        })
         .sharing_mode(vk::SharingMode::EXCLUSIVE)
         .push_next(&mut external);
     // SAFETY: a valid create info whose pNext chain lives until the call returns.
@@ -581,11 +607,15 @@ pub(crate) unsafe fn import_host_range(
     let desc = wgpu::BufferDescriptor {
         label: Some("sluice host-imported pages"),
         size,
-        usage: wgpu::BufferUsages::COPY_SRC,
+        usage: match direction {
+            CopyDirection::FromHost => wgpu::BufferUsages::COPY_SRC,
+            CopyDirection::ToHost => wgpu::BufferUsages::COPY_DST,
+        },
         mapped_at_creation: false,
     };
-    // SAFETY: the buffer was created on this device with at least `size` bytes and transfer
-    // source usage (wgpu's `COPY_SRC`), and is bound to memory whose contents are the range's.
+    // SAFETY: the buffer was created on this device with at least `size` bytes and the
+    // transfer usage matching wgpu's (`COPY_SRC` or `COPY_DST`), and is bound to memory whose
+    // contents are the range's.
     Ok(unsafe { dev.device.create_buffer_from_hal::<Vulkan>(hal, &desc) })
 }
 

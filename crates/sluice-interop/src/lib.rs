@@ -14,6 +14,8 @@
 //! - [`HostImportSource`]: host data allocated at the driver's alignment and imported as
 //!   device memory (`VK_EXT_external_memory_host`), so that an upload is one GPU copy from the
 //!   user's pages; a plain staged host source where the driver lacks the extension.
+//!   [`HostFrame`]: the other way, a render target read back into imported pages the GPU
+//!   writes itself (no CPU copy out of a mapped buffer).
 //! - [`ring`]: frames shared between a producer process and a display process over a Unix
 //!   socket, with a ring of slots so the producer never waits for the display.
 //! - `cuda` (feature `cuda`): sources in CUDA memory, copied device to device on the
@@ -31,9 +33,11 @@
 //!
 //! # Unsafe code
 //!
-//! sluice's `unsafe` code is in this crate, in seven modules, and in `sluice-core`'s file
+//! sluice's `unsafe` code is in this crate, in nine modules, and in `sluice-core`'s file
 //! mapping (`MmapSource`): `pipeline_cache` (pipeline caches from saved bytes),
 //! `host_import` (host pages imported as device memory, `VK_EXT_external_memory_host`),
+//! `host_buffer` (buffers the user hands over, imported where they lie), `host_frame` (frames
+//! read back into imported pages),
 //! `vulkan::device` (device creation and queries under wgpu),
 //! `vulkan::memory` (buffers and fds), `vulkan::semaphore` (shared timeline semaphores),
 //! `vulkan::texture` (exported images) and `cuda::driver` (CUDA driver calls). Every other
@@ -47,6 +51,8 @@ mod fd_passing;
 mod handoff;
 #[allow(unsafe_code)]
 mod host_buffer;
+#[allow(unsafe_code)]
+mod host_frame;
 #[allow(unsafe_code)]
 mod host_import;
 mod interop;
@@ -65,6 +71,7 @@ pub use error::{DeviceUuid, InteropError};
 pub use host_buffer::{
     HostBuffer, HostBufferSource, HostBufferStats, ReplaceError, MIN_IMPORT_BYTES,
 };
+pub use host_frame::HostFrame;
 pub use host_import::HostImportSource;
 pub use interop::Interop;
 pub use pipeline_cache::{install_pipeline_cache, VulkanPipelineCaches};

@@ -12,7 +12,8 @@
 //! - rendering releases the GIL; Python-implemented sources take it only around their calls.
 //!
 //! `unsafe` appears where numpy memory is read ([`numpy_source`]) or lent to the GPU
-//! (`host_buffer_source`), where a DLPack capsule is
+//! (`host_buffer_source`), where a frame's pages are shown to numpy (`host_frame`), where a
+//! DLPack capsule is
 //! consumed (`dlpack`), and where a CUDA tensor's
 //! pointer becomes a source (`cuda`, feature `cuda`), each with its `SAFETY` argument.
 
@@ -26,6 +27,8 @@ mod dtype;
 pub mod errors;
 #[cfg(target_os = "linux")]
 mod host_buffer_source;
+#[cfg(target_os = "linux")]
+mod host_frame;
 #[cfg(target_os = "linux")]
 mod interop_device;
 mod lazy_source;
@@ -64,6 +67,8 @@ fn _sluice(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<mmap_source::PyMmapSource>()?;
     #[cfg(target_os = "linux")]
     m.add_class::<host_buffer_source::PyHostBufferSource>()?;
+    #[cfg(target_os = "linux")]
+    m.add_class::<host_frame::PyHostFrame>()?;
     m.add_class::<lazy_source::PyLazySource>()?;
     m.add_function(wrap_pyfunction!(mmap_source::open_npy, m)?)?;
     m.add_function(wrap_pyfunction!(mmap_source::open_raw, m)?)?;

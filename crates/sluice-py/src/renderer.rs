@@ -16,7 +16,7 @@ use crate::scene::PyScene;
 /// An offscreen image a renderer draws into (RGBA8, sRGB).
 #[pyclass(name = "Target", module = "sluice", frozen)]
 pub struct PyTarget {
-    inner: RenderTarget,
+    pub(crate) inner: RenderTarget,
 }
 
 #[pymethods]
@@ -258,7 +258,7 @@ impl PyRenderer {
     /// Runs `f` on the renderer with the GIL released (and panics caught). The lock is only
     /// ever taken without the GIL, so a Python source that needs the GIL while a frame holds
     /// the lock cannot deadlock with a thread waiting for the lock.
-    fn with<T: Send>(
+    pub(crate) fn with<T: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&mut Renderer) -> PyResult<T> + Send,
