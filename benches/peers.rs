@@ -1535,8 +1535,94 @@ fn bench_shared_source(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
             case_or_error(v),
         );
     }
+    // Eight separate sources, each a `HostBufferSource` with its own two buffers.
+    for (suffix, full) in REDRAWS {
+        let v = separate_host_buffers(&interop, cfg, n, &arrays, full);
+        out.insert(
+            format!("{n}x_rgba8_{s}_separate_host_buffers{suffix}"),
+            case_or_error(v),
+        );
+    }
     out.insert("memory".into(), shared_memory(n, s, cfg.mem_updates));
     Ok(Value::Object(out))
+}
+
+/// `n` Images, each with a `HostBufferSource` of its own (two buffers each, A and B handed
+/// over in turn): every update replaces all `n`, copied by the GPU from the buffers' pages.
+fn separate_host_buffers(
+    interop: &Result<sluice::interop::Interop, String>,
+    cfg: &Config,
+    n: usize,
+    arrays: &[Array3<u8>; 2],
+    full: bool,
+) -> Res<Value> {
+    use sluice::interop::{HostBuffer, HostBufferSource};
+
+    let interop = match interop {
+        Ok(interop) => interop,
+        Err(e) => return Ok(json!({ "skipped": format!("no Vulkan interop device: {e}") })),
+    };
+    let mut ctx = Ctx::on_interop(interop, &RendererOptions::from_env()?)?;
+    let layout = ArraySource::with_channels(arrays[0].clone())?.layout();
+    let data = |v: usize| -> Res<Vec<u8>> {
+        Ok(arrays[v].as_slice().ok_or("array not contiguous")?.to_vec())
+    };
+    let Tiles {
+        offsets,
+        extent: (w, h),
+        centres,
+    } = tile_layout(n, arrays[0].shape()[0]);
+    let mut scene = new_scene();
+    let (mut sources, mut spares) = (Vec::new(), Vec::new());
+    for &(ox, oy) in &offsets {
+        // Each source starts on B, so that the first update (variant 0) hands over A.
+        let source = Arc::new(HostBufferSource::new(interop, layout.clone(), data(1)?)?);
+        let node = scene.add(Image::new(source.clone()).with_clim(0.0, 255.0)?);
+        scene.set_transform(node, Mat4::from_translation(Vec3::new(ox, oy, 0.0)));
+        spares.push(Spare::new(HostBuffer::from(data(0)?)));
+        sources.push(source);
+    }
+    let camera = fit_camera(w, h);
+    let t0 = Instant::now();
+    ctx.draw(&scene, &camera, true)?;
+    let first = ms(t0.elapsed());
+    let check = |f: &Frame, v: Option<usize>| tiles_check(f, &centres, v);
+    let prepare = |_variant: usize| -> Vec<_> { spares.iter().map(Spare::take).collect() };
+    let update = |held: Vec<_>| -> Res<()> {
+        for ((source, spare), held) in sources.iter().zip(&spares).zip(held) {
+            spare.hand_over(source, held)?;
+        }
+        Ok(())
+    };
+    let p = measure_paired(
+        cfg.warmup,
+        cfg.iters,
+        prepare,
+        update,
+        || ctx.draw(&scene, &camera, full),
+        check,
+    )?;
+    let mut res = finish_case(
+        json!({
+            "what": format!("{n} Images, each with its own HostBufferSource (two HostBuffers of the pre-generated A/B data each); replace all {n} + frame"),
+            "first_draw_ms": round(first, 1),
+            "redraw": redraw_note(full),
+        }),
+        &p,
+        Some(arrays[0].len()),
+    );
+    res["uploaded_per_update"] =
+        ctx.account_update(true, &scene, &camera, full, prepare(0), update)?;
+    let stats: Vec<_> = sources.iter().map(|s| s.stats()).collect();
+    res["host_buffer"] = json!({
+        "imported": sources.iter().all(|s| s.is_imported()),
+        "staged_reason": sources.iter().find_map(|s| s.staged_reason()),
+        "buffers_handed": stats.iter().map(|s| s.buffers_handed).sum::<u64>(),
+        "imports_made": stats.iter().map(|s| s.imports_made).sum::<u64>(),
+        "host_bytes_copied": stats.iter().map(|s| s.bytes_copied).sum::<u64>(),
+        "gpu_bytes": stats.iter().map(|s| s.gpu_bytes).sum::<u64>(),
+    });
+    Ok(res)
 }
 
 /// Every tile centre covered, and (when one is expected) showing variant `v`'s marker.
