@@ -14,9 +14,10 @@
 //! The definitions, as the peers have them:
 //!
 //! - a 1024 x 1024 offscreen target; a timed iteration is a data update plus one frame read
-//!   back to host memory (`Renderer::read_into`, which waits for the GPU, into one of a few
-//!   buffers the frames hand back when dropped, as a frame loop reuses its buffer; the
-//!   readback case times `Renderer::read_image`, a new image per read, beside it);
+//!   back to host memory (`HostFrame::read`, the GPU's copy into imported host pages, waited
+//!   for, into one of a few frames handed back when dropped, as a frame loop reuses its
+//!   buffer; without an interop device `Renderer::read_into` into such buffers; the readback
+//!   case times `Renderer::read_image`, a new image per read, and `read_into` beside it);
 //! - 3 warm-ups and 10 timed iterations (volumes 2 and 10), min / median / max in ms;
 //! - two pre-generated data sets A and B, alternating, so every update changes the data; each
 //!   carries a marker that every frame is checked for, outside the timer (a red or green block
@@ -50,6 +51,12 @@
 //! Options: `--out FILE` (the JSON; without it, stdout), `--quick` (the peers' small sizes,
 //! a smoke test), `--only a,b` (benchmark names), `--iters N`. A table goes to stderr. The
 //! adapter follows `SLUICE_BACKEND` / `SLUICE_ADAPTER` like every other bench.
+//!
+//! Frames are read back into `HostFrame`s (pages the GPU copies into) on an interop device;
+//! `SLUICE_PEERS_READBACK=read_into` reads them with `Renderer::read_into` instead. For
+//! diagnosis: `SLUICE_PEERS_FRESH_CTX=1` gives every benchmark a renderer (and device) of its
+//! own, `SLUICE_PEERS_FRESH_TARGET=1` a new target, `SLUICE_PEERS_VOLUMES=256,512` picks the
+//! volume sizes.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -203,6 +210,9 @@ fn main() -> Res<()> {
     if let Some(n) = args.iters {
         cfg.iters = n;
     }
+    if let Ok(v) = std::env::var("SLUICE_PEERS_VOLUMES") {
+        cfg.volumes = v.split(',').filter_map(|n| n.parse().ok()).collect();
+    }
     let wanted = |name: &str| {
         args.only
             .as_ref()
@@ -234,6 +244,14 @@ fn main() -> Res<()> {
         }
         eprintln!("peers: {name}");
         let monitor = CpuMonitor::start();
+        if std::env::var_os("SLUICE_PEERS_FRESH_CTX").is_some() {
+            // A diagnosis: each benchmark on a renderer (and device) of its own.
+            ctx = Ctx::new()?;
+        }
+        if std::env::var_os("SLUICE_PEERS_FRESH_TARGET").is_some() {
+            ctx.target = ctx.renderer.create_target(CANVAS, CANVAS)?;
+            ctx.frames.borrow_mut().1.clear();
+        }
         match bench(&mut ctx, &cfg) {
             Ok(v) => {
                 results.insert(name.into(), v);
