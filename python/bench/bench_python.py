@@ -13,7 +13,9 @@
    results (--peers, default ../shared/peers/results) are the ceiling, and the report says so.
    Target: at least 2x faster than the faster peer on each. The full update and the shared
    source also run through `sluice.HostBufferSource` (`replace(ndarray)`: the GPU copies the
-   array from its own pages, no host copy), where the adapter imports host memory.
+   array from its own pages, no host copy), where the adapter imports host memory, with their
+   frames read into a `sluice.HostFrame`; the readback alone is timed into a new array, into
+   one array (`out=`) and into a HostFrame.
 3. With CUDA support and PyTorch on a GPU: a 3840 x 2160 RGBA8 tensor changed by a kernel and
    shown through CudaSource, against `tensor.cpu().numpy()` plus a numpy upload, in the same
    run. The kernels that change the tensor run (and finish) before the timer for both paths;
@@ -181,18 +183,51 @@ def shared_source(renderer, n, visuals, warmup, iters):
 
 def host_buffer_case(n, visuals, warmup, iters):
     """The full update (visuals=1) or the shared source (visuals=8, tiled as the peers tile
-    them) through HostBufferSource: each update hands sluice the other prepared array."""
+    them) through HostBufferSource: each update hands sluice the other prepared array, and
+    the frame is read into a HostFrame (pages the GPU copies into, seen by numpy)."""
     renderer = sluice.Renderer(interop=True)
     pair = rgba_pair(n)
     src = sluice.HostBufferSource(pair[1].copy(), channels=True)
     scene, target, camera, pixels = tiled(renderer, src, n, visuals)
+    frame = sluice.HostFrame(target)
 
     def step(v):
         src.replace(pair[v])
-        return renderer.render(scene, camera, target)
+        renderer.draw(scene, camera, target)
+        return frame.read(renderer, target)
 
     times = measure(step, check_tiles(pixels), warmup, iters)
     return times, src.imported, src.fallback_reason, src.stats()
+
+
+def readback_cases(warmup, iters):
+    """The peers' "readback alone": the 1024^2 RGBA8 target read back after a frame, into a new
+    array (`read`), into one array (`read(out=)`) and, on the interop device (Linux), into a
+    HostFrame (`HostFrame.read`: the GPU copies into pages numpy sees, no copy on the CPU).
+    The three alternate; every read is compared with the first."""
+    interop = hasattr(sluice, "HostFrame")
+    renderer = sluice.Renderer(interop=True) if interop else sluice.Renderer()
+    _, _, _, _, target, _ = image_case(renderer, 256)
+    reference = renderer.read(target)
+    buf = np.empty_like(reference)
+    frame = sluice.HostFrame(target) if interop else None
+    reads = {
+        "readback_1024x1024_rgba8": lambda: renderer.read(target),
+        "readback_1024x1024_rgba8_into": lambda: renderer.read(target, out=buf),
+    }
+    if frame is not None:
+        reads["readback_1024x1024_rgba8_host_frame"] = lambda: frame.read(renderer, target)
+    times = {case: [] for case in reads}
+    for i in range(warmup + iters):
+        for case, read in reads.items():
+            t0 = time.perf_counter()
+            got = read()
+            dt = time.perf_counter() - t0
+            if not np.array_equal(got, reference):
+                raise AssertionError(f"{case}: the pixels read back differ from the first read")
+            if i >= warmup:
+                times[case].append(dt)
+    return times, (frame.is_imported, frame.fallback_reason) if frame else None
 
 
 def peer_medians(args):
@@ -203,7 +238,7 @@ def peer_medians(args):
         for lib in ("pygfx", "vispy"):
             script = os.path.join(args.peers_dir, f"bench_{lib}.py")
             path = os.path.join(out, f"{lib}.json")
-            cmd = [args.peers_python, script, "--only", "full_update_2d,partial_update_2d,shared_source", "--out", path]
+            cmd = [args.peers_python, script, "--only", "readback,full_update_2d,partial_update_2d,shared_source", "--out", path]
             if args.quick:
                 cmd.append("--quick")
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -361,6 +396,11 @@ def main():
     times, textures = shared_source(renderer, shared_n, 8, warmup, iters)
     cases[("shared_source", f"8x_rgba8_{shared_n}_shared_texture", "8x_")] = times
     results["shared_source_textures_alive"] = textures
+    readback, host_frame = readback_cases(warmup, iters)
+    for case, times in readback.items():
+        cases[("readback", case, "readback_1024x1024_rgba8")] = times
+    results["host_frame"] = (
+        {"imported": host_frame[0], "fallback_reason": host_frame[1]} if host_frame else "no HostFrame here")
     try:
         for bench, size, visuals, case, peer_case in (
             ("full_update_2d", n, 1, f"rgba8_{n}_host_buffer", f"rgba8_{n}"),
