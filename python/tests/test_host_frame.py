@@ -47,7 +47,7 @@ def test_frames_land_in_the_frames_pages(interop_renderer, h, w):
         pixels = frame.read(interop_renderer, target)
         assert pixels.shape == (h, w, 4) and pixels.dtype == np.uint8
         assert not pixels.flags.writeable, "the frame's pages are read-only from numpy"
-        assert pixels.base is frame or pixels.base is not None
+        assert pixels.base is frame, "the array views the frame's pages and keeps the frame"
         np.testing.assert_array_equal(pixels, pattern(h, w, n))
         np.testing.assert_array_equal(pixels, interop_renderer.read(target))
         if first is None:
