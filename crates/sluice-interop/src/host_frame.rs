@@ -166,16 +166,15 @@ impl HostFrame {
                 reason: format!("a frame of {width} x {height} pixels holds no pixel"),
             });
         }
-        let too_big = || {
-            InteropError::HostFrame {
+        let align = wgpu::COPY_BYTES_PER_ROW_ALIGNMENT;
+        let too_big = || InteropError::HostFrame {
             reason: format!(
-                "a frame of {width} x {height} RGBA8 pixels (rows padded to {} bytes) needs more bytes than this machine can address",
-                wgpu::COPY_BYTES_PER_ROW_ALIGNMENT
+                "a frame of {width} x {height} RGBA8 pixels (rows padded to {align} bytes) \
+                 needs more bytes than this machine can address"
             ),
-        }
         };
         let row = width.checked_mul(4).ok_or_else(too_big)?;
-        let padded = u64::from(row).next_multiple_of(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT as u64);
+        let padded = u64::from(row).next_multiple_of(u64::from(align));
         u32::try_from(padded).map_err(|_| too_big())?;
         padded
             .checked_mul(u64::from(height))
