@@ -1448,26 +1448,40 @@ fn tile_layout(n: usize, s: usize) -> Tiles {
     }
 }
 
-/// A scene of `n` tiled images of `a`: all showing one source, or each its own.
-type SharedScene = (Scene, Vec<Arc<ArraySource>>, PanZoomCamera, Vec<(u32, u32)>);
+/// A scene of tiled images, its fitted camera and the tiles' centres on screen.
+type TiledScene = (Scene, PanZoomCamera, Vec<(u32, u32)>);
 
-fn shared_scene(n: usize, a: &Array3<u8>, shared: bool) -> Res<SharedScene> {
+/// `n` images of `s` x `s` tiled as the peers tile them, image `i` showing `source_for(i)`.
+fn tiled_images(
+    n: usize,
+    s: usize,
+    mut source_for: impl FnMut(usize) -> Res<SharedSource>,
+) -> Res<TiledScene> {
     let Tiles {
         offsets,
         extent: (w, h),
         centres,
-    } = tile_layout(n, a.shape()[0]);
-    let mut sources: Vec<Arc<ArraySource>> = Vec::new();
+    } = tile_layout(n, s);
     let mut scene = new_scene();
-    for &(ox, oy) in &offsets {
+    for (i, &(ox, oy)) in offsets.iter().enumerate() {
+        let node = scene.add(Image::new(source_for(i)?).with_clim(0.0, 255.0)?);
+        scene.set_transform(node, Mat4::from_translation(Vec3::new(ox, oy, 0.0)));
+    }
+    Ok((scene, fit_camera(w, h), centres))
+}
+
+/// A scene of `n` tiled images of `a`: all showing one source, or each its own.
+type SharedScene = (Scene, Vec<Arc<ArraySource>>, PanZoomCamera, Vec<(u32, u32)>);
+
+fn shared_scene(n: usize, a: &Array3<u8>, shared: bool) -> Res<SharedScene> {
+    let mut sources: Vec<Arc<ArraySource>> = Vec::new();
+    let (scene, camera, centres) = tiled_images(n, a.shape()[0], |_| {
         if !shared || sources.is_empty() {
             sources.push(Arc::new(ArraySource::with_channels(a.clone())?));
         }
-        let source = sources.last().ok_or("no source")?.clone();
-        let node = scene.add(Image::new(source).with_clim(0.0, 255.0)?);
-        scene.set_transform(node, Mat4::from_translation(Vec3::new(ox, oy, 0.0)));
-    }
-    Ok((scene, sources, fit_camera(w, h), centres))
+        Ok(sources.last().ok_or("no source")?.clone())
+    })?;
+    Ok((scene, sources, camera, centres))
 }
 
 fn bench_shared_source(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
@@ -1535,18 +1549,9 @@ fn bench_shared_source(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
             what: &what,
         };
         let v = host_buffer_run(&interop, cfg, &pair, run, |source| {
-            let Tiles {
-                offsets,
-                extent: (w, h),
-                centres,
-            } = tile_layout(n, s);
-            let mut scene = new_scene();
-            for &(ox, oy) in &offsets {
-                let node = scene.add(Image::new(source.clone()).with_clim(0.0, 255.0)?);
-                scene.set_transform(node, Mat4::from_translation(Vec3::new(ox, oy, 0.0)));
-            }
+            let (scene, camera, centres) = tiled_images(n, s, |_| Ok(source.clone()))?;
             let check = move |f: &Frame, v: Option<usize>| tiles_check(f, &centres, v);
-            Ok((scene, fit_camera(w, h), Box::new(check)))
+            Ok((scene, camera, Box::new(check)))
         });
         out.insert(
             format!("{n}x_rgba8_{s}_shared_host_buffer{suffix}"),
@@ -1585,22 +1590,14 @@ fn separate_host_buffers(
     let data = |v: usize| -> Res<Vec<u8>> {
         Ok(arrays[v].as_slice().ok_or("array not contiguous")?.to_vec())
     };
-    let Tiles {
-        offsets,
-        extent: (w, h),
-        centres,
-    } = tile_layout(n, arrays[0].shape()[0]);
-    let mut scene = new_scene();
     let (mut sources, mut spares) = (Vec::new(), Vec::new());
-    for &(ox, oy) in &offsets {
+    let (scene, camera, centres) = tiled_images(n, arrays[0].shape()[0], |_| {
         // Each source starts on B, so that the first update (variant 0) hands over A.
         let source = Arc::new(HostBufferSource::new(interop, layout.clone(), data(1)?)?);
-        let node = scene.add(Image::new(source.clone()).with_clim(0.0, 255.0)?);
-        scene.set_transform(node, Mat4::from_translation(Vec3::new(ox, oy, 0.0)));
         spares.push(Spare::new(HostBuffer::from(data(0)?)));
-        sources.push(source);
-    }
-    let camera = fit_camera(w, h);
+        sources.push(source.clone());
+        Ok(source as SharedSource)
+    })?;
     let t0 = Instant::now();
     ctx.draw(&scene, &camera, true)?;
     let first = ms(t0.elapsed());

@@ -60,6 +60,50 @@ impl Storage {
     }
 }
 
+/// A frame's size, checked: it holds pixels, and its rows padded to wgpu's copy row
+/// alignment fit in memory (so do the packed ones, which are no longer).
+struct FrameSize {
+    width: u32,
+    height: u32,
+    /// Bytes per row padded to `COPY_BYTES_PER_ROW_ALIGNMENT`.
+    padded_row: u32,
+    padded_bytes: usize,
+    packed_bytes: usize,
+}
+
+impl FrameSize {
+    fn check(width: u32, height: u32) -> Result<Self, InteropError> {
+        if width == 0 || height == 0 {
+            return Err(InteropError::HostFrame {
+                reason: format!("a frame of {width} x {height} pixels holds no pixel"),
+            });
+        }
+        let align = wgpu::COPY_BYTES_PER_ROW_ALIGNMENT;
+        let too_big = || InteropError::HostFrame {
+            reason: format!(
+                "a frame of {width} x {height} RGBA8 pixels (rows padded to {align} bytes) \
+                 needs more bytes than this machine can address"
+            ),
+        };
+        let row = width.checked_mul(4).ok_or_else(too_big)?;
+        let padded_row = u32::try_from(u64::from(row).next_multiple_of(u64::from(align)))
+            .map_err(|_| too_big())?;
+        let padded_bytes = u64::from(padded_row)
+            .checked_mul(u64::from(height))
+            .and_then(|b| isize::try_from(b).ok())
+            .ok_or_else(too_big)? as usize;
+        // At most the padded size.
+        let packed_bytes = row as usize * height as usize;
+        Ok(FrameSize {
+            width,
+            height,
+            padded_row,
+            padded_bytes,
+            packed_bytes,
+        })
+    }
+}
+
 /// A render target's RGBA8 pixels in host memory the GPU writes directly: read a frame with
 /// [`HostFrame::read`], then look at [`HostFrame::bytes`] (or [`HostFrame::row`]) for as long
 /// as you like; the next `read` writes the same pages.
@@ -108,31 +152,40 @@ impl HostFrame {
     /// device can import host memory (otherwise staged, see [`HostFrame::fallback_reason`]).
     /// Errors name the size: zero, or more bytes than this machine can address.
     pub fn new(interop: &Interop, width: u32, height: u32) -> Result<Self, InteropError> {
-        let mut frame = HostFrame::sized(interop, width, height)?;
-        let Some(align) = interop.host_import_alignment() else {
-            frame.fallback = Some("the device has no VK_EXT_external_memory_host".into());
-            return Ok(frame);
+        let size = FrameSize::check(width, height)?;
+        let fallback = match interop.host_import_alignment() {
+            None => "the device has no VK_EXT_external_memory_host".to_string(),
+            Some(align) => match HostFrame::import(interop, &size, align) {
+                Ok(storage) => {
+                    return Ok(HostFrame::with(
+                        interop,
+                        &size,
+                        storage,
+                        size.padded_row,
+                        None,
+                    ))
+                }
+                Err(reason) => reason,
+            },
         };
+        HostFrame::staged_with(interop, &size, fallback)
+    }
+
+    /// Pages for `size`'s padded rows at the driver's alignment `align`, imported; an error
+    /// says why not.
+    fn import(interop: &Interop, size: &FrameSize, align: u64) -> Result<Storage, String> {
         let align = usize::try_from(align)
             .unwrap_or(usize::MAX)
             .max(std::mem::align_of::<u32>());
         if !align.is_power_of_two() {
-            frame.fallback = Some(format!(
+            return Err(format!(
                 "the driver's host import alignment {align} is not a power of two"
             ));
-            return Ok(frame);
         }
-        let padded =
-            u64::from(width * 4).next_multiple_of(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT as u64);
-        // `sized` checked that the padded rows fit in memory too.
-        let bytes = (padded * u64::from(height)) as usize;
-        let pages = match Pages::new(bytes, align) {
-            Ok(pages) => Arc::new(pages),
-            Err(e) => {
-                frame.fallback = Some(format!("allocating the frame's pages to import: {e}"));
-                return Ok(frame);
-            }
-        };
+        let bytes = size.padded_bytes;
+        let pages = Pages::new(bytes, align)
+            .map(Arc::new)
+            .map_err(|e| format!("allocating the frame's pages to import: {e}"))?;
         // SAFETY: `Pages` is one live allocation at the driver's minImportedHostPointerAlignment
         // with its size rounded up to it, readable and writable; the clone handed over keeps it
         // alive until the imported memory is freed. The GPU writes it only in `read`, which
@@ -148,58 +201,55 @@ impl HostFrame {
                 pages.clone(),
             )
         };
-        match imported {
-            Ok(buffer) => {
-                frame.storage = Storage::Imported { pages, buffer };
-                frame.bytes_per_row = padded as u32;
-            }
-            Err(e) => frame.fallback = Some(format!("importing the frame's pages failed: {e}")),
-        }
-        Ok(frame)
+        imported
+            .map(|buffer| Storage::Imported { pages, buffer })
+            .map_err(|e| format!("importing the frame's pages failed: {e}"))
     }
 
-    /// A staged frame of `width` x `height`, after checking that the size holds pixels and
-    /// that its rows, padded to 256 bytes, fit in memory.
-    fn sized(interop: &Interop, width: u32, height: u32) -> Result<Self, InteropError> {
-        if width == 0 || height == 0 {
-            return Err(InteropError::HostFrame {
-                reason: format!("a frame of {width} x {height} pixels holds no pixel"),
-            });
-        }
-        let align = wgpu::COPY_BYTES_PER_ROW_ALIGNMENT;
-        let too_big = || InteropError::HostFrame {
-            reason: format!(
-                "a frame of {width} x {height} RGBA8 pixels (rows padded to {align} bytes) \
-                 needs more bytes than this machine can address"
-            ),
-        };
-        let row = width.checked_mul(4).ok_or_else(too_big)?;
-        let padded = u64::from(row).next_multiple_of(u64::from(align));
-        u32::try_from(padded).map_err(|_| too_big())?;
-        padded
-            .checked_mul(u64::from(height))
-            .and_then(|b| usize::try_from(b).ok())
-            .and_then(|b| isize::try_from(b).ok())
-            .ok_or_else(too_big)?;
-        // The unpadded size is at most the padded one.
-        let staged = row as usize * height as usize;
-        Ok(HostFrame {
-            storage: Storage::staged(staged, width, height)?,
+    /// A staged frame of `size`, saying why it is staged.
+    fn staged_with(
+        interop: &Interop,
+        size: &FrameSize,
+        fallback: String,
+    ) -> Result<Self, InteropError> {
+        let storage = Storage::staged(size.packed_bytes, size.width, size.height)?;
+        Ok(HostFrame::with(
+            interop,
+            size,
+            storage,
+            size.width * 4,
+            Some(fallback),
+        ))
+    }
+
+    /// The frame of `size` over `storage`, rows `bytes_per_row` apart.
+    fn with(
+        interop: &Interop,
+        size: &FrameSize,
+        storage: Storage,
+        bytes_per_row: u32,
+        fallback: Option<String>,
+    ) -> Self {
+        HostFrame {
+            storage,
             interop: interop.clone(),
-            width,
-            height,
-            bytes_per_row: row,
-            fallback: None,
+            width: size.width,
+            height: size.height,
+            bytes_per_row,
+            fallback,
             retired: Vec::new(),
-        })
+        }
     }
 
     /// A frame that never imports: the renderer's readback copies into it (what `new` falls
     /// back to; for comparing the two paths). Errors as [`HostFrame::new`].
     pub fn staged(interop: &Interop, width: u32, height: u32) -> Result<Self, InteropError> {
-        let mut frame = HostFrame::sized(interop, width, height)?;
-        frame.fallback = Some("staged on request (HostFrame::staged)".into());
-        Ok(frame)
+        let size = FrameSize::check(width, height)?;
+        HostFrame::staged_with(
+            interop,
+            &size,
+            "staged on request (HostFrame::staged)".into(),
+        )
     }
 
     /// A frame the size of `target`.
@@ -232,7 +282,7 @@ impl HostFrame {
         let len = self.width as usize * 4 * self.height as usize;
         let buffer = match &mut self.storage {
             Storage::Staged(pages) => {
-                // SAFETY: staged pages hold at least `len` bytes (`sized`), are initialised
+                // SAFETY: staged pages hold at least `len` bytes (`FrameSize`), are initialised
                 // (allocated zeroed) and belong to this frame alone (never imported); `&mut
                 // self` makes this the only borrow of them.
                 let bytes = unsafe { std::slice::from_raw_parts_mut(pages.ptr().as_ptr(), len) };
@@ -310,20 +360,16 @@ impl HostFrame {
     /// bytes; the padding after each row's pixels is unspecified).
     pub fn bytes(&self) -> &[u8] {
         let len = self.bytes_per_row as usize * self.height as usize;
-        match &self.storage {
-            // SAFETY: the pages hold at least `len` bytes (`new`), initialised (allocated
-            // zeroed, then written only by the GPU's copies), and the GPU writes them only
-            // inside `read`, which borrows the frame mutably and returns once the write is
-            // finished (see the module notes): no write overlaps this shared borrow.
-            Storage::Imported { pages, .. } => unsafe {
-                std::slice::from_raw_parts(pages.ptr().as_ptr(), len)
-            },
-            // SAFETY: staged pages hold at least `len` initialised bytes (`sized`) that only
-            // `read` writes, through `&mut self`.
-            Storage::Staged(pages) => unsafe {
-                std::slice::from_raw_parts(pages.ptr().as_ptr(), len)
-            },
-        }
+        let pages = match &self.storage {
+            Storage::Imported { pages, .. } => &**pages,
+            Storage::Staged(pages) => pages,
+        };
+        // SAFETY: the pages hold at least `len` bytes (`FrameSize`: padded rows when imported,
+        // packed ones when staged), initialised (allocated zeroed, then written only by copies
+        // into them), and they are written only inside `read`, which borrows the frame
+        // mutably and, when the GPU writes, returns once the write is finished (see the module
+        // notes): no write overlaps this shared borrow.
+        unsafe { std::slice::from_raw_parts(pages.ptr().as_ptr(), len) }
     }
 
     /// Row `y`'s `width * 4` bytes; `None` past the last row.

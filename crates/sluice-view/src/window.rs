@@ -61,10 +61,9 @@ pub struct RedrawHandle {
 struct HandleState {
     /// The loop's proxy and run while the window runs.
     proxy: Option<RunProxy>,
-    /// [`RedrawHandle::close`] came before the loop ran.
+    /// [`RedrawHandle::close`] came while no loop ran (before the window opened; one after
+    /// it closed is never read: a viewer shows one window).
     close_pending: bool,
-    /// The window's run ended.
-    ended: bool,
 }
 
 /// A proxy of the event loop and the run of it that the window is.
@@ -87,8 +86,7 @@ impl RedrawHandle {
         match state.proxy.as_ref() {
             // Fails only once the loop is gone: the window is closed then anyway.
             Some((proxy, run)) => drop(proxy.send_event(Wake::Close(*run))),
-            None if !state.ended => state.close_pending = true,
-            None => {}
+            None => state.close_pending = true,
         }
     }
 
@@ -102,9 +100,7 @@ impl RedrawHandle {
 
     /// The run ended: later wakes do nothing.
     fn end(&self) {
-        let mut state = self.state.lock();
-        state.proxy = None;
-        state.ended = true;
+        self.state.lock().proxy = None;
     }
 }
 
@@ -331,7 +327,7 @@ impl Viewer {
             view: Some(view),
             window: None,
             run: run_id,
-            closed,
+            closed: false,
             error: None,
             report: ViewerReport::default(),
         };
