@@ -56,7 +56,8 @@
 //! `SLUICE_PEERS_READBACK=read_into` reads them with `Renderer::read_into` instead. For
 //! diagnosis: `SLUICE_PEERS_FRESH_CTX=1` gives every benchmark a renderer (and device) of its
 //! own, `SLUICE_PEERS_FRESH_TARGET=1` a new target, `SLUICE_PEERS_VOLUMES=256,512` picks the
-//! volume sizes.
+//! volume sizes. `SLUICE_PEERS_VOLUME_VIEW=vispy` (the default) or `pygfx` frames the volume
+//! as that peer does (the two cover 44.6 % and 58.5 % of the frame).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -86,6 +87,7 @@ struct Config {
     f32_size: usize,
     partial_region: usize,
     volumes: Vec<usize>,
+    volume_view: VolumeView,
     mesh_grid: usize,
     shared_size: usize,
     shared_n: usize,
@@ -103,6 +105,7 @@ impl Config {
             f32_size: 2048,
             partial_region: 256,
             volumes: vec![256, 512],
+            volume_view: VolumeView::Vispy,
             mesh_grid: 1000,
             shared_size: 2048,
             shared_n: 8,
@@ -120,6 +123,7 @@ impl Config {
             f32_size: 512,
             partial_region: 128,
             volumes: vec![64],
+            volume_view: VolumeView::Vispy,
             mesh_grid: 200,
             shared_size: 512,
             shared_n: 8,
@@ -134,6 +138,7 @@ impl Config {
             "canvas": [CANVAS, CANVAS], "warmup": self.warmup, "iters": self.iters,
             "rgba_size": self.rgba_size, "f32_size": self.f32_size,
             "partial_region": self.partial_region, "volumes": self.volumes,
+            "volume_view": self.volume_view.name(),
             "mesh_grid": self.mesh_grid, "shared_size": self.shared_size,
             "shared_n": self.shared_n, "first_frame_runs": self.first_frame_runs,
             "first_frame_size": self.first_frame_size, "mem_updates": self.mem_updates,
@@ -212,6 +217,15 @@ fn main() -> Res<()> {
     }
     if let Ok(v) = std::env::var("SLUICE_PEERS_VOLUMES") {
         cfg.volumes = v.split(',').filter_map(|n| n.parse().ok()).collect();
+    }
+    match std::env::var("SLUICE_PEERS_VOLUME_VIEW").as_deref() {
+        Err(_) | Ok("vispy") => {}
+        Ok("pygfx") => cfg.volume_view = VolumeView::Pygfx,
+        Ok(other) => {
+            return Err(
+                format!("SLUICE_PEERS_VOLUME_VIEW={other:?}: expected vispy or pygfx").into(),
+            )
+        }
     }
     let wanted = |name: &str| {
         args.only
@@ -771,6 +785,62 @@ fn check_covered(f: &Frame, points: &[(u32, u32)]) -> Option<String> {
     })
 }
 
+/// Whose framing the volume case copies: both peers look along (-1, -1, -1) with a 45 degree
+/// perspective camera, from different distances, so their volumes cover different shares of
+/// the frame (VisPy 44.6 %, pygfx 58.5 % of 1024^2 pixels) and march that many rays.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum VolumeView {
+    /// VisPy's `TurntableCamera(fov=45)` after `set_range()`: the eye at
+    /// `scale_factor / (2 tan(fov / 2))` from the centre, `scale_factor` = 1.9815 n (the
+    /// value VisPy 0.17 computes for an n^3 volume: the box diagonal, 4 % extra, and its
+    /// margin).
+    Vispy,
+    /// pygfx's `PerspectiveCamera(45).show_object(volume, view_dir=(-1, -1, -1))`: the eye
+    /// 2.0906 n from the centre (pygfx 0.17 puts it at 1.6992 n + 0.5 n along each axis for
+    /// an n^3 volume).
+    Pygfx,
+}
+
+impl VolumeView {
+    fn name(self) -> &'static str {
+        match self {
+            VolumeView::Vispy => "vispy",
+            VolumeView::Pygfx => "pygfx",
+        }
+    }
+}
+
+/// The camera of the volume case: a peer's framing of the n^3 volume, looking along the
+/// diagonal from azimuth 45, elevation 35.26 degrees (the cube's silhouette is the same
+/// hexagon whatever the roll about the view axis).
+fn peer_volume_camera(view: VolumeView, n: usize) -> OrbitCamera {
+    let n = n as f32;
+    let fov = 45.0f32;
+    let distance = match view {
+        VolumeView::Vispy => 1.9815 * n / (2.0 * (fov.to_radians() * 0.5).tan()),
+        VolumeView::Pygfx => 2.0906 * n,
+    };
+    let mut camera = OrbitCamera::fit(Vec3::ZERO, Vec3::splat(n), 45.0, 35.264);
+    camera.projection = sluice::Projection::Perspective { fov_y_degrees: fov };
+    camera.distance = distance;
+    let radius = n * 0.5 * 3.0f32.sqrt();
+    camera.near = (distance - radius * 1.5).max(distance * 1e-3);
+    camera.far = distance + radius * 1.5;
+    camera
+}
+
+/// The share of a frame's pixels that are covered (alpha 255).
+fn covered_fraction(f: &Frame) -> f64 {
+    let (h, w) = (f.h(), f.w());
+    let mut covered = 0u64;
+    for y in 0..h {
+        for x in 0..w {
+            covered += u64::from(f.px(y, x)[3] == 255);
+        }
+    }
+    covered as f64 / (f64::from(w) * f64::from(h))
+}
+
 fn volume_check(f: &Frame, variant: Option<usize>) -> Option<String> {
     let p = f.px(f.h() / 2, f.w() / 2);
     let v = p[1];
@@ -1011,7 +1081,7 @@ fn image_case<T: sluice::Element + Clone>(
 /// check (the variant shown, when one is expected).
 type HostBufferScene = (
     Scene,
-    PanZoomCamera,
+    Box<dyn Camera>,
     Box<dyn Fn(&Frame, Option<usize>) -> Option<String>>,
 );
 
@@ -1050,7 +1120,11 @@ fn host_buffer_case<T: sluice::Element + bytemuck::Pod + Clone>(
         let check = move |f: &Frame, v: Option<usize>| {
             check_covered(f, &corners).or_else(|| v.and_then(|v| check(f, v)))
         };
-        Ok((scene, fit_camera(n as f32, n as f32), Box::new(check)))
+        Ok((
+            scene,
+            Box::new(fit_camera(n as f32, n as f32)),
+            Box::new(check),
+        ))
     })
 }
 
@@ -1108,7 +1182,7 @@ fn host_buffer_run<T: sluice::Element + bytemuck::Pod + Clone>(
     let spare = Spare::new(HostBuffer::from(data(0)?));
     let (scene, camera, check) = build(source.clone())?;
     let t0 = Instant::now();
-    ctx.draw(&scene, &camera, true)?;
+    ctx.draw(&scene, &*camera, true)?;
     let first = ms(t0.elapsed());
     let prepare = |_variant: usize| spare.take();
     let update = |held| spare.hand_over(&source, held);
@@ -1117,7 +1191,7 @@ fn host_buffer_run<T: sluice::Element + bytemuck::Pod + Clone>(
         cfg.iters,
         prepare,
         update,
-        || ctx.draw(&scene, &camera, full),
+        || ctx.draw(&scene, &*camera, full),
         check,
     )?;
     let imported = source.is_imported();
@@ -1131,7 +1205,7 @@ fn host_buffer_run<T: sluice::Element + bytemuck::Pod + Clone>(
         Some(bytes),
     );
     res["uploaded_per_update"] =
-        ctx.account_update(textures, &scene, &camera, full, prepare(0), update)?;
+        ctx.account_update(textures, &scene, &*camera, full, prepare(0), update)?;
     if upload_alone {
         res["upload_only"] =
             upload_only(&mut ctx, &scene, cfg, cfg.warmup, bytes, prepare, update)?;
@@ -1273,6 +1347,10 @@ fn bench_partial_update_2d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
 
 fn bench_volume_3d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     let mut out = serde_json::Map::new();
+    // One interop device for the host_buffer variants, beside the context's renderer.
+    let interop = RendererOptions::from_env()
+        .map_err(|e| e.to_string())
+        .and_then(|o| sluice::interop::Interop::with_options(&o).map_err(|e| e.to_string()));
     for &n in &cfg.volumes {
         let (a, b) = volume_pair(n, 3);
         let bytes = a.len();
@@ -1286,11 +1364,9 @@ fn bench_volume_3d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
                 .with_interpolation(Interpolation::Linear)
                 .with_step(0.8)?,
         );
-        // The peers look along (-1, -1, -1) with a perspective camera; sluice's fitted orbit
-        // camera looks along the same diagonal from azimuth 45, elevation 35.26 degrees.
-        let camera = OrbitCamera::fit(Vec3::ZERO, Vec3::splat(n as f32), 45.0, 35.264);
+        let camera = peer_volume_camera(cfg.volume_view, n);
         let t0 = Instant::now();
-        ctx.draw(&scene, &camera, true)?;
+        let covered = covered_fraction(&ctx.draw(&scene, &camera, true)?);
         let first = ms(t0.elapsed());
         let arrays = [a, b];
         let warm = cfg.warmup.min(2);
@@ -1311,6 +1387,8 @@ fn bench_volume_3d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
             json!({
                 "what": format!("ArraySource::replace(new {n}^3 u8 volume) + frame (MIP, linear, step 0.8 voxel, perspective, looking along the diagonal)"),
                 "first_draw_ms": round(first, 1),
+                "view": cfg.volume_view.name(),
+                "covered_fraction": round(covered, 4),
             }),
             &p,
             Some(bytes),
@@ -1319,8 +1397,52 @@ fn bench_volume_3d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
             ctx.account_update(true, &scene, &camera, true, prepare(0), update)?;
         res["upload_only"] = upload_only(ctx, &scene, cfg, warm, bytes, prepare, update)?;
         out.insert(format!("u8_{n}^3"), res);
+        let variant = volume_host_buffer_case(&interop, cfg, n, &arrays);
+        out.insert(format!("u8_{n}^3_host_buffer"), case_or_error(variant));
     }
     Ok(Value::Object(out))
+}
+
+/// The zero-copy variant of a volume case (`u8_{n}^3_host_buffer`): the A/B volumes held in
+/// two `HostBuffer`s handed to a `HostBufferSource` in turn, copied by the GPU from their pages
+/// into the 3-D texture; the same MIP, camera and checks, on a renderer of an `Interop` on the
+/// same adapter.
+fn volume_host_buffer_case(
+    interop: &Result<sluice::interop::Interop, String>,
+    cfg: &Config,
+    n: usize,
+    pair: &[Array3<u8>; 2],
+) -> Res<Value> {
+    let pair = [pair[0].clone().into_dyn(), pair[1].clone().into_dyn()];
+    let run = HostBufferRun {
+        channels: false,
+        full: true,
+        textures: true,
+        upload_only: true,
+        what: "",
+    };
+    let view = cfg.volume_view;
+    let mut res = host_buffer_run(interop, cfg, &pair, run, |source| {
+        let mut scene = new_scene();
+        scene.add(
+            Volume::new(source)
+                .with_mode(VolumeMode::Mip)?
+                .with_clim(0.0, 255.0)?
+                .with_colormap(Colormap::Gray)
+                .with_interpolation(Interpolation::Linear)
+                .with_step(0.8)?,
+        );
+        Ok((
+            scene,
+            Box::new(peer_volume_camera(view, n)),
+            Box::new(volume_check),
+        ))
+    })?;
+    if res.get("skipped").is_none() {
+        res["what"] = json!(format!("HostBufferSource::replace(the HostBuffer holding the pre-generated {n}^3 u8 volume; the other one is handed back) + frame (MIP, linear, step 0.8 voxel, perspective, looking along the diagonal)"));
+        res["view"] = json!(view.name());
+    }
+    Ok(res)
 }
 
 fn bench_mesh_update(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
@@ -1404,7 +1526,7 @@ fn mesh_host_buffer_case(cfg: &Config, pair: &[Array2<f32>; 2], faces: Array2<u3
         scene.set_transform(node, Mat4::from_translation(Vec3::new(0.0, 0.0, 0.5)));
         let camera = PanZoomCamera::fit(Vec2::splat(-0.01), Vec2::splat(1.01), [CANVAS, CANVAS]);
         let check = |f: &Frame, v: Option<usize>| v.and_then(|v| mesh_check(f, v));
-        Ok((scene, camera, Box::new(check)))
+        Ok((scene, Box::new(camera), Box::new(check)))
     })?;
     if res.get("skipped").is_none() {
         res["what"] = json!(format!("HostBufferSource::replace(the HostBuffer holding the pre-generated ({n},3) f32 positions; the other one is handed back) + frame; {triangles} triangles (u32 indices, unchanged), unlit uniform colour"));
@@ -1551,7 +1673,7 @@ fn bench_shared_source(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
         let v = host_buffer_run(&interop, cfg, &pair, run, |source| {
             let (scene, camera, centres) = tiled_images(n, s, |_| Ok(source.clone()))?;
             let check = move |f: &Frame, v: Option<usize>| tiles_check(f, &centres, v);
-            Ok((scene, camera, Box::new(check)))
+            Ok((scene, Box::new(camera), Box::new(check)))
         });
         out.insert(
             format!("{n}x_rgba8_{s}_shared_host_buffer{suffix}"),

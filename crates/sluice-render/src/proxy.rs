@@ -166,6 +166,24 @@ impl TextureProxy {
         brick.provided.as_ref().map_or(&brick.view, |p| &p.view)
     }
 
+    /// The one texture holding the whole source, where it can be copied from: one brick, not
+    /// replaced by a texture the device upload path provided. The volume grid reads it in
+    /// slabs.
+    pub fn copy_source(&self) -> Option<&wgpu::Texture> {
+        match self.bricks.as_slice() {
+            [brick]
+                if brick.provided.is_none()
+                    && brick
+                        .texture
+                        .usage()
+                        .contains(wgpu::TextureUsages::COPY_SRC) =>
+            {
+                Some(&brick.texture)
+            }
+            _ => None,
+        }
+    }
+
     /// Brick size and count per axis, in samples, `[x, y, z]` order as the shaders take them.
     pub fn bricking(&self) -> Bricking {
         self.bricking
@@ -745,6 +763,10 @@ fn create_bricks(
     if !matches!(source.residency(), Residency::Host) && unpack::supports(device, texture_format) {
         // Device-resident data is copied in by a compute pass where it can (see `unpack`).
         usage |= wgpu::TextureUsages::STORAGE_BINDING;
+    }
+    if dimension == wgpu::TextureDimension::D3 {
+        // The volume grid copies the texture out to read it a word at a time (`volume_grid`).
+        usage |= wgpu::TextureUsages::COPY_SRC;
     }
     let mut bricks = Vec::new();
     for region in grid.regions(shape.padded()) {
