@@ -566,3 +566,56 @@ fn the_default_step_gives_the_cpu_mip_and_an_explicit_step_is_kept() {
         }
     }
 }
+
+/// An orthographic camera looking along +z at the rectangle [0, w] x [0, h] (y down), one
+/// world unit a pixel on a w x h target.
+struct FrontRect {
+    w: f32,
+    h: f32,
+}
+
+impl Camera for FrontRect {
+    fn view_projection(&self, _viewport: [u32; 2]) -> sluice::glam::Mat4 {
+        use sluice::glam::{Mat4, Vec3};
+        let (hw, hh) = (self.w / 2.0, self.h / 2.0);
+        let view = Mat4::look_to_rh(Vec3::new(hw, hh, -10.0), Vec3::Z, Vec3::NEG_Y);
+        Mat4::orthographic_rh(-hw, hw, -hh, hh, 1.0, 100.0) * view
+    }
+}
+
+/// A target of several 64 x 64 tiles of rays with ragged last ones (150 x 90 pixels: tiles
+/// 64, 64 and 22 wide, 64 and 26 high): every pixel shows the MIP of its own column of
+/// voxels, so no ray is lost or marched twice by the tiled order of the marcher's workgroups.
+#[test]
+fn every_pixel_of_a_target_of_several_ray_tiles_gets_its_own_ray() {
+    let (w, h, d) = (150usize, 90usize, 5usize);
+    let data = Array3::<u8>::from_shape_fn((d, h, w), |(z, y, x)| {
+        ((x * 7 + y * 13 + z * 29) as u32)
+            .wrapping_mul(2_654_435_761)
+            .rotate_left(8) as u8
+    });
+    let source = Arc::new(ArraySource::new(data.clone()).unwrap());
+    let mut scene = Scene::new();
+    scene.add(
+        Volume::new(source)
+            .with_interpolation(Interpolation::Nearest)
+            .with_colormap(Colormap::Gray),
+    );
+    let mut r = renderer();
+    let camera = FrontRect {
+        w: w as f32,
+        h: h as f32,
+    };
+    let img = render(&mut r, &scene, &camera, w as u32, h as u32);
+    for y in 0..h {
+        for x in 0..w {
+            let max = (0..d).map(|z| data[[z, y, x]]).max().unwrap();
+            let (want, near) = expected_entry(&Colormap::Gray, max as f32, [0.0, 255.0], 1.0);
+            let got = img.get_pixel(x as u32, y as u32).0;
+            assert!(
+                got == want || Some(got) == near,
+                "pixel ({x}, {y}): {got:?}, MIP {max} -> {want:?}"
+            );
+        }
+    }
+}

@@ -68,7 +68,9 @@ impl DrawVisual for Volume {
             pass.set_bind_group(0, &bind.group, &[]);
             pass.set_bind_group(COLORMAP_GROUP, res.colormap_group(self.colormap()), &[]);
             pass.set_bind_group(TARGET_GROUP, &out.volume_group, &[]);
-            pass.dispatch_workgroups(w.div_ceil(MARCH_WORKGROUP), h.div_ceil(MARCH_WORKGROUP), 1);
+            // Tiles of 8 x 8 workgroups, a dispatch row per row of tiles (`cs_main`).
+            let groups = [w.div_ceil(MARCH_WORKGROUP), h.div_ceil(MARCH_WORKGROUP)];
+            pass.dispatch_workgroups(groups[0] * 8, groups[1].div_ceil(8), 1);
         }
         composite(res, enc, out);
         true

@@ -49,8 +49,22 @@ struct Params {
 @group(2) @binding(0) var scene_depth: texture_2d<f32>;
 @group(2) @binding(1) var marched: texture_storage_2d<rgba16float, write>;
 
+// Workgroups go in tiles of 8 x 8 workgroups (64 x 64 pixels): dispatch row `tile.y` holds
+// the `8 * groups.x` workgroups of one row of tiles (fewer rows in the last), tile after tile,
+// row by row inside a tile. A CPU device runs workgroups in dispatch order, so rays close on
+// screen, which read close voxels, run close in time and find them in its caches.
 @compute @workgroup_size(8, 8)
-fn cs_main(@builtin(global_invocation_id) id: vec3<u32>) {
+fn cs_main(@builtin(workgroup_id) tile: vec3<u32>, @builtin(local_invocation_id) local: vec3<u32>) {
+    let groups = (vec2<u32>(params.viewport) + vec2<u32>(7u)) / 8u;
+    let rows = min(8u, groups.y - tile.y * 8u);
+    if (tile.x >= groups.x * rows) {
+        return;
+    }
+    let column = tile.x / (8u * rows);
+    let within = tile.x - column * 8u * rows;
+    let width = min(8u, groups.x - column * 8u);
+    let group = vec2<u32>(column * 8u + within % width, tile.y * 8u + within / width);
+    let id = group * 8u + local.xy;
     if (f32(id.x) >= params.viewport.x || f32(id.y) >= params.viewport.y) {
         return;
     }
