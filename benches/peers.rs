@@ -46,7 +46,8 @@
 //! from an `Interop` on the same adapter; a variant that cannot run records its `error` in its
 //! place and costs the other cases nothing. `shared_source/8x_rgba8_2048_shared_host_buffer`
 //! (and `_full_redraw`) shows one `HostBufferSource` in the 8 tiles. `mesh_update/mesh_1000000v_host_buffer` does the
-//! same for the mesh's positions (copied into the vertex buffer from the buffers' pages).
+//! same for the mesh's positions (copied into the vertex buffer from the buffers' pages), and
+//! `volume_3d/u8_256^3_host_buffer` (and `512^3`) for the volumes (copied into the 3-D texture).
 //!
 //! Options: `--out FILE` (the JSON; without it, stdout), `--quick` (the peers' small sizes,
 //! a smoke test), `--only a,b` (benchmark names), `--iters N`. A table goes to stderr. The
