@@ -7,8 +7,8 @@
 //! channel, it reads the voxels from a buffer: the texture is copied into it a slab of cell
 //! layers at a time (at most [`SLAB_BYTES`], one buffer reused for every slab) and each load
 //! takes a word, up to four voxels (`shaders/volume_grid_slab.wgsl`). A CPU device pays for
-//! every texture load as a call into its sampler, so this reads a 256^3 u8 volume about ten
-//! times faster there. Other data (bricks, several channels, a texture the device upload path
+//! every texture load as a call into its sampler, so this is several times faster there
+//! (docs/architecture.md gives the figures). Other data (bricks, several channels, a texture the device upload path
 //! provided, a cell layer larger than a storage binding) is read texel by texel from the
 //! texture.
 //!
@@ -58,16 +58,17 @@ struct GridParams {
     bricks: BrickParams,
 }
 
-/// `Slab` of `shaders/volume_grid_slab.wgsl`, 32 bytes.
+/// `Slab` of `shaders/volume_grid_slab.wgsl`, 32 bytes (the cell edge is its constant `CELL`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 struct SlabParams {
-    data_size: [i32; 3],
-    cell: i32,
+    width: u32,
+    height: u32,
     row_words: u32,
     plane_words: u32,
     first_layer: u32,
     planes: u32,
+    pad: [u32; 2],
 }
 
 /// How a grid's own (min, max) per cell is read.
@@ -89,6 +90,8 @@ struct Slabs {
     params_stride: u32,
     /// Per slab: its first cell layer and its planes of voxels.
     slabs: Vec<(u32, u32)>,
+    /// Its pipeline's key (`slab_key`).
+    key: (wgpu::TextureFormat, bool),
 }
 
 /// One source texture's grid.
@@ -259,7 +262,7 @@ impl MinMaxGrids {
     /// Each slab: a copy of its planes into the buffer, then the pass over its cells (wgpu
     /// orders the copy after the previous slab's reads of the buffer).
     fn record_slabs(&self, slabs: &Slabs, groups: [u32; 3], enc: &mut wgpu::CommandEncoder) {
-        let pipeline = &self.slab_pipelines[&slab_key(&slabs.texture)];
+        let pipeline = &self.slab_pipelines[&slabs.key];
         let size = slabs.texture.size();
         for (i, &(first_layer, planes)) in slabs.slabs.iter().enumerate() {
             enc.copy_texture_to_buffer(
@@ -404,8 +407,9 @@ fn slab_plan(device: &wgpu::Device, texture: &wgpu::Texture, slab_bytes: u64) ->
     {
         return None;
     }
-    let layers_per_slab = (slab_bytes / layer).clamp(1, u64::from(u32::MAX)) as u32;
     let layers = size.depth_or_array_layers.div_ceil(GRID_CELL);
+    // At least one layer, at most all of them (so `layers_per_slab * GRID_CELL` fits).
+    let layers_per_slab = (slab_bytes / layer).clamp(1, u64::from(layers)) as u32;
     let slabs = (0..layers)
         .step_by(layers_per_slab as usize)
         .map(|first| {
@@ -671,12 +675,13 @@ impl Slabs {
         let mut params = vec![0u8; params_stride as usize * slabs.len()];
         for (i, &(first_layer, planes)) in slabs.iter().enumerate() {
             let p = SlabParams {
-                data_size: [size.width, size.height, size.depth_or_array_layers].map(|n| n as i32),
-                cell: GRID_CELL as i32,
+                width: size.width,
+                height: size.height,
                 row_words: bytes_per_row / 4,
                 plane_words: bytes_per_row / 4 * size.height,
                 first_layer,
                 planes,
+                pad: [0; 2],
             };
             let at = i * params_stride as usize;
             params[at..at + size_of::<SlabParams>()].copy_from_slice(bytemuck::bytes_of(&p));
@@ -715,6 +720,7 @@ impl Slabs {
             group,
             params_stride,
             slabs,
+            key: slab_key(texture),
         }
     }
 }

@@ -318,6 +318,10 @@ fn variant_source(source: &str, variant: MarchVariant) -> String {
 /// Workgroup size of the marcher (`@workgroup_size(8, 8)` in `shaders/volume.wgsl`).
 pub(crate) const MARCH_WORKGROUP: u32 = 8;
 
+/// Workgroups per side of the dense marcher's tiles, dispatched one row of tiles per dispatch
+/// row (the `8u` of `cs_main` in `shaders/volume.wgsl`).
+pub(crate) const MARCH_TILE: u32 = 8;
+
 fn build_composite(device: &wgpu::Device, layout: &wgpu::BindGroupLayout) -> wgpu::RenderPipeline {
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some("sluice volume composite"),

@@ -5,7 +5,9 @@ use crate::error::RenderError;
 use crate::pipeline::{PipelineKey, COLORMAP_GROUP};
 use crate::target::RenderTarget;
 use crate::visual::Volume;
-use crate::volume_pipeline::{MarchVariant, VolumeParams, MARCH_WORKGROUP, TARGET_GROUP};
+use crate::volume_pipeline::{
+    MarchVariant, VolumeParams, MARCH_TILE, MARCH_WORKGROUP, TARGET_GROUP,
+};
 use wgpu::CommandEncoder;
 
 use super::{Draw, DrawVisual, PassNeed, Resources};
@@ -68,9 +70,10 @@ impl DrawVisual for Volume {
             pass.set_bind_group(0, &bind.group, &[]);
             pass.set_bind_group(COLORMAP_GROUP, res.colormap_group(self.colormap()), &[]);
             pass.set_bind_group(TARGET_GROUP, &out.volume_group, &[]);
-            // Tiles of 8 x 8 workgroups, a dispatch row per row of tiles (`cs_main`).
+            // A dispatch row per row of tiles (`cs_main`). Targets are bounded by the device's
+            // texture limit, so `groups[0] * MARCH_TILE` is far below the dispatch limit.
             let groups = [w.div_ceil(MARCH_WORKGROUP), h.div_ceil(MARCH_WORKGROUP)];
-            pass.dispatch_workgroups(groups[0] * 8, groups[1].div_ceil(8), 1);
+            pass.dispatch_workgroups(groups[0] * MARCH_TILE, groups[1].div_ceil(MARCH_TILE), 1);
         }
         composite(res, enc, out);
         true

@@ -12,13 +12,15 @@
 // Standalone: no data texture, so not `common.wgsl` (whose sampling helpers need one).
 
 struct Slab {
-    data_size: vec3<i32>,
-    cell: i32,
+    // Texels per row and rows per plane.
+    width: u32,
+    height: u32,
     row_words: u32,
     plane_words: u32,
     // The slab's first cell layer along z, and how many planes of voxels it holds.
     first_layer: u32,
     planes: u32,
+    pad: vec2<u32>,
 };
 
 @group(0) @binding(0) var<uniform> slab: Slab;
@@ -64,7 +66,7 @@ fn build(@builtin(global_invocation_id) id: vec3<u32>) {
             any = any || r.any;
         }
     } else {
-        let hi = min(lo + vec3<u32>(CELL), vec3<u32>(vec2<u32>(slab.data_size.xy), slab.planes));
+        let hi = min(lo + vec3<u32>(CELL), vec3<u32>(slab.width, slab.height, slab.planes));
         let w1 = (hi.x + PER_WORD - 1u) / PER_WORD;
         for (var z = lo.z; z < hi.z; z = z + 1u) {
             for (var y = lo.y; y < hi.y; y = y + 1u) {
