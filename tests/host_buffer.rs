@@ -372,3 +372,53 @@ fn mesh_positions_are_copied_from_their_own_pages() {
     let stats = source.stats();
     assert_eq!((stats.imports_made, stats.bytes_copied), (2, 0));
 }
+
+/// A volume in buffers the device imports: each buffer handed over is copied by the GPU from
+/// its pages, and the grid follows it (on a CPU device computed from the pages and written,
+/// on a GPU built there), so every frame equals a CPU march of the buffer just handed over,
+/// on data whose spikes only show where the grid holds them.
+#[test]
+fn imported_volumes_keep_their_grid_with_each_buffer() {
+    use sluice::ndarray::Array3;
+    let interop = interop();
+    let n = 64usize;
+    let (clim, step) = ([40.0f32, 250.0], 0.8f32);
+    let volume = |spikes: &[((usize, usize, usize), u8)]| {
+        let mut data = Array3::<u8>::from_elem((n, n, n), 10);
+        for &((z, y, x), v) in spikes {
+            data[[z, y, x]] = v;
+        }
+        data
+    };
+    let frames = [
+        volume(&[((50, 9, 5), 240), ((3, 40, 21), 150)]),
+        volume(&[((12, 60, 33), 200), ((63, 0, 63), 90), ((30, 9, 5), 120)]),
+    ];
+    let layout = Layout::new(Shape::new(&[n, n, n]).unwrap(), ElementType::U8, 1).unwrap();
+    let bytes = |d: &Array3<u8>| d.iter().copied().collect::<Vec<u8>>();
+    let source = Arc::new(HostBufferSource::new(&interop, layout, bytes(&frames[0])).unwrap());
+    assert!(source.is_imported(), "{:?}", source.fallback_reason());
+    let mut renderer = interop.renderer();
+    let cpu = renderer.adapter_info().device_type == sluice::wgpu::DeviceType::Cpu;
+    let mut scene = Scene::new();
+    scene.add(common::linear_gray_mip(source.clone(), clim, step));
+    let camera = Front { n: n as f32 };
+    let mut spare = HostBuffer::from(bytes(&frames[1]));
+    for frame in 0..4 {
+        if frame > 0 {
+            spare = source.replace(spare).unwrap();
+        }
+        let img = render(&mut renderer, &scene, &camera, n as u32, n as u32);
+        common::assert_linear_mip(
+            &img,
+            &frames[frame % 2],
+            clim,
+            step,
+            &format!("frame {frame}: "),
+        );
+    }
+    let counters = renderer.counters();
+    assert_eq!(counters.bytes_uploaded, 0, "nothing was staged");
+    let grids = (counters.volume_grids_written, counters.volume_grids_built);
+    assert_eq!(grids, if cpu { (4, 0) } else { (0, 4) });
+}

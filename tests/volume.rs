@@ -5,10 +5,10 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{assert_pixel, expected_entry, render, renderer, Front};
+use common::{assert_linear_mip, assert_pixel, expected_entry, render, renderer, Front};
 use sluice::ndarray::Array3;
 use sluice::prelude::*;
-use sluice::{FlyCamera, OrbitCamera, Slice, Volume, VolumeMode};
+use sluice::{ChunkGrid, Counters, FlyCamera, OrbitCamera, Slice, Volume, VolumeMode};
 
 const BG: [u8; 4] = [0, 0, 0, 255];
 
@@ -76,40 +76,64 @@ fn linear_mip_with_skipped_chunks_matches_a_cpu_march() {
     }
     let source = Arc::new(ArraySource::new(data.clone()).unwrap());
     let mut scene = Scene::new();
-    scene.add(
-        Volume::new(source)
-            .with_interpolation(Interpolation::Linear)
-            .with_clim(clim[0] as f64, clim[1] as f64)
-            .unwrap()
-            .with_step(step)
-            .unwrap()
-            .with_colormap(Colormap::Gray),
-    );
+    scene.add(common::linear_gray_mip(source, clim, step));
     let mut r = renderer();
     let img = render(&mut r, &scene, &Front { n: n as f32 }, n as u32, n as u32);
-    // Samples at z = (i + 0.5) * step before the far face; voxel k's centre is k + 0.5,
-    // clamped to the edge.
-    let steps = ((n as f32 / step) - 0.5).ceil() as usize;
-    for y in 0..n {
-        for x in 0..n {
-            let at = |k: f32| data[[(k.max(0.0) as usize).min(n - 1), y, x]] as f32;
-            let max = (0..steps)
-                .map(|i| {
-                    let zf = (i as f32 + 0.5) * step - 0.5;
-                    let (k, w) = (zf.floor(), zf - zf.floor());
-                    at(k) * (1.0 - w) + at(k + 1.0) * w
-                })
-                .fold(f32::MIN, f32::max);
-            let (want, near) = expected_entry(&Colormap::Gray, max, clim, 1.0);
-            let got = img.get_pixel(x as u32, y as u32).0;
-            // 2 levels: the hardware's filter weights are quantized (lavapipe: to 1/256).
-            let close = |e: [u8; 4]| got.iter().zip(e).all(|(&g, e)| g.abs_diff(e) <= 2);
-            assert!(
-                close(want) || near.is_some_and(close),
-                "pixel ({x}, {y}): {got:?}, CPU MIP {max} -> {want:?}"
-            );
-        }
-    }
+    assert_linear_mip(&img, &data, clim, step, "");
+}
+
+/// The grid follows the data however it is uploaded: on a CPU device a whole upload writes
+/// the grid computed while the volume was staged, a partial one (one chunk) builds it on
+/// the device, as every upload does on a GPU; after each, every pixel equals a CPU march,
+/// on data whose spikes only show where the grid holds them (the skipped-chunks case above).
+#[test]
+fn the_grid_follows_whole_and_partial_updates() {
+    let n = 32usize;
+    let (clim, step) = ([40.0f32, 250.0], 0.8f32);
+    let mut data = Array3::<u8>::from_elem((n, n, n), 10);
+    data[[26, 9, 5]] = 240;
+    data[[3, 9, 21]] = 150;
+    let source = Arc::new(
+        ArraySource::new(data.clone())
+            .unwrap()
+            .with_chunks(ChunkGrid::new(&[16, 16, 16]).unwrap()),
+    );
+    let mut scene = Scene::new();
+    scene.add(common::linear_gray_mip(source.clone(), clim, step));
+    let mut r = renderer();
+    let cpu = r.adapter_info().device_type == sluice::wgpu::DeviceType::Cpu;
+    // (written on the host, built on the device) for a whole upload.
+    let whole = if cpu { (1, 0) } else { (0, 1) };
+    let grids = |c: Counters| (c.volume_grids_written, c.volume_grids_built);
+    let camera = Front { n: n as f32 };
+
+    let before = r.counters();
+    let img = render(&mut r, &scene, &camera, n as u32, n as u32);
+    assert_eq!(grids(r.counters().since(&before)), whole, "first frame");
+    assert_linear_mip(&img, &data, clim, step, "first frame: ");
+
+    // One chunk (z, y, x < 16): a spike where there was none, and one taken away.
+    let mut corner = Array3::<u8>::from_elem((16, 16, 16), 10);
+    corner[[12, 4, 6]] = 200;
+    source.write(&[0, 0, 0], corner.view()).unwrap();
+    data.slice_mut(sluice::ndarray::s![..16, ..16, ..16])
+        .assign(&corner);
+    let before = r.counters();
+    let img = render(&mut r, &scene, &camera, n as u32, n as u32);
+    let after = r.counters().since(&before);
+    assert_eq!(after.bytes_uploaded, 16 * 16 * 16, "one chunk uploaded");
+    assert_eq!(grids(after), (0, 1), "a partial upload");
+    assert_linear_mip(&img, &data, clim, step, "after one chunk: ");
+
+    // Everything again, the spikes elsewhere.
+    data.fill(10);
+    data[[30, 28, 27]] = 220;
+    data[[7, 17, 2]] = 90;
+    source.write(&[0, 0, 0], data.view()).unwrap();
+    let before = r.counters();
+    let img = render(&mut r, &scene, &camera, n as u32, n as u32);
+    assert_eq!(grids(r.counters().since(&before)), whole, "a whole upload");
+    assert_linear_mip(&img, &data, clim, step, "after a whole write: ");
 }
 
 #[test]

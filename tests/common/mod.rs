@@ -127,3 +127,55 @@ pub fn assert_triangles(img: &image::RgbaImage, triangles: &[[[f32; 2]; 3]]) {
         }
     }
 }
+
+/// Every pixel of `img` (a linear gray MIP of `data`, viewed along z by `Front`) equals a CPU
+/// march of every sample at `step`: rays along z through voxel centres in x and y, so
+/// trilinear is linear along z.
+pub fn assert_linear_mip(
+    img: &image::RgbaImage,
+    data: &sluice::ndarray::Array3<u8>,
+    clim: [f32; 2],
+    step: f32,
+    when: &str,
+) {
+    let n = data.shape()[0];
+    // Samples at z = (i + 0.5) * step before the far face; voxel k's centre is k + 0.5,
+    // clamped to the edge.
+    let steps = ((n as f32 / step) - 0.5).ceil() as usize;
+    for y in 0..n {
+        for x in 0..n {
+            let at = |k: f32| data[[(k.max(0.0) as usize).min(n - 1), y, x]] as f32;
+            let max = (0..steps)
+                .map(|i| {
+                    let zf = (i as f32 + 0.5) * step - 0.5;
+                    let (k, w) = (zf.floor(), zf - zf.floor());
+                    at(k) * (1.0 - w) + at(k + 1.0) * w
+                })
+                .fold(f32::MIN, f32::max);
+            let (want, near) = expected_entry(&Colormap::Gray, max, clim, 1.0);
+            let got = img.get_pixel(x as u32, y as u32).0;
+            // 2 levels: the hardware's filter weights are quantized (lavapipe: to 1/256).
+            let close = |e: [u8; 4]| got.iter().zip(e).all(|(&g, e)| g.abs_diff(e) <= 2);
+            assert!(
+                close(want) || near.is_some_and(close),
+                "{when}pixel ({x}, {y}): {got:?}, CPU MIP {max} -> {want:?}"
+            );
+        }
+    }
+}
+
+/// A linear MIP of `source` through the gray colormap, with contrast limits `clim` and a
+/// step of `step` voxels: what `assert_linear_mip` checks.
+pub fn linear_gray_mip(
+    source: impl sluice::IntoSource,
+    clim: [f32; 2],
+    step: f32,
+) -> sluice::Volume {
+    sluice::Volume::new(source)
+        .with_interpolation(Interpolation::Linear)
+        .with_clim(clim[0] as f64, clim[1] as f64)
+        .unwrap()
+        .with_step(step)
+        .unwrap()
+        .with_colormap(Colormap::Gray)
+}

@@ -56,6 +56,12 @@ pub struct Counters {
     pub page_table_bytes_written: u64,
     /// Atlas textures shrunk so far, after most of their pages left (see docs/chunked.md).
     pub atlases_shrunk: u64,
+    /// Volume min/max grids built so far by the GPU's compute passes (after the volume's
+    /// data changed).
+    pub volume_grids_built: u64,
+    /// Volume min/max grids computed so far on the host while a whole volume was staged, and
+    /// written instead of built: on CPU devices (see `docs/architecture.md`, "Empty space").
+    pub volume_grids_written: u64,
     /// What the device upload path's pools did (CUDA destinations: host waits, GPU-side
     /// waits, destinations made), as the path reports it; zero without one.
     pub device_pools: DevicePoolCounters,
@@ -117,6 +123,8 @@ impl Counters {
             page_table_bytes_written: self.page_table_bytes_written
                 - earlier.page_table_bytes_written,
             atlases_shrunk: self.atlases_shrunk - earlier.atlases_shrunk,
+            volume_grids_built: self.volume_grids_built - earlier.volume_grids_built,
+            volume_grids_written: self.volume_grids_written - earlier.volume_grids_written,
             device_pools: self.device_pools.since(&earlier.device_pools),
             ..*self
         }

@@ -38,6 +38,7 @@ mod device_upload;
 mod draw;
 mod error;
 mod format;
+mod host_grid;
 mod image_pipeline;
 mod mesh_pipeline;
 mod options;

@@ -23,6 +23,7 @@ use crate::device_upload::{
 };
 use crate::error::RenderError;
 use crate::format::{texture_format, SampleKind};
+use crate::host_grid::HostGrid;
 use crate::staging::{Staged, StagingRing, STAGING_ALIGNMENT};
 use crate::unpack::{self, Unpacker};
 use crate::upload_state::UploadState;
@@ -61,6 +62,9 @@ pub(crate) struct UploadContext<'a> {
     pub scratch: &'a mut Vec<u8>,
     /// Buffer-to-texture copies by compute, for device-resident sources.
     pub unpack: &'a Unpacker,
+    /// The device is a CPU: whole host uploads of volumes also compute the volume grid
+    /// (`host_grid`).
+    pub host_grids: bool,
 }
 
 impl UploadContext<'_> {
@@ -115,8 +119,20 @@ pub(crate) struct TextureProxy {
     /// Changes up to this `content` value may be missing from `damage`.
     damage_floor: u64,
     state: UploadState,
+    /// The volume grid computed while the textures' whole content was staged
+    /// (`host_grid`), until the grids take it.
+    host_grid: Option<HostGridCells>,
     /// Visuals using this proxy.
     pub users: usize,
+}
+
+/// A volume grid computed on the host, for the textures' `content` value.
+pub(crate) struct HostGridCells {
+    pub content: u64,
+    /// Cells per axis, `[x, y, z]`.
+    pub count: [u32; 3],
+    /// `[low, high, 0, 0]` per cell, x fastest.
+    pub cells: Vec<[f32; 4]>,
 }
 
 impl TextureProxy {
@@ -152,6 +168,7 @@ impl TextureProxy {
             damage: VecDeque::new(),
             damage_floor: 0,
             state: UploadState::new(),
+            host_grid: None,
             users: 0,
         })
     }
@@ -201,6 +218,12 @@ impl TextureProxy {
     /// Moves on every frame that records copies into the textures.
     pub fn content(&self) -> u64 {
         self.content
+    }
+
+    /// Takes the volume grid computed on the host while the textures' content was staged, if
+    /// any (for the current `content` or an older one).
+    pub fn take_host_grid(&mut self) -> Option<HostGridCells> {
+        self.host_grid.take()
     }
 
     /// The regions copied since the textures held `content` value `since`, or `None` when
@@ -308,13 +331,32 @@ impl TextureProxy {
                 break;
             }
         }
+        let mut grid = None;
         let copied = if host {
-            self.copy_host(ctx, &batch)
+            self.copy_host(ctx, &batch, &mut grid)
         } else {
-            self.copy_device(ctx, &batch)
+            let copied = self.copy_device(ctx, &batch);
+            if matches!(copied, Ok(true))
+                && matches!(self.source.residency(), Residency::HostImported(_))
+            {
+                grid = self.grid_of_imported(ctx, &batch);
+            }
+            copied
         };
         // Copies recorded before a failure or a not-ready answer stand: count them all.
+        let before = self.content;
         self.log_damage(&damage_of(&batch, &changed));
+        if self.content != before {
+            // A grid of older content is of no use any more.
+            self.host_grid = match (&copied, grid) {
+                (Ok(true), Some((count, cells))) => Some(HostGridCells {
+                    content: self.content,
+                    count,
+                    cells,
+                }),
+                _ => None,
+            };
+        }
         match copied {
             Ok(true) => {}
             // Not ready, or failed: retry these copies later (a failure is reported now).
@@ -372,16 +414,20 @@ impl TextureProxy {
 
     /// Stages host data for `regions` and records the copies. The source lends every piece in
     /// one call (one version for all); sources that cannot lend are read piece by piece.
-    /// Returns false, recording nothing, if the source had data not ready.
+    /// Returns false, recording nothing, if the source had data not ready. Sets `grid` to
+    /// the volume grid (cells per axis, cells) where it is computed on the way
+    /// ([`TextureProxy::host_grid_for`]).
     fn copy_host(
         &mut self,
         ctx: &mut UploadContext<'_>,
         regions: &[Region],
+        grid_out: &mut Option<([u32; 3], Vec<[f32; 4]>)>,
     ) -> Result<bool, RenderError> {
         let pieces = self.pieces(regions, ctx.staging.max_stage());
         if pieces.is_empty() {
             return Ok(true);
         }
+        let mut grid = self.host_grid_for(ctx, regions);
         ctx.make_room(pieces.iter().map(staged_size).sum());
         let format = self.format;
         let source = &self.source;
@@ -404,6 +450,7 @@ impl TextureProxy {
                 &host,
                 &format,
                 &mut scratch,
+                grid.as_mut(),
             ));
         });
         let outcome = match outcome {
@@ -417,6 +464,7 @@ impl TextureProxy {
             // Read each piece packed, then stage it. A source may have lent some pieces before
             // refusing one: those are staged again from the reads, in order.
             staged.clear();
+            grid = self.host_grid_for(ctx, regions);
             let sample_bytes = self.layout.sample_bytes();
             for (piece, request) in pieces.iter().zip(&requests) {
                 let mut packed = vec![0u8; piece.region.len() * sample_bytes];
@@ -447,6 +495,7 @@ impl TextureProxy {
                     &host,
                     &format,
                     &mut scratch,
+                    grid.as_mut(),
                 ));
             }
         }
@@ -482,7 +531,64 @@ impl TextureProxy {
             ctx.counters.bytes_uploaded += (piece.region.len() * format.sample_bytes()) as u64;
             ctx.counters.copies_issued += 1;
         }
+        *grid_out = grid.and_then(|g| self.finish_grid(g));
         Ok(true)
+    }
+
+    /// The finished grid with its cells per axis (`None` unless every texel was seen).
+    fn finish_grid(&self, grid: HostGrid) -> Option<([u32; 3], Vec<[f32; 4]>)> {
+        let size = self.bricks[0].texture.size();
+        let count = [size.width, size.height, size.depth_or_array_layers]
+            .map(|n| n.div_ceil(crate::volume_grid::GRID_CELL).max(1));
+        grid.finish().map(|cells| (count, cells))
+    }
+
+    /// The grid of host pages the device imported (`Residency::HostImported`), which the GPU
+    /// copied from without staging: computed from the pages the source lends, where
+    /// `host_grid_for` allows and the texture holds the bytes as they are.
+    fn grid_of_imported(
+        &self,
+        ctx: &UploadContext<'_>,
+        regions: &[Region],
+    ) -> Option<([u32; 3], Vec<[f32; 4]>)> {
+        let mut grid = self.host_grid_for(ctx, regions)?;
+        if self.format.converts() {
+            return None;
+        }
+        let request = ReadRequest::new(regions[0], ctx.waker);
+        let lent = self.source.lend(&request, &mut |view| {
+            grid.begin_piece(view.region);
+            for p in 0..view.region.size[0] {
+                for r in 0..view.region.size[1] {
+                    grid.row(p, r, view.row(p, r));
+                }
+            }
+            grid.end_piece();
+        });
+        match lent {
+            Ok(LendOutcome::Lent) => self.finish_grid(grid),
+            _ => None,
+        }
+    }
+
+    /// The grid to compute while `regions` are staged (or, for imported host pages, read
+    /// after the GPU copy is recorded): on CPU devices, where they are the whole of one 3-D
+    /// texture of a format `HostGrid` reads (the volume grid is then written, not built by
+    /// the GPU: see `host_grid`).
+    fn host_grid_for(&self, ctx: &UploadContext<'_>, regions: &[Region]) -> Option<HostGrid> {
+        let [brick] = self.bricks.as_slice() else {
+            return None;
+        };
+        let texture = &brick.texture;
+        let whole = regions == [self.layout.shape().full_region()];
+        if !ctx.host_grids || !whole || texture.dimension() != wgpu::TextureDimension::D3 {
+            return None;
+        }
+        let size = texture.size();
+        HostGrid::new(
+            texture.format(),
+            [size.width, size.height, size.depth_or_array_layers],
+        )
     }
 
     /// Device-resident data: one GPU-side copy per region and brick, by the renderer's device
@@ -608,9 +714,10 @@ fn stage_piece(
     host: &HostView<'_>,
     format: &UploadFormat,
     scratch: &mut Vec<u8>,
+    grid: Option<&mut HostGrid>,
 ) -> Staged {
     staging.stage(device, staged_size(piece), |view| {
-        write_rows(view, host, format, piece.padded_row as usize, scratch)
+        write_rows(view, host, format, piece.padded_row as usize, scratch, grid)
     })
 }
 
@@ -620,19 +727,35 @@ fn staged_size(piece: &Piece) -> u64 {
 }
 
 /// Writes the rows of `host` into a staging view, `padded_row` bytes apart, converting the
-/// format where needed (through `scratch`, one row long).
+/// format where needed (through `scratch`, one row long); each row as the texture takes it
+/// also widens `grid`.
 fn write_rows(
     view: &mut wgpu::BufferViewMut,
     host: &HostView<'_>,
     format: &UploadFormat,
     padded_row: usize,
     scratch: &mut Vec<u8>,
+    mut grid: Option<&mut HostGrid>,
 ) {
     let samples = host.region.size[2];
     let out_row = samples * format.sample_bytes();
+    if let Some(grid) = grid.as_deref_mut() {
+        grid.begin_piece(host.region);
+    }
     if !format.converts() && host.is_contiguous() && padded_row == out_row {
         let n = host.region.len() * host.sample_bytes;
-        view.slice(..n).copy_from_slice(&host.bytes[..n]);
+        match grid {
+            // Row by row, so that each row is in the cache when the grid reads it.
+            Some(grid) => {
+                for (i, row) in host.bytes[..n].chunks_exact(out_row).enumerate() {
+                    view.slice(i * out_row..(i + 1) * out_row)
+                        .copy_from_slice(row);
+                    grid.row(i / host.region.size[1], i % host.region.size[1], row);
+                }
+                grid.end_piece();
+            }
+            None => view.slice(..n).copy_from_slice(&host.bytes[..n]),
+        }
         return;
     }
     scratch.resize(out_row, 0);
@@ -640,15 +763,21 @@ fn write_rows(
     for p in 0..host.region.size[0] {
         for r in 0..host.region.size[1] {
             let src = host.row(p, r);
-            if format.converts() {
+            let row = if format.converts() {
                 format.convert_row(src, scratch, samples);
-                view.slice(dst..dst + out_row)
-                    .copy_from_slice(&scratch[..out_row]);
+                &scratch[..out_row]
             } else {
-                view.slice(dst..dst + out_row).copy_from_slice(src);
+                src
+            };
+            view.slice(dst..dst + out_row).copy_from_slice(row);
+            if let Some(grid) = grid.as_deref_mut() {
+                grid.row(p, r, row);
             }
             dst += padded_row;
         }
+    }
+    if let Some(grid) = grid {
+        grid.end_piece();
     }
 }
 

@@ -12,6 +12,10 @@
 //! provided, a cell layer larger than a storage binding) is read texel by texel from the
 //! texture.
 //!
+//! On a CPU device a whole upload of one one-channel texture from the host computes the grid
+//! on the host as the rows are staged (`host_grid`), and [`MinMaxGrids::ensure`] writes it
+//! instead of recording the passes; partial uploads, bricks and device data are built here.
+//!
 //! A grid belongs to a source's texture, not to a visual: volumes sharing a source share it.
 
 use std::collections::HashMap;
@@ -23,7 +27,7 @@ use crate::bricking::{brick_binding, BrickParams, Bricking, BRICK_SLOTS};
 use crate::format::SampleKind;
 use crate::pipeline::TexDim;
 use crate::pipeline::{data_slots, data_texture_entries, sampled_shader_source, uniform_entry};
-use crate::proxy::TextureProxy;
+use crate::proxy::{HostGridCells, TextureProxy};
 
 const SHADER: &str = include_str!("shaders/volume_grid.wgsl");
 const SLAB_SHADER: &str = include_str!("shaders/volume_grid_slab.wgsl");
@@ -118,6 +122,25 @@ impl MinMaxGrid {
     pub fn view(&self) -> &wgpu::TextureView {
         &self.view
     }
+
+    /// Writes `cells` (the grid's, x fastest) into the grid texture, in place of a build.
+    fn write(&self, queue: &wgpu::Queue, cells: &[[f32; 4]]) {
+        let [w, h, d] = self.count;
+        queue.write_texture(
+            self.view.texture().as_image_copy(),
+            bytemuck::cast_slice(cells),
+            wgpu::TexelCopyBufferLayout {
+                offset: 0,
+                bytes_per_row: Some(w * 16),
+                rows_per_image: Some(h),
+            },
+            wgpu::Extent3d {
+                width: w,
+                height: h,
+                depth_or_array_layers: d,
+            },
+        );
+    }
 }
 
 struct GridPipeline {
@@ -139,6 +162,17 @@ pub(crate) struct MinMaxGrids {
     pipelines: HashMap<(SampleKind, bool), GridPipeline>,
     slab_pipelines: HashMap<(wgpu::TextureFormat, bool), SlabPipeline>,
     grids: HashMap<u64, MinMaxGrid>,
+}
+
+/// What [`MinMaxGrids::ensure`] did to a grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GridUpdate {
+    /// It was up to date.
+    Unchanged,
+    /// It is rebuilt on the GPU before the next march.
+    Build,
+    /// It was written from the host.
+    Written,
 }
 
 /// What a grid is built from: a proxy's textures, or (in tests) any texture.
@@ -171,8 +205,16 @@ impl<'a> GridInput<'a> {
 
 impl MinMaxGrids {
     /// Makes sure `proxy`'s grid exists for its current texture, and marks it for a rebuild
-    /// if the texture's content moved since it was built.
-    pub fn ensure(&mut self, device: &wgpu::Device, proxy: &TextureProxy) {
+    /// if the texture's content moved since it was built, unless `host` is its grid for the
+    /// current content (computed while the data was staged, `host_grid`): that is written
+    /// into the grid texture instead. Returns what it did.
+    pub fn ensure(
+        &mut self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        proxy: &TextureProxy,
+        host: Option<HostGridCells>,
+    ) -> GridUpdate {
         let one_brick = proxy.bricking().count == [1; 3];
         let key = (proxy.sample_kind(), one_brick);
         let fresh = self
@@ -188,8 +230,20 @@ impl MinMaxGrids {
         let grid = self.grids.get_mut(&proxy.serial()).expect("made above");
         if !fresh || grid.content != proxy.content() {
             grid.content = proxy.content();
-            grid.stale.store(true, Ordering::Relaxed);
+            let host = host.filter(|h| h.content == proxy.content() && h.count == grid.count);
+            match host {
+                Some(host) => {
+                    grid.write(queue, &host.cells);
+                    grid.stale.store(false, Ordering::Relaxed);
+                    return GridUpdate::Written;
+                }
+                None => {
+                    grid.stale.store(true, Ordering::Relaxed);
+                    return GridUpdate::Build;
+                }
+            }
         }
+        GridUpdate::Unchanged
     }
 
     /// A grid for `input` (generation and content 0), with the pipelines it needs.
@@ -579,6 +633,7 @@ impl MinMaxGrid {
                     format: CELL_FORMAT,
                     usage: wgpu::TextureUsages::STORAGE_BINDING
                         | wgpu::TextureUsages::TEXTURE_BINDING
+                        | wgpu::TextureUsages::COPY_DST
                         | TEST_USAGE,
                     view_formats: &[],
                 })
@@ -728,6 +783,7 @@ impl Slabs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host_grid::HostGrid;
     use wgpu::TextureFormat as F;
 
     /// The f16 bits of `v`, an integer of magnitude below 2048 (exact in f16).
@@ -741,6 +797,19 @@ mod tests {
         let mantissa = ((a << (10 - e)) & 0x3ff) as u16;
         sign | ((e as u16 + 15) << 10) | mantissa
     }
+
+    /// Every format the slab build and the host grid read, with its sample kind.
+    const FORMATS: [(F, SampleKind); 9] = [
+        (F::R8Unorm, SampleKind::Unorm8),
+        (F::R8Uint, SampleKind::Uint),
+        (F::R8Sint, SampleKind::Sint),
+        (F::R16Uint, SampleKind::Uint),
+        (F::R16Sint, SampleKind::Sint),
+        (F::R16Float, SampleKind::FilterFloat),
+        (F::R32Float, SampleKind::Float),
+        (F::R32Uint, SampleKind::Uint),
+        (F::R32Sint, SampleKind::Sint),
+    ];
 
     /// Texel `i` of a test volume, as its bytes and its value; `nan`: a NaN where the format
     /// has one (float formats also get NaN at some other texels).
@@ -857,19 +926,8 @@ mod tests {
     fn slab_and_texture_builds_equal_the_cpu_grid() {
         let renderer = crate::Renderer::new().expect("a device (lavapipe in CI)");
         let (device, queue) = (renderer.device(), renderer.queue());
-        let formats = [
-            (F::R8Unorm, SampleKind::Unorm8),
-            (F::R8Uint, SampleKind::Uint),
-            (F::R8Sint, SampleKind::Sint),
-            (F::R16Uint, SampleKind::Uint),
-            (F::R16Sint, SampleKind::Sint),
-            (F::R16Float, SampleKind::FilterFloat),
-            (F::R32Float, SampleKind::Float),
-            (F::R32Uint, SampleKind::Uint),
-            (F::R32Sint, SampleKind::Sint),
-        ];
         let mut grids = MinMaxGrids::default();
-        for (format, kind) in formats {
+        for (format, kind) in FORMATS {
             for size in [[16usize, 24, 32], [21, 13, 19]] {
                 let texels = size[0] * size[1] * size[2];
                 let mut bytes = Vec::new();
@@ -952,6 +1010,131 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The grid computed on the host while a volume is staged, fed in four pieces that cut
+    /// cells on every axis (one piece's rows at addresses not aligned for the texel type),
+    /// written into a grid texture, equals the CPU's grid bit for bit: the same grid the GPU
+    /// builds give in the test above.
+    #[test]
+    fn host_grid_equals_the_cpu_grid() {
+        use sluice_core::Region;
+        let renderer = crate::Renderer::new().expect("a device (lavapipe in CI)");
+        let (device, queue) = (renderer.device(), renderer.queue());
+        let mut grids = MinMaxGrids::default();
+        for (format, kind) in FORMATS {
+            for size in [[16usize, 24, 32], [21, 13, 19]] {
+                let [w, h, d] = size;
+                let texels = w * h * d;
+                let mut bytes = Vec::new();
+                let mut values = Vec::with_capacity(texels);
+                for i in 0..texels {
+                    let (x, y, z) = (i % w, i / w % h, i / w / h);
+                    let may_be_nan = matches!(format, F::R16Float | F::R32Float);
+                    let (b, v) = texel(format, i, x < 8 && y < 8 && z < 8 && may_be_nan);
+                    bytes.extend(b);
+                    values.push(v);
+                }
+                let tb = bytes.len() / texels;
+                let size_u32 = size.map(|n| n as u32);
+                let mut host = HostGrid::new(format, size_u32).expect("a format it reads");
+                // [plane, row, column] origins and sizes: z < 5; z >= 5 and y < 7; the rest
+                // cut at x = 3.
+                let pieces = [
+                    Region {
+                        origin: [0, 0, 0],
+                        size: [5, h, w],
+                    },
+                    Region {
+                        origin: [5, 0, 0],
+                        size: [d - 5, 7, w],
+                    },
+                    Region {
+                        origin: [5, 7, 0],
+                        size: [d - 5, h - 7, 3],
+                    },
+                    Region {
+                        origin: [5, 7, 3],
+                        size: [d - 5, h - 7, w - 3],
+                    },
+                ];
+                for (n, piece) in pieces.iter().enumerate() {
+                    host.begin_piece(*piece);
+                    for p in 0..piece.size[0] {
+                        for r in 0..piece.size[1] {
+                            let [z, y, x] =
+                                [piece.origin[0] + p, piece.origin[1] + r, piece.origin[2]];
+                            let at = ((z * h + y) * w + x) * tb;
+                            let row = &bytes[at..at + piece.size[2] * tb];
+                            if n == 3 {
+                                // One byte in, so that wider texels are not aligned.
+                                let mut shifted = vec![0u8; row.len() + 1];
+                                shifted[1..].copy_from_slice(row);
+                                host.row(p, r, &shifted[1..]);
+                            } else {
+                                host.row(p, r, row);
+                            }
+                        }
+                    }
+                    host.end_piece();
+                }
+                let cells = host.finish().expect("every texel seen");
+                let extent = wgpu::Extent3d {
+                    width: size_u32[0],
+                    height: size_u32[1],
+                    depth_or_array_layers: size_u32[2],
+                };
+                let texture = device.create_texture(&wgpu::TextureDescriptor {
+                    label: None,
+                    size: extent,
+                    mip_level_count: 1,
+                    sample_count: 1,
+                    dimension: wgpu::TextureDimension::D3,
+                    format,
+                    usage: wgpu::TextureUsages::TEXTURE_BINDING,
+                    view_formats: &[],
+                });
+                let view = texture.create_view(&Default::default());
+                let input = GridInput {
+                    views: vec![&view; BRICK_SLOTS],
+                    bricking: Bricking {
+                        size: size_u32,
+                        count: [1; 3],
+                    },
+                    size: size_u32,
+                    copy_source: None,
+                    slab_bytes: SLAB_BYTES,
+                };
+                let grid = grids.make(device, &input, (kind, true));
+                grid.write(queue, &cells);
+                let got = read_grid(device, queue, &grid);
+                let expected = cpu_grid(&values, size);
+                assert_eq!(got.len(), expected.len());
+                for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+                    assert!(
+                        g[0].to_bits() == e[0].to_bits() && g[1].to_bits() == e[1].to_bits(),
+                        "{format:?} {size:?}: cell {i} is {g:?}, the CPU says {e:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A grid is only given where every texel was staged.
+    #[test]
+    fn host_grid_of_part_of_the_texture_is_none() {
+        let mut host = HostGrid::new(F::R8Unorm, [16, 16, 16]).expect("reads u8");
+        host.begin_piece(sluice_core::Region {
+            origin: [0, 0, 0],
+            size: [8, 16, 16],
+        });
+        for p in 0..8 {
+            for r in 0..16 {
+                host.row(p, r, &[7; 16]);
+            }
+        }
+        assert!(host.finish().is_none());
+        assert!(HostGrid::new(F::Rgba8Unorm, [16, 16, 16]).is_none());
     }
 
     fn extent_xyz(e: wgpu::Extent3d) -> [u32; 3] {

@@ -5,6 +5,7 @@ use crate::error::RenderError;
 use crate::pipeline::{PipelineKey, COLORMAP_GROUP};
 use crate::target::RenderTarget;
 use crate::visual::Volume;
+use crate::volume_grid::GridUpdate;
 use crate::volume_pipeline::{
     MarchVariant, VolumeParams, MARCH_TILE, MARCH_WORKGROUP, TARGET_GROUP,
 };
@@ -113,8 +114,22 @@ fn uniforms(
     viewport: [u32; 2],
 ) -> PipelineKey {
     let entries = res.colormaps[&volume.colormap().key()].entries;
-    let proxy = &res.proxies[&res.texture_of(volume.token.id)];
-    res.volumes.grids.ensure(&res.device, proxy);
+    let key = res.texture_of(volume.token.id);
+    let host_grid = res
+        .proxies
+        .get_mut(&key)
+        .expect("prepared")
+        .take_host_grid();
+    let proxy = &res.proxies[&key];
+    let update = res
+        .volumes
+        .grids
+        .ensure(&res.device, &res.queue, proxy, host_grid);
+    match update {
+        GridUpdate::Unchanged => {}
+        GridUpdate::Build => res.counters.volume_grids_built += 1,
+        GridUpdate::Written => res.counters.volume_grids_written += 1,
+    }
     let proxies = &res.proxies;
     res.volumes
         .grids
