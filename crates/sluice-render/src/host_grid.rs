@@ -137,6 +137,15 @@ struct Piece {
     bands: usize,
 }
 
+/// A finished grid as the marcher reads it.
+pub(crate) struct GridCells {
+    /// Cells per axis, `[x, y, z]`.
+    pub count: [u32; 3],
+    /// `[low, high, 0, 0]` per cell, x fastest: each cell's range widened to its 26
+    /// neighbours'.
+    pub cells: Vec<[f32; 4]>,
+}
+
 /// The grid of one volume texture, computed from the rows staged into it.
 pub(crate) struct HostGrid {
     typed: Typed,
@@ -259,9 +268,8 @@ impl HostGrid {
         });
     }
 
-    /// The grid as the marcher reads it, `[low, high, 0, 0]` per cell, x fastest: each
-    /// cell's range widened to its 26 neighbours'. `None` unless every texel was seen.
-    pub fn finish(mut self) -> Option<Vec<[f32; 4]>> {
+    /// The grid as the marcher reads it; `None` unless every texel was seen.
+    pub fn finish(mut self) -> Option<GridCells> {
         self.end_piece();
         let total = self.size.iter().map(|&n| n as u64).product::<u64>();
         if self.seen != total {
@@ -270,7 +278,11 @@ impl HostGrid {
         let own: Vec<[f32; 2]> = each_typed!(&self.typed, cells => {
             cells.low.iter().zip(&cells.high).map(|(&l, &h)| cell_range(l, h)).collect()
         });
-        Some(dilate(&own, self.count))
+        Some(GridCells {
+            // Each count is at most a texture side (a u32) over the cell edge.
+            count: self.count.map(|n| n as u32),
+            cells: dilate(own, self.count),
+        })
     }
 }
 
@@ -321,11 +333,14 @@ fn widen_from_f16(cells: &mut Cells<f32>, band: usize, width: usize, bytes: &[u8
 
 /// Each cell's range widened to its 26 neighbours' (clamped at the grid's edges), one axis
 /// at a time: a box's minimum is the minimum along each axis in turn.
-fn dilate(own: &[[f32; 2]], count: [usize; 3]) -> Vec<[f32; 4]> {
-    let mut grid = own.to_vec();
+fn dilate(own: Vec<[f32; 2]>, count: [usize; 3]) -> Vec<[f32; 4]> {
+    let mut from = own;
+    let mut grid = from.clone();
     let strides = [1, count[0], count[0] * count[1]];
     for axis in 0..3 {
-        let from = grid.clone();
+        if axis > 0 {
+            std::mem::swap(&mut from, &mut grid);
+        }
         let (n, stride) = (count[axis], strides[axis]);
         for (i, out) in grid.iter_mut().enumerate() {
             let c = i / stride % n;

@@ -23,7 +23,7 @@ use crate::device_upload::{
 };
 use crate::error::RenderError;
 use crate::format::{texture_format, SampleKind};
-use crate::host_grid::HostGrid;
+use crate::host_grid::{GridCells, HostGrid};
 use crate::staging::{Staged, StagingRing, STAGING_ALIGNMENT};
 use crate::unpack::{self, Unpacker};
 use crate::upload_state::UploadState;
@@ -129,10 +129,7 @@ pub(crate) struct TextureProxy {
 /// A volume grid computed on the host, for the textures' `content` value.
 pub(crate) struct HostGridCells {
     pub content: u64,
-    /// Cells per axis, `[x, y, z]`.
-    pub count: [u32; 3],
-    /// `[low, high, 0, 0]` per cell, x fastest.
-    pub cells: Vec<[f32; 4]>,
+    pub grid: GridCells,
 }
 
 impl TextureProxy {
@@ -349,10 +346,9 @@ impl TextureProxy {
         if self.content != before {
             // A grid of older content is of no use any more.
             self.host_grid = match (&copied, grid) {
-                (Ok(true), Some((count, cells))) => Some(HostGridCells {
+                (Ok(true), Some(grid)) => Some(HostGridCells {
                     content: self.content,
-                    count,
-                    cells,
+                    grid,
                 }),
                 _ => None,
             };
@@ -421,7 +417,7 @@ impl TextureProxy {
         &mut self,
         ctx: &mut UploadContext<'_>,
         regions: &[Region],
-        grid_out: &mut Option<([u32; 3], Vec<[f32; 4]>)>,
+        grid_out: &mut Option<GridCells>,
     ) -> Result<bool, RenderError> {
         let pieces = self.pieces(regions, ctx.staging.max_stage());
         if pieces.is_empty() {
@@ -531,26 +527,14 @@ impl TextureProxy {
             ctx.counters.bytes_uploaded += (piece.region.len() * format.sample_bytes()) as u64;
             ctx.counters.copies_issued += 1;
         }
-        *grid_out = grid.and_then(|g| self.finish_grid(g));
+        *grid_out = grid.and_then(HostGrid::finish);
         Ok(true)
-    }
-
-    /// The finished grid with its cells per axis (`None` unless every texel was seen).
-    fn finish_grid(&self, grid: HostGrid) -> Option<([u32; 3], Vec<[f32; 4]>)> {
-        let size = self.bricks[0].texture.size();
-        let count = [size.width, size.height, size.depth_or_array_layers]
-            .map(|n| n.div_ceil(crate::volume_grid::GRID_CELL).max(1));
-        grid.finish().map(|cells| (count, cells))
     }
 
     /// The grid of host pages the device imported (`Residency::HostImported`), which the GPU
     /// copied from without staging: computed from the pages the source lends, where
     /// `host_grid_for` allows and the texture holds the bytes as they are.
-    fn grid_of_imported(
-        &self,
-        ctx: &UploadContext<'_>,
-        regions: &[Region],
-    ) -> Option<([u32; 3], Vec<[f32; 4]>)> {
+    fn grid_of_imported(&self, ctx: &UploadContext<'_>, regions: &[Region]) -> Option<GridCells> {
         let mut grid = self.host_grid_for(ctx, regions)?;
         if self.format.converts() {
             return None;
@@ -566,7 +550,7 @@ impl TextureProxy {
             grid.end_piece();
         });
         match lent {
-            Ok(LendOutcome::Lent) => self.finish_grid(grid),
+            Ok(LendOutcome::Lent) => grid.finish(),
             _ => None,
         }
     }

@@ -230,10 +230,10 @@ impl MinMaxGrids {
         let grid = self.grids.get_mut(&proxy.serial()).expect("made above");
         if !fresh || grid.content != proxy.content() {
             grid.content = proxy.content();
-            let host = host.filter(|h| h.content == proxy.content() && h.count == grid.count);
+            let host = host.filter(|h| h.content == proxy.content() && h.grid.count == grid.count);
             match host {
                 Some(host) => {
-                    grid.write(queue, &host.cells);
+                    grid.write(queue, &host.grid.cells);
                     grid.stale.store(false, Ordering::Relaxed);
                     return GridUpdate::Written;
                 }
@@ -840,6 +840,23 @@ mod tests {
         }
     }
 
+    /// A test volume of `size` texels (`[x, y, z]`) as its bytes and its values, x fastest;
+    /// float formats have NaN throughout the first cell (and at some other texels).
+    fn test_volume(format: F, size: [usize; 3]) -> (Vec<u8>, Vec<f32>) {
+        let texels = size[0] * size[1] * size[2];
+        let mut bytes = Vec::new();
+        let mut values = Vec::with_capacity(texels);
+        for i in 0..texels {
+            let (x, y, z) = (i % size[0], i / size[0] % size[1], i / size[0] / size[1]);
+            let first = x < 8 && y < 8 && z < 8;
+            let may_be_nan = matches!(format, F::R16Float | F::R32Float);
+            let (b, v) = texel(format, i, first && may_be_nan);
+            bytes.extend(b);
+            values.push(v);
+        }
+        (bytes, values)
+    }
+
     /// The grid computed on the CPU: each cell's (min, max) over its voxels, NaN left out
     /// ((+big, -big) when all are NaN), widened to its 26 neighbours.
     fn cpu_grid(values: &[f32], size: [usize; 3]) -> Vec<[f32; 2]> {
@@ -930,16 +947,7 @@ mod tests {
         for (format, kind) in FORMATS {
             for size in [[16usize, 24, 32], [21, 13, 19]] {
                 let texels = size[0] * size[1] * size[2];
-                let mut bytes = Vec::new();
-                let mut values = Vec::with_capacity(texels);
-                for i in 0..texels {
-                    let (x, y, z) = (i % size[0], i / size[0] % size[1], i / size[0] / size[1]);
-                    let first = x < 8 && y < 8 && z < 8;
-                    let may_be_nan = matches!(format, F::R16Float | F::R32Float);
-                    let (b, v) = texel(format, i, first && may_be_nan);
-                    bytes.extend(b);
-                    values.push(v);
-                }
+                let (bytes, values) = test_volume(format, size);
                 let extent = wgpu::Extent3d {
                     width: size[0] as u32,
                     height: size[1] as u32,
@@ -1026,15 +1034,7 @@ mod tests {
             for size in [[16usize, 24, 32], [21, 13, 19]] {
                 let [w, h, d] = size;
                 let texels = w * h * d;
-                let mut bytes = Vec::new();
-                let mut values = Vec::with_capacity(texels);
-                for i in 0..texels {
-                    let (x, y, z) = (i % w, i / w % h, i / w / h);
-                    let may_be_nan = matches!(format, F::R16Float | F::R32Float);
-                    let (b, v) = texel(format, i, x < 8 && y < 8 && z < 8 && may_be_nan);
-                    bytes.extend(b);
-                    values.push(v);
-                }
+                let (bytes, values) = test_volume(format, size);
                 let tb = bytes.len() / texels;
                 let size_u32 = size.map(|n| n as u32);
                 let mut host = HostGrid::new(format, size_u32).expect("a format it reads");
@@ -1078,7 +1078,7 @@ mod tests {
                     }
                     host.end_piece();
                 }
-                let cells = host.finish().expect("every texel seen");
+                let cells = host.finish().expect("every texel seen").cells;
                 let extent = wgpu::Extent3d {
                     width: size_u32[0],
                     height: size_u32[1],
