@@ -136,6 +136,114 @@ fn the_grid_follows_whole_and_partial_updates() {
     assert_linear_mip(&img, &data, clim, step, "after a whole write: ");
 }
 
+/// Noise (every value from 0 to 100 in every cell's neighbourhood): the grid could skip no
+/// cell, so on a CPU device, where the grid of a whole upload is computed on the host, rays
+/// take every sample without looking it up (`volume_marches_without_grid`); the pixels
+/// still equal a CPU march. Once a corner holds lower values (cells that a ray with a higher
+/// maximum can skip), the grid is looked up again, with the same check. On a GPU the grid
+/// is built on the device and always looked up.
+#[test]
+fn noise_is_marched_without_the_grid_and_a_dim_corner_with_it() {
+    let n = 32usize;
+    let (clim, step) = ([0.0f32, 255.0], 0.8f32);
+    let mut data = noise(n, 0, 100);
+    let source = Arc::new(ArraySource::new(data.clone()).unwrap());
+    let mut scene = Scene::new();
+    scene.add(common::linear_gray_mip(source.clone(), clim, step));
+    let mut r = renderer();
+    let cpu = r.adapter_info().device_type == sluice::wgpu::DeviceType::Cpu;
+    let camera = Front { n: n as f32 };
+    let marches = |c: Counters| (c.volume_grids_written, c.volume_marches_without_grid);
+
+    let before = r.counters();
+    let img = render(&mut r, &scene, &camera, n as u32, n as u32);
+    let plain = if cpu { (1, 1) } else { (0, 0) };
+    assert_eq!(marches(r.counters().since(&before)), plain, "noise");
+    assert_linear_mip(&img, &data, clim, step, "noise: ");
+
+    // Cell (0, 0, 0) and its neighbours (voxels below 16 on every axis) below 40.
+    data.slice_mut(sluice::ndarray::s![..16, ..16, ..16])
+        .mapv_inplace(|v| v % 40);
+    source.write(&[0, 0, 0], data.view()).unwrap();
+    let before = r.counters();
+    let img = render(&mut r, &scene, &camera, n as u32, n as u32);
+    let grid = if cpu { (1, 0) } else { (0, 0) };
+    assert_eq!(marches(r.counters().since(&before)), grid, "a dim corner");
+    assert_linear_mip(&img, &data, clim, step, "a dim corner: ");
+}
+
+/// Either marcher gives the same pixels in every mode: the same noise drawn after a whole
+/// upload (on a CPU device without the grid, where it could skip nothing) and after a
+/// partial one (the grid built on the device and looked up), bit for bit. Translucent and
+/// isosurface settings are chosen so that no cell can be skipped.
+#[test]
+fn the_marcher_without_the_grid_draws_what_the_grid_marcher_draws() {
+    let n = 32usize;
+    let data = noise(n, 20, 200);
+    let modes = [
+        VolumeMode::Mip,
+        VolumeMode::Translucent { attenuation: 0.05 },
+        VolumeMode::Iso { threshold: 120.0 },
+    ];
+    let camera = OrbitCamera::fit(Vec3::ZERO, Vec3::splat(n as f32), 35.0, 25.0);
+    for mode in modes {
+        let source = Arc::new(
+            ArraySource::new(data.clone())
+                .unwrap()
+                .with_chunks(ChunkGrid::new(&[16, 16, 16]).unwrap()),
+        );
+        let mut scene = Scene::new();
+        scene.add(
+            Volume::new(source.clone())
+                .with_mode(mode)
+                .unwrap()
+                .with_clim(10.0, 220.0)
+                .unwrap()
+                .with_colormap(Colormap::Viridis)
+                .with_step(0.7)
+                .unwrap(),
+        );
+        let mut r = renderer();
+        let cpu = r.adapter_info().device_type == sluice::wgpu::DeviceType::Cpu;
+        let before = r.counters();
+        let whole = render(&mut r, &scene, &camera, 64, 48);
+        let plain = r.counters().since(&before).volume_marches_without_grid;
+        assert_eq!(plain, u64::from(cpu), "{mode:?}: marches without the grid");
+        // The same values again, one chunk: built on the device, looked up.
+        let corner = data.slice(sluice::ndarray::s![..16, ..16, ..16]).to_owned();
+        source.write(&[0, 0, 0], corner.view()).unwrap();
+        let before = r.counters();
+        let partial = render(&mut r, &scene, &camera, 64, 48);
+        let after = r.counters().since(&before);
+        assert_eq!(
+            (after.volume_grids_built, after.volume_marches_without_grid),
+            (1, 0),
+            "{mode:?}: a partial upload"
+        );
+        let lit = whole.pixels().filter(|p| p.0 != BG).count();
+        assert!(
+            lit > 64 * 48 / 4,
+            "{mode:?}: the volume covers {lit} pixels"
+        );
+        for (x, y, p) in whole.enumerate_pixels() {
+            assert_eq!(
+                p.0,
+                partial.get_pixel(x, y).0,
+                "{mode:?}: pixel ({x}, {y}) without the grid and with it"
+            );
+        }
+    }
+}
+
+/// `n`^3 u8 values from `lo` to `hi` (inclusive), from a fixed linear congruential sequence.
+fn noise(n: usize, lo: u8, hi: u8) -> Array3<u8> {
+    let mut state = 12345u32;
+    Array3::from_shape_fn((n, n, n), |_| {
+        state = state.wrapping_mul(1664525).wrapping_add(1013904223);
+        lo + ((state >> 24) % (u32::from(hi - lo) + 1)) as u8
+    })
+}
+
 #[test]
 fn iso_shows_the_known_sphere_radius() {
     let n = 48usize;

@@ -62,6 +62,10 @@ pub struct Counters {
     /// Volume min/max grids computed so far on the host while a whole volume was staged, and
     /// written instead of built: on CPU devices (see `docs/architecture.md`, "Empty space").
     pub volume_grids_written: u64,
+    /// Volumes drawn without looking their min/max grid up, because no cell of it could be
+    /// skipped (every ray takes every sample; known on CPU devices after a whole upload, see
+    /// `docs/architecture.md`, "Empty space").
+    pub volume_marches_without_grid: u64,
     /// What the device upload path's pools did (CUDA destinations: host waits, GPU-side
     /// waits, destinations made), as the path reports it; zero without one.
     pub device_pools: DevicePoolCounters,
@@ -125,6 +129,8 @@ impl Counters {
             atlases_shrunk: self.atlases_shrunk - earlier.atlases_shrunk,
             volume_grids_built: self.volume_grids_built - earlier.volume_grids_built,
             volume_grids_written: self.volume_grids_written - earlier.volume_grids_written,
+            volume_marches_without_grid: self.volume_marches_without_grid
+                - earlier.volume_marches_without_grid,
             device_pools: self.device_pools.since(&earlier.device_pools),
             ..*self
         }

@@ -144,6 +144,44 @@ pub(crate) struct GridCells {
     /// `[low, high, 0, 0]` per cell, x fastest: each cell's range widened to its 26
     /// neighbours'.
     pub cells: Vec<[f32; 4]>,
+    /// What the cells say about the data as a whole.
+    pub summary: GridSummary,
+}
+
+/// What a whole grid says about the data: enough to tell whether a march could skip any of
+/// its cells (`volume_pipeline::grid_may_skip`). Known only for grids computed on the host.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct GridSummary {
+    /// The lowest of the cells' widened maxima (`-3.4e38` when every cell is empty).
+    pub lowest_high: f32,
+    /// The highest of them: the largest value in the data, NaN left out (`-3.4e38` when
+    /// every value is NaN).
+    pub highest: f32,
+    /// Whether some cell's widened range is empty (it and its neighbours all NaN).
+    pub any_empty: bool,
+}
+
+impl GridSummary {
+    /// The summary of widened cells as [`GridCells::cells`] holds them.
+    pub fn of(cells: &[[f32; 4]]) -> Self {
+        let mut summary = GridSummary {
+            lowest_high: EMPTY[0],
+            highest: EMPTY[1],
+            any_empty: false,
+        };
+        for &[low, high, ..] in cells {
+            if low > high {
+                summary.any_empty = true;
+                continue;
+            }
+            summary.lowest_high = summary.lowest_high.min(high);
+            summary.highest = summary.highest.max(high);
+        }
+        if summary.lowest_high > summary.highest {
+            summary.lowest_high = EMPTY[1];
+        }
+        summary
+    }
 }
 
 /// The grid of one volume texture, computed from the rows staged into it.
@@ -278,10 +316,12 @@ impl HostGrid {
         let own: Vec<[f32; 2]> = each_typed!(&self.typed, cells => {
             cells.low.iter().zip(&cells.high).map(|(&l, &h)| cell_range(l, h)).collect()
         });
+        let cells = dilate(own, self.count);
         Some(GridCells {
             // Each count is at most a texture side (a u32) over the cell edge.
             count: self.count.map(|n| n as u32),
-            cells: dilate(own, self.count),
+            summary: GridSummary::of(&cells),
+            cells,
         })
     }
 }

@@ -25,6 +25,7 @@ use wgpu::util::DeviceExt;
 
 use crate::bricking::{brick_binding, BrickParams, Bricking, BRICK_SLOTS};
 use crate::format::SampleKind;
+use crate::host_grid::GridSummary;
 use crate::pipeline::TexDim;
 use crate::pipeline::{data_slots, data_texture_entries, sampled_shader_source, uniform_entry};
 use crate::proxy::{HostGridCells, TextureProxy};
@@ -110,12 +111,20 @@ pub(crate) struct MinMaxGrid {
     dilate_group: wgpu::BindGroup,
     /// Set when the texture's content moved; the next recorded volume pass rebuilds first.
     stale: AtomicBool,
+    /// What the grid says about the data, where it was computed on the host (a GPU build
+    /// is never read back).
+    summary: Option<GridSummary>,
 }
 
 impl MinMaxGrid {
     /// Cells per axis, `[x, y, z]`.
     pub fn count(&self) -> [u32; 3] {
         self.count
+    }
+
+    /// What the grid says about the data, where it was computed on the host.
+    pub fn summary(&self) -> Option<GridSummary> {
+        self.summary
     }
 
     /// The grid (cells of (min, max) in `.xy`) as the marcher binds it.
@@ -234,10 +243,12 @@ impl MinMaxGrids {
             match host {
                 Some(host) => {
                     grid.write(queue, &host.grid.cells);
+                    grid.summary = Some(host.grid.summary);
                     grid.stale.store(false, Ordering::Relaxed);
                     return GridUpdate::Written;
                 }
                 None => {
+                    grid.summary = None;
                     grid.stale.store(true, Ordering::Relaxed);
                     return GridUpdate::Build;
                 }
@@ -700,6 +711,7 @@ impl MinMaxGrid {
             build,
             dilate_group,
             stale: AtomicBool::new(true),
+            summary: None,
         }
     }
 }
@@ -1078,7 +1090,8 @@ mod tests {
                     }
                     host.end_piece();
                 }
-                let cells = host.finish().expect("every texel seen").cells;
+                let finished = host.finish().expect("every texel seen");
+                let cells = finished.cells;
                 let extent = wgpu::Extent3d {
                     width: size_u32[0],
                     height: size_u32[1],
@@ -1116,6 +1129,26 @@ mod tests {
                         "{format:?} {size:?}: cell {i} is {g:?}, the CPU says {e:?}"
                     );
                 }
+                // The summary, from the values and the CPU grid.
+                let highest = values
+                    .iter()
+                    .filter(|v| !v.is_nan())
+                    .fold(-3.4e38f32, |a, &v| a.max(v));
+                let filled: Vec<f32> = expected
+                    .iter()
+                    .filter(|e| e[0] <= e[1])
+                    .map(|e| e[1])
+                    .collect();
+                let lowest_high = filled.iter().copied().reduce(f32::min).unwrap_or(-3.4e38);
+                assert_eq!(
+                    finished.summary,
+                    GridSummary {
+                        lowest_high,
+                        highest,
+                        any_empty: filled.len() < expected.len(),
+                    },
+                    "{format:?} {size:?}: the summary"
+                );
             }
         }
     }

@@ -64,10 +64,10 @@ impl DrawVisual for Volume {
                 label: Some("sluice volume march"),
                 timestamp_writes: None,
             });
-            pass.set_pipeline(
-                res.volumes
-                    .pipeline((kind, one_brick), MarchVariant::of(self)),
-            );
+            pass.set_pipeline(res.volumes.pipeline(
+                (kind, one_brick),
+                MarchVariant::of(self, res.volumes.grids.get(serial)),
+            ));
             pass.set_bind_group(0, &bind.group, &[]);
             pass.set_bind_group(COLORMAP_GROUP, res.colormap_group(self.colormap()), &[]);
             pass.set_bind_group(TARGET_GROUP, &out.volume_group, &[]);
@@ -145,11 +145,12 @@ fn uniforms(
     );
     let one_brick = proxy.bricking().count == [1; 3];
     let key = PipelineKey::Volume(proxy.sample_kind(), one_brick);
-    res.volumes.ensure_marcher(
-        &res.device,
-        (proxy.sample_kind(), one_brick),
-        MarchVariant::of(volume),
-    );
+    let variant = MarchVariant::of(volume, res.volumes.grids.get(proxy.serial()));
+    if !variant.grid {
+        res.counters.volume_marches_without_grid += 1;
+    }
+    res.volumes
+        .ensure_marcher(&res.device, (proxy.sample_kind(), one_brick), variant);
     res.write_params(volume.token.id, bytemuck::bytes_of(&params));
     key
 }

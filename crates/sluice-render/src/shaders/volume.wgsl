@@ -7,8 +7,9 @@
 // Rays stop at the depth of what the opaque pass drew, so meshes and images in front hide
 // the volume behind them.
 // Each mode and interpolation is a pipeline of its own: the constants `MODE` (as
-// `params.mode`) and `LINEAR` (as `params.linear`) are put before this source
+// `params.mode`), `LINEAR` (as `params.linear`) and `USE_GRID` are put before this source
 // (`volume_pipeline::MarchVariant`), since CPU devices run both sides of every branch.
+// Without `USE_GRID` (data where the grid could skip nothing) a ray's samples are one chunk.
 
 struct Params {
     // Voxel coordinates to clip space, and back.
@@ -37,6 +38,9 @@ struct Params {
     grid_cell: i32,
     // Translucent: normalized values below this map to colormap entries of alpha 0.
     zero_alpha_below: f32,
+    // Maximum intensity: rays stop once their maximum reaches this (the high contrast limit,
+    // or the data's largest value where it is known and lower).
+    mip_stop: f32,
 };
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -181,6 +185,10 @@ struct Span {
 // ray) keeps the rays of a SIMD group in step on CPU devices, where every lane of a group
 // runs as long as the longest.
 fn chunk_span(ray: Ray, i: u32) -> Span {
+    if (!USE_GRID) {
+        // Every sample in one chunk, bounded by nothing.
+        return Span(vec2<f32>(-3.4e38, 3.4e38), ray.steps);
+    }
     let p = sample_p(ray, i);
     let c = clamp(vec3<i32>(floor(p / f32(params.grid_cell))), vec3<i32>(0), params.grid_count - vec3<i32>(1));
     return Span(textureLoad(grid, c, 0).xy, min(i + ray.chunk, ray.steps));
@@ -188,14 +196,15 @@ fn chunk_span(ray: Ray, i: u32) -> Span {
 
 // Maximum intensity: cells whose maximum cannot raise the running maximum are skipped, so
 // are cells wholly below the colormap's low limit (they all give its first entry), and the
-// ray stops once the maximum reaches the high limit (nothing after changes the colour).
+// ray stops once the maximum reaches the high limit or the data's largest value (nothing
+// after changes the colour; `params.mip_stop`).
 fn march_mip(ray: Ray) -> vec4<f32> {
     let d = params.display;
     var best = -3.4e38;
     var found = false;
     var i = 0u;
     loop {
-        if (i >= ray.steps || best >= d.clim.y) {
+        if (i >= ray.steps || best >= params.mip_stop) {
             break;
         }
         let span = chunk_span(ray, i);
@@ -215,6 +224,10 @@ fn march_mip(ray: Ray) -> vec4<f32> {
             if (s.valid) {
                 best = max(best, s.value.x);
                 found = true;
+            }
+            // With the grid, the next chunk's lookup stops the ray instead.
+            if (!USE_GRID && best >= params.mip_stop) {
+                break;
             }
         }
     }
