@@ -222,6 +222,71 @@ fn triangles_with_a_nan_vertex_are_not_drawn() {
     );
 }
 
+/// On a CPU device positions are scanned for NaN as they are staged, and a one-colour mesh
+/// whose positions hold none is drawn without the per-vertex NaN test
+/// (`mesh_draws_without_nan_test`). A NaN written into one chunk turns the test back on at
+/// once (its triangle disappears); taking it out again in one chunk keeps the test (the
+/// rest of the buffer was not scanned again), a whole write without NaN drops it. On a GPU
+/// the test is always on. The pixels are checked at every step.
+#[test]
+fn a_nan_written_into_clean_positions_hides_its_triangle_at_once() {
+    let points = [
+        [4.0f32, 4.0, 5.0],
+        [12.0, 4.0, 5.0],
+        [4.0, 12.0, 5.0],
+        [20.0, 20.0, 5.0],
+        [28.0, 20.0, 5.0],
+        [20.0, 28.0, 5.0],
+    ];
+    let flat: Vec<f32> = points.iter().flatten().copied().collect();
+    let positions = Arc::new(
+        ArraySource::with_channels(Array2::from_shape_vec((6, 3), flat).unwrap())
+            .unwrap()
+            .with_chunks(sluice::ChunkGrid::new(&[3]).unwrap()),
+    );
+    let mut scene = Scene::new();
+    scene.add(
+        Mesh::new(positions.clone())
+            .with_color([1.0, 1.0, 1.0, 1.0])
+            .with_shading(Shading::Unlit),
+    );
+    let mut r = renderer();
+    let cpu = r.adapter_info().device_type == sluice::wgpu::DeviceType::Cpu;
+    let cam = Front { n: 32.0 };
+    let white = [255, 255, 255, 255];
+    // Draws, checks the second triangle's pixels and the fast path's count.
+    let mut step = |second: bool, fast: bool, what: &str| {
+        let before = r.counters();
+        let img = render(&mut r, &scene, &cam, 32, 32);
+        let d = r.counters().since(&before);
+        assert_eq!(
+            d.mesh_draws_without_nan_test,
+            u64::from(cpu && fast),
+            "{what}"
+        );
+        assert_pixel(&img, 5, 5, white, 0);
+        assert_pixel(&img, 21, 21, if second { white } else { BG }, 0);
+        let lit = img.pixels().filter(|p| p.0 != BG).count();
+        let range = if second { 56..80 } else { 28..40 };
+        assert!(range.contains(&lit), "{what}: {lit} pixels drawn");
+        d.bytes_uploaded
+    };
+    step(true, true, "no NaN");
+    let vertex = |x: f32| {
+        positions
+            .update::<f32>(Region::d1(4, 1), |mut v| v[[0, 0]] = x)
+            .unwrap();
+    };
+    vertex(f32::NAN);
+    assert_eq!(step(false, false, "a NaN in one chunk"), 3 * 12);
+    vertex(28.0);
+    assert_eq!(step(true, false, "the NaN taken out"), 3 * 12);
+    positions
+        .update::<f32>(Region::d1(0, 6), |mut v| v.mapv_inplace(|p| p + 0.0))
+        .unwrap();
+    assert_eq!(step(true, true, "a whole write without NaN"), 6 * 12);
+}
+
 #[test]
 fn bad_mesh_input_is_a_clear_error_before_upload() {
     let tri = vertices(&[[0.0, 0.0, 1.0], [1.0, 0.0, 1.0], [0.0, 1.0, 1.0]]);

@@ -29,6 +29,8 @@ pub(crate) struct BufferProxy {
     state: UploadState,
     /// Indices must be below this (the vertex count they were checked against).
     index_limit: Option<u32>,
+    /// Known that no f32 element of the buffer is NaN (see [`BufferProxy::nan_free`]).
+    nan_free: bool,
     pub users: usize,
 }
 
@@ -55,6 +57,8 @@ impl BufferProxy {
             generation: 0,
             state: UploadState::new(),
             index_limit: None,
+            // A new buffer holds zeros.
+            nan_free: true,
             users: 0,
         })
     }
@@ -69,6 +73,39 @@ impl BufferProxy {
 
     pub fn source(&self) -> &SharedSource {
         &self.source
+    }
+
+    /// Whether the buffer is known to hold no NaN: f32 buffers on CPU devices, where every
+    /// region is scanned as it is staged (or, for imported host pages, read from the pages
+    /// the source lends). A region with a NaN, or one not scanned (on a GPU, or device data),
+    /// makes this false until a scan of the whole buffer finds none; a region without NaN
+    /// keeps it as it was. The mesh draws positions known free of NaN without the per-vertex
+    /// NaN flag and its discard (`MeshProgram::Finite`).
+    pub fn nan_free(&self) -> bool {
+        self.nan_free
+    }
+
+    /// Notes that `region` was copied into the buffer, and whether its elements were found
+    /// free of NaN (`None`: not scanned).
+    fn note_scan(&mut self, region: Region, nan_free: Option<bool>) {
+        let whole = region == self.layout.shape().full_region();
+        self.nan_free = match nan_free {
+            Some(true) => self.nan_free || whole,
+            Some(false) | None => false,
+        };
+    }
+
+    /// Whether `bytes` (f32 elements, little-endian) hold no NaN; `None` where this buffer is
+    /// not scanned (not f32, or `host_summaries` false: not a CPU device).
+    fn scan(&self, host_summaries: bool, bytes: &[u8]) -> Option<bool> {
+        if !host_summaries || !matches!(self.format, BufferFormat::F32 { .. }) {
+            return None;
+        }
+        // Element by element with no early exit, so that it compiles to vector compares.
+        let nan = bytes.chunks_exact(4).fold(false, |acc, b| {
+            acc | f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_nan()
+        });
+        Some(!nan)
     }
 
     /// Elements of the format held: vertices for attributes, single indices for indices.
@@ -111,6 +148,7 @@ impl BufferProxy {
             ctx.counters.resident_bytes += self.buffer.size();
             self.layout = layout;
             self.generation += 1;
+            self.nan_free = true;
         }
         let mut copies = self
             .state
@@ -169,6 +207,8 @@ impl BufferProxy {
             // No conversion: lend straight into staging, one copy from the source's memory to
             // the GPU's (indices are checked on the lent bytes first).
             let mut checked = Ok(());
+            let mut scanned = None;
+            let summaries = ctx.host_summaries;
             let mut lent = Ok(LendOutcome::NotLendable);
             let staged = ctx.staging.stage(ctx.device, size, |view| {
                 lent = source.lend(&request, &mut |host| {
@@ -176,6 +216,7 @@ impl BufferProxy {
                     checked = self.check_indices(bytes, region);
                     if checked.is_ok() {
                         view.slice(..size as usize).copy_from_slice(bytes);
+                        scanned = self.scan(summaries, bytes);
                     }
                 });
             });
@@ -183,6 +224,7 @@ impl BufferProxy {
                 *ctx.scratch = converted;
                 checked?;
                 self.record_copy(ctx, &staged, region, per_sample, size);
+                self.note_scan(region, scanned);
                 return Ok(true);
             }
         }
@@ -214,8 +256,10 @@ impl BufferProxy {
             view.slice(..size as usize)
                 .copy_from_slice(&converted[..size as usize]);
         });
+        let scanned = self.scan(ctx.host_summaries, &converted[..size as usize]);
         *ctx.scratch = converted;
         self.record_copy(ctx, &staged, region, per_sample, size);
+        self.note_scan(region, scanned);
         Ok(true)
     }
 
@@ -288,6 +332,22 @@ impl BufferProxy {
         if outcome == DeviceCopyOutcome::NotReady {
             return Ok(false);
         }
+        // Host pages the device imported: scanned from the pages the source lends.
+        let mut scanned = None;
+        if matches!(residency, Residency::HostImported(_)) {
+            let request = ReadRequest::new(region, ctx.waker);
+            let bytes = region.size[2] * self.layout.sample_bytes();
+            let lent = self.source.lend(&request, &mut |host| {
+                scanned = host
+                    .bytes
+                    .get(..bytes)
+                    .and_then(|b| self.scan(ctx.host_summaries, b));
+            });
+            if !matches!(lent, Ok(LendOutcome::Lent)) {
+                scanned = None;
+            }
+        }
+        self.note_scan(region, scanned);
         // Elements as the source holds them (3 u32 per triangle for 3-channel indices).
         ctx.counters.device_bytes_copied += (region.size[2] * self.layout.sample_bytes()) as u64;
         ctx.counters.copies_issued += 1;

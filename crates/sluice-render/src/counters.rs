@@ -66,6 +66,10 @@ pub struct Counters {
     /// skipped (every ray takes every sample; known on CPU devices after a whole upload, see
     /// `docs/architecture.md`, "Empty space").
     pub volume_marches_without_grid: u64,
+    /// One-colour mesh draws whose positions were known to hold no NaN, drawn without the
+    /// per-vertex NaN test and its discard (CPU devices, which scan f32 buffers as they are
+    /// staged; see `docs/volumes-and-meshes.md`).
+    pub mesh_draws_without_nan_test: u64,
     /// What the device upload path's pools did (CUDA destinations: host waits, GPU-side
     /// waits, destinations made), as the path reports it; zero without one.
     pub device_pools: DevicePoolCounters,
@@ -131,6 +135,8 @@ impl Counters {
             volume_grids_written: self.volume_grids_written - earlier.volume_grids_written,
             volume_marches_without_grid: self.volume_marches_without_grid
                 - earlier.volume_marches_without_grid,
+            mesh_draws_without_nan_test: self.mesh_draws_without_nan_test
+                - earlier.mesh_draws_without_nan_test,
             device_pools: self.device_pools.since(&earlier.device_pools),
             ..*self
         }

@@ -216,7 +216,16 @@ impl MeshPipelines {
                 let (label, vertex, fragment) = match program {
                     MeshProgram::Shaded => ("sluice mesh", "vs_main", "fs_main"),
                     MeshProgram::Plain => ("sluice mesh, one colour", "vs_plain", "fs_plain"),
+                    MeshProgram::Finite => {
+                        ("sluice mesh, one colour, no NaN", "vs_finite", "fs_finite")
+                    }
                     MeshProgram::Wire => ("sluice mesh wireframe", "vs_main", "fs_wire"),
+                };
+                // The depth as a colour is written only in a pass that has it (`mesh.wgsl`).
+                let fragment = if pass == PassKind::DepthColor {
+                    fragment.to_owned()
+                } else {
+                    format!("{fragment}_color")
                 };
                 render_pipeline_from(
                     device,
@@ -231,7 +240,7 @@ impl MeshPipelines {
                             wgpu::PrimitiveTopology::TriangleList
                         },
                         depth,
-                        fragment_entry: fragment,
+                        fragment_entry: &fragment,
                         targets: &pass.targets(true),
                     },
                     vertex,
@@ -264,6 +273,10 @@ pub(crate) enum MeshProgram {
     /// each interpolated value costs setup work per triangle, and `vs_main`'s 15 values made
     /// a 2M-triangle mesh's frame several times the cost of its pixels.
     Plain,
+    /// `Plain` for positions known to hold no NaN ([`crate::buffer_proxy::BufferProxy::nan_free`])
+    /// and a colour of some alpha (`vs_finite`, `fs_finite`): nothing is discarded, so a CPU
+    /// driver tests depth before shading, and no NaN flag is interpolated.
+    Finite,
     /// The wireframe's lines (`vs_main`, `fs_wire`).
     Wire,
 }

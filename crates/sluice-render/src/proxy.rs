@@ -63,8 +63,9 @@ pub(crate) struct UploadContext<'a> {
     /// Buffer-to-texture copies by compute, for device-resident sources.
     pub unpack: &'a Unpacker,
     /// The device is a CPU: whole host uploads of volumes also compute the volume grid
-    /// (`host_grid`).
-    pub host_grids: bool,
+    /// (`host_grid`), and f32 buffers are scanned for NaN as they are staged
+    /// (`BufferProxy::nan_free`). The bytes pass through the CPU's caches there anyway.
+    pub host_summaries: bool,
 }
 
 impl UploadContext<'_> {
@@ -565,7 +566,7 @@ impl TextureProxy {
         };
         let texture = &brick.texture;
         let whole = regions == [self.layout.shape().full_region()];
-        if !ctx.host_grids || !whole || texture.dimension() != wgpu::TextureDimension::D3 {
+        if !ctx.host_summaries || !whole || texture.dimension() != wgpu::TextureDimension::D3 {
             return None;
         }
         let size = texture.size();

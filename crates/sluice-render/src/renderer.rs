@@ -590,7 +590,7 @@ impl Renderer {
             waker: &self.res.waker,
             scratch: &mut self.scratch,
             unpack: &self.unpack,
-            host_grids: self.info.device_type == wgpu::DeviceType::Cpu,
+            host_summaries: self.info.device_type == wgpu::DeviceType::Cpu,
         };
         let mut pending = false;
         for key in buffer_keys {

@@ -57,7 +57,11 @@ impl DrawVisual for Mesh {
     }
 
     fn update(&self, res: &mut Resources, draw: &Draw<'_>) -> Result<(), RenderError> {
-        update(self, res, draw.world, draw.mvp)
+        update(self, res, draw.world, draw.mvp)?;
+        if program(self, res) == MeshProgram::Finite {
+            res.counters.mesh_draws_without_nan_test += 1;
+        }
+        Ok(())
     }
 
     fn pass_need(&self, _res: &Resources) -> PassNeed {
@@ -113,12 +117,19 @@ impl DrawVisual for Mesh {
 }
 
 /// The triangles' shaders: the one-colour program for unlit meshes with no colours, scalars
-/// or texture (what it draws is the same), the full one otherwise.
+/// or texture (what it draws is the same), without the NaN test where the positions are
+/// known to hold no NaN and the colour has some alpha; the full one otherwise.
 fn program(mesh: &Mesh, res: &Resources) -> MeshProgram {
     let v = &res.visuals[&mesh.token.id];
     let coloured = v.buffers[MESH_COLORS].is_some() || v.buffers[MESH_SCALARS].is_some();
     if mesh.shading() == Shading::Unlit && !coloured && v.texture.is_none() {
-        MeshProgram::Plain
+        let positions = &res.buffers[&v.buffers[MESH_POSITIONS].expect("positions")];
+        let alpha = mesh.color().map_or(1.0, |c| c[3]) * mesh.opacity();
+        if positions.nan_free() && alpha > 0.0 {
+            MeshProgram::Finite
+        } else {
+            MeshProgram::Plain
+        }
     } else {
         MeshProgram::Shaded
     }

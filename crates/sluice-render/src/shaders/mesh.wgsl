@@ -127,14 +127,20 @@ fn surface_color(in: VertexOut) -> vec4<f32> {
     return in.color;
 }
 
-@fragment
-fn fs_main(in: VertexOut) -> OpaqueOut {
+// Each fragment entry point comes twice: `fs_*` writes the colour and the depth as a
+// colour (a pass with volumes, which read it), `fs_*_color` the colour alone (a pass
+// without: on a CPU device (lavapipe) the second output costs its work on every fragment,
+// about a fifth of a 2M-triangle mesh's frame, even with no attachment to take it). Both
+// take their colour from one function, whose alpha below 0 means "discard".
+
+// The shaded colour of a fragment.
+fn main_color(in: VertexOut) -> vec4<f32> {
     // The triangle's plane normal, pointing towards the eye: screen x, screen y (down) and
     // depth form a right-handed frame, so dx x dy points away from the eye. (Derivatives
     // first, in uniform control flow.)
     let towards_eye = -cross(dpdx(in.world), dpdy(in.world));
     if (in.invalid > 0.0) {
-        discard;
+        return vec4<f32>(-1.0);
     }
     let base = surface_color(in);
     var n = towards_eye;
@@ -149,9 +155,27 @@ fn fs_main(in: VertexOut) -> OpaqueOut {
     }
     let alpha = base.a * params.opacity;
     if (alpha <= 0.0) {
+        return vec4<f32>(-1.0);
+    }
+    return vec4<f32>(base.rgb * shade, alpha);
+}
+
+@fragment
+fn fs_main(in: VertexOut) -> OpaqueOut {
+    let c = main_color(in);
+    if (c.a < 0.0) {
         discard;
     }
-    return OpaqueOut(vec4<f32>(base.rgb * shade, alpha), pack_depth(in.position.z));
+    return OpaqueOut(c, pack_depth(in.position.z));
+}
+
+@fragment
+fn fs_main_color(in: VertexOut) -> @location(0) vec4<f32> {
+    let c = main_color(in);
+    if (c.a < 0.0) {
+        discard;
+    }
+    return c;
 }
 
 // Unlit triangles of one colour (no colours, scalars or texture): what fs_main draws then,
@@ -175,16 +199,51 @@ fn vs_plain(@builtin(vertex_index) i: u32) -> PlainOut {
     return out;
 }
 
+// The base colour, or "discard".
+fn plain_color(in: PlainOut) -> vec4<f32> {
+    let alpha = params.base_color.a * params.opacity;
+    if (in.invalid > 0.0 || alpha <= 0.0) {
+        return vec4<f32>(-1.0);
+    }
+    return vec4<f32>(params.base_color.rgb, alpha);
+}
+
 @fragment
 fn fs_plain(in: PlainOut) -> OpaqueOut {
-    if (in.invalid > 0.0) {
+    let c = plain_color(in);
+    if (c.a < 0.0) {
         discard;
     }
+    return OpaqueOut(c, pack_depth(in.position.z));
+}
+
+@fragment
+fn fs_plain_color(in: PlainOut) -> @location(0) vec4<f32> {
+    let c = plain_color(in);
+    if (c.a < 0.0) {
+        discard;
+    }
+    return c;
+}
+
+// `vs_plain` and `fs_plain` for positions known to hold no NaN, drawn with a colour of
+// some alpha (`MeshProgram::Finite`): no NaN flag to interpolate and no discard, so that a
+// CPU device (lavapipe) tests depth before shading and sets up one value less a triangle
+// (10-15 % of a 2M-triangle mesh's frame there).
+@vertex
+fn vs_finite(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> {
+    return params.mvp * vec4<f32>(vec3_at(0u, i), 1.0);
+}
+
+@fragment
+fn fs_finite(@builtin(position) position: vec4<f32>) -> OpaqueOut {
     let alpha = params.base_color.a * params.opacity;
-    if (alpha <= 0.0) {
-        discard;
-    }
-    return OpaqueOut(vec4<f32>(params.base_color.rgb, alpha), pack_depth(in.position.z));
+    return OpaqueOut(vec4<f32>(params.base_color.rgb, alpha), pack_depth(position.z));
+}
+
+@fragment
+fn fs_finite_color(@builtin(position) position: vec4<f32>) -> @location(0) vec4<f32> {
+    return vec4<f32>(params.base_color.rgb, params.base_color.a * params.opacity);
 }
 
 @fragment
@@ -193,4 +252,12 @@ fn fs_wire(in: VertexOut) -> OpaqueOut {
         discard;
     }
     return OpaqueOut(params.wire_color, pack_depth(in.position.z));
+}
+
+@fragment
+fn fs_wire_color(in: VertexOut) -> @location(0) vec4<f32> {
+    if (in.invalid > 0.0) {
+        discard;
+    }
+    return params.wire_color;
 }
