@@ -33,7 +33,7 @@
 #       command="bash scripts/device-peers.sh remote 2")
 #
 # What comes back in $OUT: env.log, peers.log (run.sh's progress), table.md (the side-by-side
-# table compare.py prints) and results/ (every run's JSON and stderr).
+# table compare.py prints) and results.tar.gz (results/: every run's JSON and stderr).
 #
 # Environment (remote): SLUICE_PEERS_QUICK=1 (run.sh --quick: small sizes, a smoke test),
 # SLUICE_PEERS_ONLY=a,b (only these sluice benchmarks; the peers run all of theirs),
@@ -162,7 +162,7 @@ remote() {
     die ".device-peers/bin/bench-peers.gz missing: run 'prepare' here and carry .device-peers"
   local out="${OUT:-${TMPDIR:-/tmp}/sluice-device-peers-out}"
   local work="${TMPDIR:-/tmp}/sluice-device-peers"
-  mkdir -p "$out/results"
+  mkdir -p "$out"
   rm -rf "$work"
   mkdir -p "$work/bin" "$work/site" "$work/libs"
   gunzip -c .device-peers/bin/bench-peers.gz >"$work/bin/bench-peers"
@@ -228,7 +228,9 @@ EOF
       "$venv/bin/python" -c 'import vispy; print("vispy", vispy.__version__)'
   } 2>&1 | tee "$out/env.log"
 
-  local args=(--rounds "$rounds" --out "$out/results")
+  # run.sh writes a JSON and a log per library and round: packed into one archive at the end,
+  # since the device tool brings back at most 8 files.
+  local args=(--rounds "$rounds" --out "$work/results")
   [ "${SLUICE_PEERS_QUICK:-0}" = 1 ] && args+=(--quick)
   local sluice=("$work/bin/bench-peers")
   [ -n "${SLUICE_PEERS_ONLY:-}" ] && sluice+=(--only "$SLUICE_PEERS_ONLY")
@@ -236,8 +238,9 @@ EOF
   bash .device-peers/peers/run.sh "${args[@]}" -- "${sluice[@]}" >"$out/table.md" 2>"$out/peers.log"
   local status=$?
   set -e
+  tar -czf "$out/results.tar.gz" -C "$work" results
   cat "$out/peers.log" "$out/table.md"
-  echo "device-peers: results in $out; status $status"
+  echo "device-peers: results in $out (results.tar.gz: every run's JSON and stderr); status $status"
   return "$status"
 }
 
