@@ -577,8 +577,9 @@ impl std::error::Error for ReplaceError {
 
 /// A source whose data is a buffer the user hands over whole, replaced by another per update,
 /// which the renderer's GPU copies straight from the buffer's pages
-/// (`VK_EXT_external_memory_host`): no CPU copy. See the [module doc](self) for what is
-/// imported, when it falls back to one CPU copy, and the lifetime and ordering rules.
+/// (`VK_EXT_external_memory_host`): no CPU copy. What is imported, when it falls back to one
+/// CPU copy, and the lifetime and ordering rules are in `docs/gpu-interop.md` ("Replacing the
+/// data with your own buffers").
 ///
 /// Made on an [`Interop`]: draw it with renderers from [`Interop::renderer`]. Samples are
 /// packed in C order (`[planes, rows, columns]`, channels interleaved), `layout.total_bytes()`

@@ -22,7 +22,7 @@ const MAX_FREE_BYTES: u64 = 512 << 20;
 
 /// After this many frames without a large upload (one that needs a chunk of its own) the
 /// large chunks go back, and after this many frames without any upload the default-sized
-/// ones beyond the [`KEEP_IDLE_CHUNKS`] most recently used: a burst's staging is released
+/// ones beyond the two most recently used (`KEEP_IDLE_CHUNKS`): a burst's staging is released
 /// once the burst is over, and kept while it lasts however many frames are in flight. 120
 /// frames is two seconds at 60 frames a second: the upload bench's mix of 16-frame runs of
 /// full and region updates has 32 frames in a row without a large upload, and at 32 the ring
