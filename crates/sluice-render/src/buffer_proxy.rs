@@ -332,9 +332,11 @@ impl BufferProxy {
         if outcome == DeviceCopyOutcome::NotReady {
             return Ok(false);
         }
-        // Host pages the device imported: scanned from the pages the source lends.
+        // Host pages the device imported: scanned from the pages the source lends, where
+        // buffers are scanned at all (no lend otherwise).
         let mut scanned = None;
-        if matches!(residency, Residency::HostImported(_)) {
+        let scans = ctx.host_summaries && matches!(self.format, BufferFormat::F32 { .. });
+        if scans && matches!(residency, Residency::HostImported(_)) {
             let request = ReadRequest::new(region, ctx.waker);
             let bytes = region.size[2] * self.layout.sample_bytes();
             let lent = self.source.lend(&request, &mut |host| {

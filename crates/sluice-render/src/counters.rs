@@ -60,11 +60,11 @@ pub struct Counters {
     /// data changed).
     pub volume_grids_built: u64,
     /// Volume min/max grids computed so far on the host while a whole volume was staged, and
-    /// written instead of built: on CPU devices (see `docs/architecture.md`, "Empty space").
+    /// written instead of built: on CPU devices (see `docs/architecture.md`, "Sampling").
     pub volume_grids_written: u64,
     /// Volumes drawn without looking their min/max grid up, because no cell of it could be
     /// skipped (every ray takes every sample; known on CPU devices after a whole upload, see
-    /// `docs/architecture.md`, "Empty space").
+    /// `docs/architecture.md`, "Sampling").
     pub volume_marches_without_grid: u64,
     /// One-colour mesh draws whose positions were known to hold no NaN, drawn without the
     /// per-vertex NaN test and its discard (CPU devices, which scan f32 buffers as they are

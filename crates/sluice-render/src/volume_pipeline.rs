@@ -119,9 +119,10 @@ fn zero_alpha_below(colormap: &Colormap) -> f32 {
 /// then stop at it, `VolumeParams::mip_stop`, as the grid would skip the rest) and none
 /// lies below the low contrast limit; translucent, where no cell maps wholly to colormap
 /// entries of alpha 0; an isosurface, where every cell reaches the threshold; and in no
-/// mode where a cell holds only NaN. Uniform noise is such data (a 256^3 volume of it
-/// marches about 10 % faster on lavapipe without the lookups). Either marcher gives the
-/// same pixels: a skipped cell's samples could not change the ray's colour.
+/// mode where a cell holds only NaN. Uniform noise is such data (lavapipe's march of the
+/// peers' 256^3 noise without the lookups, in alternated runs: docs/measurements.md).
+/// Either marcher gives the same pixels: a skipped cell's samples could not change the
+/// ray's colour.
 pub(crate) fn grid_may_skip(volume: &Volume, summary: Option<GridSummary>) -> bool {
     let Some(s) = summary else {
         return true;

@@ -129,9 +129,9 @@ fn surface_color(in: VertexOut) -> vec4<f32> {
 
 // Each fragment entry point comes twice: `fs_*` writes the colour and the depth as a
 // colour (a pass with volumes, which read it), `fs_*_color` the colour alone (a pass
-// without: on a CPU device (lavapipe) the second output costs its work on every fragment,
-// about a fifth of a 2M-triangle mesh's frame, even with no attachment to take it). Both
-// take their colour from one function, whose alpha below 0 means "discard".
+// without, where a CPU device (lavapipe) would still compute the second output for every
+// fragment; alone this did not measure apart from the noise, see docs/measurements.md).
+// Both take their colour from one function, whose alpha below 0 means "discard".
 
 // The shaded colour of a fragment.
 fn main_color(in: VertexOut) -> vec4<f32> {
@@ -229,7 +229,7 @@ fn fs_plain_color(in: PlainOut) -> @location(0) vec4<f32> {
 // `vs_plain` and `fs_plain` for positions known to hold no NaN, drawn with a colour of
 // some alpha (`MeshProgram::Finite`): no NaN flag to interpolate and no discard, so that a
 // CPU device (lavapipe) tests depth before shading and sets up one value less a triangle
-// (10-15 % of a 2M-triangle mesh's frame there).
+// (alternated runs of the peers' 2M-triangle mesh: docs/measurements.md).
 @vertex
 fn vs_finite(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> {
     return params.mvp * vec4<f32>(vec3_at(0u, i), 1.0);
