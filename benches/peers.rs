@@ -58,7 +58,9 @@
 //! diagnosis: `SLUICE_PEERS_FRESH_CTX=1` gives every benchmark a renderer (and device) of its
 //! own, `SLUICE_PEERS_FRESH_TARGET=1` a new target, `SLUICE_PEERS_VOLUMES=256,512` picks the
 //! volume sizes. `SLUICE_PEERS_VOLUME_VIEW=vispy` (the default) or `pygfx` frames the volume
-//! as that peer does (the two cover 44.6 % and 58.5 % of the frame).
+//! as that peer does (the two cover 44.6 % and 58.5 % of the frame);
+//! `SLUICE_PEERS_VOLUME_STEP=1.5` samples rays every 1.5 voxels instead of the peers' 0.8
+//! (to split a frame into its per-sample and fixed costs).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -89,6 +91,8 @@ struct Config {
     partial_region: usize,
     volumes: Vec<usize>,
     volume_view: VolumeView,
+    /// Distance between a ray's samples, in voxels (the peers' 0.8).
+    volume_step: f32,
     mesh_grid: usize,
     shared_size: usize,
     shared_n: usize,
@@ -107,6 +111,7 @@ impl Config {
             partial_region: 256,
             volumes: vec![256, 512],
             volume_view: VolumeView::Vispy,
+            volume_step: 0.8,
             mesh_grid: 1000,
             shared_size: 2048,
             shared_n: 8,
@@ -125,6 +130,7 @@ impl Config {
             partial_region: 128,
             volumes: vec![64],
             volume_view: VolumeView::Vispy,
+            volume_step: 0.8,
             mesh_grid: 200,
             shared_size: 512,
             shared_n: 8,
@@ -139,7 +145,7 @@ impl Config {
             "canvas": [CANVAS, CANVAS], "warmup": self.warmup, "iters": self.iters,
             "rgba_size": self.rgba_size, "f32_size": self.f32_size,
             "partial_region": self.partial_region, "volumes": self.volumes,
-            "volume_view": self.volume_view.name(),
+            "volume_view": self.volume_view.name(), "volume_step": self.volume_step,
             "mesh_grid": self.mesh_grid, "shared_size": self.shared_size,
             "shared_n": self.shared_n, "first_frame_runs": self.first_frame_runs,
             "first_frame_size": self.first_frame_size, "mem_updates": self.mem_updates,
@@ -227,6 +233,11 @@ fn main() -> Res<()> {
                 format!("SLUICE_PEERS_VOLUME_VIEW={other:?}: expected vispy or pygfx").into(),
             )
         }
+    }
+    if let Ok(v) = std::env::var("SLUICE_PEERS_VOLUME_STEP") {
+        cfg.volume_step = v
+            .parse()
+            .map_err(|e| format!("SLUICE_PEERS_VOLUME_STEP={v:?}: {e}"))?;
     }
     let wanted = |name: &str| {
         args.only
@@ -1363,7 +1374,7 @@ fn bench_volume_3d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
                 .with_clim(0.0, 255.0)?
                 .with_colormap(Colormap::Gray)
                 .with_interpolation(Interpolation::Linear)
-                .with_step(0.8)?,
+                .with_step(cfg.volume_step)?,
         );
         let camera = peer_volume_camera(cfg.volume_view, n);
         let t0 = Instant::now();
@@ -1386,7 +1397,7 @@ fn bench_volume_3d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
         )?;
         let mut res = finish_case(
             json!({
-                "what": format!("ArraySource::replace(new {n}^3 u8 volume) + frame (MIP, linear, step 0.8 voxel, perspective, looking along the diagonal)"),
+                "what": format!("ArraySource::replace(new {n}^3 u8 volume) + frame (MIP, linear, step {} voxel, perspective, looking along the diagonal)", cfg.volume_step),
                 "first_draw_ms": round(first, 1),
                 "view": cfg.volume_view.name(),
                 "covered_fraction": round(covered, 4),
@@ -1431,7 +1442,7 @@ fn volume_host_buffer_case(
                 .with_clim(0.0, 255.0)?
                 .with_colormap(Colormap::Gray)
                 .with_interpolation(Interpolation::Linear)
-                .with_step(0.8)?,
+                .with_step(cfg.volume_step)?,
         );
         Ok((
             scene,
@@ -1440,7 +1451,7 @@ fn volume_host_buffer_case(
         ))
     })?;
     if res.get("skipped").is_none() {
-        res["what"] = json!(format!("HostBufferSource::replace(the HostBuffer holding the pre-generated {n}^3 u8 volume; the other one is handed back) + frame (MIP, linear, step 0.8 voxel, perspective, looking along the diagonal)"));
+        res["what"] = json!(format!("HostBufferSource::replace(the HostBuffer holding the pre-generated {n}^3 u8 volume; the other one is handed back) + frame (MIP, linear, step {} voxel, perspective, looking along the diagonal)", cfg.volume_step));
         res["view"] = json!(view.name());
     }
     Ok(res)

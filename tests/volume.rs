@@ -790,3 +790,173 @@ fn every_pixel_of_a_target_of_several_ray_tiles_gets_its_own_ray() {
         }
     }
 }
+
+/// On a CPU device a linear 8-bit volume is marched through its z-paired copy (one bilinear
+/// sample of a layer and a lerp along z, `RendererOptions::volume_pairs`), built again after
+/// every change, whole or partial; a renderer with the option off marches the 3-D texture.
+/// Both draw the same pixels within 1 level per channel (lavapipe interpolates 8-bit texels
+/// with weights and results rounded to 8 bits; the paired lerp along z is in f32, so a sample
+/// may differ by about a data level, here 1 of 255), from an oblique view of a volume whose copy
+/// takes several slabs of the build (300 x 300 x 40: 18 planes a slab), so that each slab's
+/// last plane is paired with the next slab's first. Nearest sampling never pairs, nor do GPUs.
+/// (On a CPU device the tests that check linear u8 marches against the CPU, such as
+/// `the_grid_follows_whole_and_partial_updates`, march the paired copy too.)
+#[test]
+fn an_8_bit_volume_is_marched_through_its_z_paired_copy_on_cpu_devices() {
+    let (w, h, d) = (300usize, 300usize, 40usize);
+    // Smooth in x and y with a ripple along z, and a little noise, from 0 to 255.
+    let data = Array3::from_shape_fn((d, h, w), |(z, y, x)| {
+        let base = 90.0
+            + 60.0 * ((x as f32 / 23.0).sin() * (y as f32 / 31.0).cos())
+            + 40.0 * (z as f32 * 0.9).sin();
+        (base + ((x * 7 + y * 13 + z * 5) % 17) as f32).clamp(0.0, 255.0) as u8
+    });
+    let source = Arc::new(
+        ArraySource::new(data.clone())
+            .unwrap()
+            .with_chunks(ChunkGrid::new(&[8, 150, 150]).unwrap()),
+    );
+    let mut paired = renderer();
+    let cpu = paired.adapter_info().device_type == sluice::wgpu::DeviceType::Cpu;
+    let mut options = sluice::RendererOptions::from_env().unwrap();
+    options.volume_pairs = false;
+    let mut plain = Renderer::with_options(options).unwrap();
+    let camera = OrbitCamera::fit(
+        Vec3::ZERO,
+        Vec3::new(w as f32, h as f32, d as f32),
+        35.0,
+        25.0,
+    );
+    // (built on the device, written from the host, marches through the copy).
+    let counts = |c: Counters| {
+        (
+            c.volume_pairs_built,
+            c.volume_pairs_written,
+            c.volume_marches_paired,
+        )
+    };
+    let (size_w, size_h) = (96, 80);
+    let compare = |a: &image::RgbaImage, b: &image::RgbaImage, what: &str| {
+        let lit = a.pixels().filter(|p| p.0 != BG).count();
+        assert!(lit > 96 * 80 / 4, "{what}: the volume covers {lit} pixels");
+        for (x, y, p) in a.enumerate_pixels() {
+            let q = b.get_pixel(x, y).0;
+            assert!(
+                p.0.iter().zip(q).all(|(&s, t)| s.abs_diff(t) <= 1),
+                "{what}: pixel ({x}, {y}) paired {:?}, 3-D texture {q:?}",
+                p.0
+            );
+        }
+    };
+    for mode in [
+        VolumeMode::Mip,
+        VolumeMode::Translucent { attenuation: 0.02 },
+    ] {
+        let mut scene = Scene::new();
+        scene.add(
+            Volume::new(source.clone())
+                .with_mode(mode)
+                .unwrap()
+                .with_clim(0.0, 255.0)
+                .unwrap()
+                .with_colormap(Colormap::Gray)
+                .with_step(0.8)
+                .unwrap(),
+        );
+        let before = paired.counters();
+        let a = render(&mut paired, &scene, &camera, size_w, size_h);
+        let first = counts(paired.counters().since(&before));
+        let before_plain = plain.counters();
+        let b = render(&mut plain, &scene, &camera, size_w, size_h);
+        assert_eq!(counts(plain.counters().since(&before_plain)), (0, 0, 0));
+        compare(&a, &b, &format!("{mode:?}"));
+        // Each scene's volume is the only user of its texture, which is uploaded again for
+        // it: the copy is made and built with its first march, and only used after.
+        assert_eq!(
+            first,
+            if cpu { (1, 0, 1) } else { (0, 0, 0) },
+            "{mode:?}: first frame"
+        );
+        let before = paired.counters();
+        let again = render(&mut paired, &scene, &camera, size_w, size_h);
+        let unchanged = counts(paired.counters().since(&before));
+        assert_eq!(
+            unchanged,
+            if cpu { (0, 0, 1) } else { (0, 0, 0) },
+            "{mode:?}: no change"
+        );
+        assert!(again == a, "{mode:?}: the same frame again");
+    }
+
+    // One chunk rewritten (planes 8 to 15, a quarter of x and y): built again, and both
+    // renderers still agree.
+    let mut scene = Scene::new();
+    scene.add(
+        Volume::new(source.clone())
+            .with_mode(VolumeMode::Mip)
+            .unwrap()
+            .with_clim(0.0, 255.0)
+            .unwrap()
+            .with_colormap(Colormap::Gray)
+            .with_step(0.8)
+            .unwrap(),
+    );
+    render(&mut paired, &scene, &camera, size_w, size_h);
+    render(&mut plain, &scene, &camera, size_w, size_h);
+    let patch = Array3::from_shape_fn((8, 150, 150), |(z, y, x)| {
+        ((x + 2 * y + 31 * z) % 256) as u8
+    });
+    source.write(&[8, 0, 0], patch.view()).unwrap();
+    let before = paired.counters();
+    let a = render(&mut paired, &scene, &camera, size_w, size_h);
+    let after = paired.counters().since(&before);
+    assert_eq!(after.bytes_uploaded, 8 * 150 * 150, "one chunk uploaded");
+    assert_eq!(
+        counts(after),
+        if cpu { (1, 0, 1) } else { (0, 0, 0) },
+        "after one chunk"
+    );
+    let b = render(&mut plain, &scene, &camera, size_w, size_h);
+    compare(&a, &b, "after one chunk");
+
+    // A whole write: the host writes the copy while it stages the volume, nothing is built.
+    let mut whole = data.clone();
+    whole.mapv_inplace(|v| v.saturating_add(20));
+    source.write(&[0, 0, 0], whole.view()).unwrap();
+    let before = paired.counters();
+    let a = render(&mut paired, &scene, &camera, size_w, size_h);
+    let after = paired.counters().since(&before);
+    assert_eq!(
+        after.bytes_uploaded,
+        (w * h * d) as u64,
+        "the whole volume uploaded"
+    );
+    assert_eq!(
+        counts(after),
+        if cpu { (0, 1, 1) } else { (0, 0, 0) },
+        "after a whole write"
+    );
+    let pair_bytes = if cpu { 2 * (w * h * d) as u64 } else { 0 };
+    assert_eq!(
+        after.derived_bytes_uploaded, pair_bytes,
+        "the pairs uploaded"
+    );
+    let b = render(&mut plain, &scene, &camera, size_w, size_h);
+    compare(&a, &b, "after a whole write");
+
+    // Nearest samples read the 3-D texture.
+    let mut scene = Scene::new();
+    scene.add(
+        Volume::new(source.clone())
+            .with_mode(VolumeMode::Mip)
+            .unwrap()
+            .with_interpolation(Interpolation::Nearest),
+    );
+    let before = paired.counters();
+    render(&mut paired, &scene, &camera, size_w, size_h);
+    assert_eq!(
+        counts(paired.counters().since(&before)),
+        (0, 0, 0),
+        "nearest"
+    );
+}

@@ -66,6 +66,15 @@ pub struct Counters {
     /// skipped (every ray takes every sample; known on CPU devices after a whole upload, see
     /// `docs/architecture.md`, "Sampling").
     pub volume_marches_without_grid: u64,
+    /// Builds on the device of z-paired copies of 8-bit volumes (CPU devices: after the copy
+    /// was made, or after a change the host did not write it for; see
+    /// `docs/architecture.md`, "Sampling").
+    pub volume_pairs_built: u64,
+    /// Z-paired copies written from the host while a whole volume was staged, instead of
+    /// built (CPU devices).
+    pub volume_pairs_written: u64,
+    /// Volume draws whose linear samples came from the data's z-paired copy.
+    pub volume_marches_paired: u64,
     /// One-colour mesh draws whose positions were known to hold no NaN, drawn without the
     /// per-vertex NaN test and its discard (CPU devices, which scan f32 buffers as they are
     /// staged; see `docs/volumes-and-meshes.md`).
@@ -135,6 +144,9 @@ impl Counters {
             volume_grids_written: self.volume_grids_written - earlier.volume_grids_written,
             volume_marches_without_grid: self.volume_marches_without_grid
                 - earlier.volume_marches_without_grid,
+            volume_pairs_built: self.volume_pairs_built - earlier.volume_pairs_built,
+            volume_pairs_written: self.volume_pairs_written - earlier.volume_pairs_written,
+            volume_marches_paired: self.volume_marches_paired - earlier.volume_marches_paired,
             mesh_draws_without_nan_test: self.mesh_draws_without_nan_test
                 - earlier.mesh_draws_without_nan_test,
             device_pools: self.device_pools.since(&earlier.device_pools),

@@ -57,6 +57,7 @@ mod unpack;
 mod upload_state;
 mod visual;
 mod volume_grid;
+mod volume_pairs;
 mod volume_pipeline;
 
 pub use camera::{Camera, FlyCamera, OrbitCamera, PanZoomCamera, Projection};

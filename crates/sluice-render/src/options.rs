@@ -41,6 +41,12 @@ pub struct RendererOptions {
     /// `$HOME/.cache/sluice/pipelines`. Used where a loader is installed and the backend has
     /// pipeline caches (Vulkan); the first renderer on a device decides for the device.
     pub pipeline_cache_dir: Option<std::path::PathBuf>,
+    /// On CPU devices (lavapipe), march linear 8-bit volumes through a copy whose texels
+    /// pair each voxel with the next along z, which halves the texel fetches of a sample
+    /// (`docs/volumes-and-meshes.md`, "How the marcher saves work"). It costs twice the
+    /// volume's bytes of memory and a pass over them per change; `false` marches the 3-D
+    /// texture directly. GPUs never pair. Default `true`.
+    pub volume_pairs: bool,
 }
 
 impl Default for RendererOptions {
@@ -55,6 +61,7 @@ impl Default for RendererOptions {
             always_page_2d: false,
             always_page_3d: false,
             pipeline_cache_dir: crate::pipeline_cache::default_dir(),
+            volume_pairs: true,
         }
     }
 }

@@ -178,6 +178,31 @@ pub(crate) fn pipeline_creation_lock() -> parking_lot::MutexGuard<'static, ()> {
     LOCK.lock()
 }
 
+/// A compute pipeline of one bind group (`layout`) running `entry` of `module`, through the
+/// device's pipeline cache where it has one.
+pub(crate) fn compute_pipeline(
+    device: &wgpu::Device,
+    label: &str,
+    layout: &wgpu::BindGroupLayout,
+    module: &wgpu::ShaderModule,
+    entry: &str,
+) -> wgpu::ComputePipeline {
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(label),
+        bind_group_layouts: &[Some(layout)],
+        immediate_size: 0,
+    });
+    let _serial = pipeline_creation_lock();
+    device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(label),
+        layout: Some(&pipeline_layout),
+        module,
+        entry_point: Some(entry),
+        compilation_options: Default::default(),
+        cache: crate::pipeline_cache::for_pipeline(device).as_ref(),
+    })
+}
+
 /// Builds a render pipeline from `spec`.
 pub(crate) fn render_pipeline(
     device: &wgpu::Device,

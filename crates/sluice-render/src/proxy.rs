@@ -27,6 +27,7 @@ use crate::host_grid::{GridCells, HostGrid};
 use crate::staging::{Staged, StagingRing, STAGING_ALIGNMENT};
 use crate::unpack::{self, Unpacker};
 use crate::upload_state::UploadState;
+use crate::volume_pairs::ZPairsSet;
 
 /// Copied regions a proxy remembers for partial redraws.
 const DAMAGE_LOG: usize = 256;
@@ -66,6 +67,9 @@ pub(crate) struct UploadContext<'a> {
     /// (`host_grid`), and f32 buffers are scanned for NaN as they are staged
     /// (`BufferProxy::nan_free`). The bytes pass through the CPU's caches there anyway.
     pub host_summaries: bool,
+    /// The z-paired copies of 8-bit volumes (CPU devices): a whole host upload of a texture
+    /// that has one also writes it from the host.
+    pub volume_pairs: &'a ZPairsSet,
 }
 
 impl UploadContext<'_> {
@@ -123,6 +127,9 @@ pub(crate) struct TextureProxy {
     /// The volume grid computed while the textures' whole content was staged
     /// (`host_grid`), until the grids take it.
     host_grid: Option<HostGridCells>,
+    /// The `content` whose z-paired copy was written from the host while it was staged
+    /// (`volume_pairs`), until the pairs take it.
+    host_pairs: Option<u64>,
     /// Visuals using this proxy.
     pub users: usize,
 }
@@ -167,6 +174,7 @@ impl TextureProxy {
             damage_floor: 0,
             state: UploadState::new(),
             host_grid: None,
+            host_pairs: None,
             users: 0,
         })
     }
@@ -222,6 +230,12 @@ impl TextureProxy {
     /// any (for the current `content` or an older one).
     pub fn take_host_grid(&mut self) -> Option<HostGridCells> {
         self.host_grid.take()
+    }
+
+    /// Takes the `content` value whose z-paired copy the last upload wrote from the host, if
+    /// any.
+    pub fn take_host_pairs(&mut self) -> Option<u64> {
+        self.host_pairs.take()
     }
 
     /// The regions copied since the textures held `content` value `since`, or `None` when
@@ -341,6 +355,7 @@ impl TextureProxy {
             }
             copied
         };
+        let paired = matches!(copied, Ok(true)) && self.pairs_from_host(ctx, &batch);
         // Copies recorded before a failure or a not-ready answer stand: count them all.
         let before = self.content;
         self.log_damage(&damage_of(&batch, &changed));
@@ -353,6 +368,7 @@ impl TextureProxy {
                 }),
                 _ => None,
             };
+            self.host_pairs = paired.then_some(self.content);
         }
         match copied {
             Ok(true) => {}
@@ -556,6 +572,101 @@ impl TextureProxy {
         }
     }
 
+    /// Writes the z-paired copy of the texture (`volume_pairs`) from the host after a whole
+    /// upload of host data into it, where the copy exists (CPU devices, 8-bit data in one
+    /// texture): lends the source's data once more (the pages just staged or imported, still
+    /// in the CPU's caches for small volumes) and stages each row interleaved with the one
+    /// under it in the next plane. Returns whether it wrote all of it; otherwise the pairs
+    /// are built on the device before the next march. A pass over the bytes on the host costs
+    /// a fraction of the build on a CPU device (docs/measurements.md).
+    fn pairs_from_host(&self, ctx: &mut UploadContext<'_>, regions: &[Region]) -> bool {
+        let pairs = ctx.volume_pairs;
+        let Some(target) = pairs.target(self.serial) else {
+            return false;
+        };
+        let [brick] = self.bricks.as_slice() else {
+            return false;
+        };
+        let whole = self.layout.shape().full_region();
+        if regions != [whole]
+            || brick.provided.is_some()
+            || self.format.converts()
+            || !matches!(
+                self.source.residency(),
+                Residency::Host | Residency::HostImported(_)
+            )
+            || brick.texture.format() != wgpu::TextureFormat::R8Unorm
+            || brick.texture.dimension() != wgpu::TextureDimension::D3
+            || brick.texture.size() != target.size()
+        {
+            return false;
+        }
+        let size = target.size();
+        let (w, h, d) = (
+            size.width as usize,
+            size.height as usize,
+            size.depth_or_array_layers,
+        );
+        let bytes_per_row = (2 * w).next_multiple_of(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT as usize);
+        let layer = (bytes_per_row * h) as u64;
+        let max_stage = ctx.staging.max_stage();
+        if layer > max_stage {
+            return false;
+        }
+        let per_batch = (max_stage / layer).min(u64::from(d)) as u32;
+        ctx.make_room(layer * u64::from(d));
+        let (staging, device, encoder) = (&mut *ctx.staging, ctx.device, &mut *ctx.encoder);
+        let request = ReadRequest::new(whole, ctx.waker);
+        // One row of pairs, as little-endian u16 (the staging view is write-only).
+        let mut row = vec![0u16; w];
+        let lent = self.source.lend(&request, &mut |view| {
+            let mut z = 0;
+            while z < d {
+                let n = per_batch.min(d - z);
+                let staged = staging.stage(device, layer * u64::from(n), |out| {
+                    for l in 0..n as usize {
+                        let p = z as usize + l;
+                        let next = (p + 1).min(d as usize - 1);
+                        for r in 0..h {
+                            let at = (l * h + r) * bytes_per_row;
+                            interleave(&mut row, view.row(p, r), view.row(next, r));
+                            out.slice(at..at + 2 * w)
+                                .copy_from_slice(bytemuck::cast_slice(&row));
+                        }
+                    }
+                });
+                encoder.copy_buffer_to_texture(
+                    wgpu::TexelCopyBufferInfo {
+                        buffer: &staged.buffer,
+                        layout: wgpu::TexelCopyBufferLayout {
+                            offset: staged.offset,
+                            bytes_per_row: Some(bytes_per_row as u32),
+                            rows_per_image: Some(h as u32),
+                        },
+                    },
+                    wgpu::TexelCopyTextureInfo {
+                        texture: target,
+                        mip_level: 0,
+                        origin: wgpu::Origin3d { x: 0, y: 0, z },
+                        aspect: wgpu::TextureAspect::All,
+                    },
+                    wgpu::Extent3d {
+                        width: w as u32,
+                        height: h as u32,
+                        depth_or_array_layers: n,
+                    },
+                );
+                z += n;
+            }
+        });
+        let done = matches!(lent, Ok(LendOutcome::Lent));
+        if done {
+            ctx.counters.derived_bytes_uploaded += (2 * w * h) as u64 * u64::from(d);
+            ctx.counters.copies_issued += u64::from(d.div_ceil(per_batch));
+        }
+        done
+    }
+
     /// The grid to compute while `regions` are staged (or, for imported host pages, read
     /// after the GPU copy is recorded): on CPU devices, where they are the whole of one 3-D
     /// texture of a format `HostGrid` reads (the volume grid is then written, not built by
@@ -686,6 +797,15 @@ impl TextureProxy {
         self.bricks[0].provided = Some(provided);
         self.generation += 1;
         Ok(())
+    }
+}
+
+/// Pairs a row of voxels `a` with the row `b` under it in the next plane: `out[i]` holds
+/// `a[i]` in its low byte and `b[i]` in its high one, that is the bytes `a[i], b[i]` in
+/// little-endian order (a loop the compiler turns into wide unpack instructions).
+fn interleave(out: &mut [u16], a: &[u8], b: &[u8]) {
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        *o = (u16::from(x) | (u16::from(y) << 8)).to_le();
     }
 }
 

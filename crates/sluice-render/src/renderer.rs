@@ -144,7 +144,11 @@ impl Renderer {
         let upload_budget = options.upload_budget;
         let colormap_layout = crate::pipeline::colormap_layout(&device);
         let images = ImagePipelines::new(colormap_layout.clone());
-        let volumes = VolumePipelines::new(&device, colormap_layout.clone());
+        let volumes = VolumePipelines::new(
+            &device,
+            colormap_layout.clone(),
+            options.volume_pairs && info.device_type == wgpu::DeviceType::Cpu,
+        );
         let max_buffer = device.limits().max_buffer_size.min(1 << 30);
         let redraw = Arc::new(RedrawFlag::default());
         let waker = Waker::from(redraw.clone());
@@ -591,6 +595,7 @@ impl Renderer {
             scratch: &mut self.scratch,
             unpack: &self.unpack,
             host_summaries: self.info.device_type == wgpu::DeviceType::Cpu,
+            volume_pairs: &self.res.volumes.pairs,
         };
         let mut pending = false;
         for key in buffer_keys {

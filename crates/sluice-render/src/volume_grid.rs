@@ -522,20 +522,13 @@ impl SlabPipeline {
             label: Some("sluice volume grid slab"),
             source: wgpu::ShaderSource::Wgsl(source.into()),
         });
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("sluice volume grid slab"),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
-        let _serial = crate::pipeline::pipeline_creation_lock();
-        let build = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some("sluice volume grid slab"),
-            layout: Some(&pipeline_layout),
-            module: &module,
-            entry_point: Some("build"),
-            compilation_options: Default::default(),
-            cache: None,
-        });
+        let build = crate::pipeline::compute_pipeline(
+            device,
+            "sluice volume grid slab",
+            &layout,
+            &module,
+            "build",
+        );
         SlabPipeline { layout, build }
     }
 }
@@ -595,20 +588,7 @@ impl GridPipeline {
             ),
         });
         let pipeline = |layout: &wgpu::BindGroupLayout, entry: &str| {
-            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("sluice volume grid"),
-                bind_group_layouts: &[Some(layout)],
-                immediate_size: 0,
-            });
-            let _serial = crate::pipeline::pipeline_creation_lock();
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some("sluice volume grid"),
-                layout: Some(&pipeline_layout),
-                module: &module,
-                entry_point: Some(entry),
-                compilation_options: Default::default(),
-                cache: None,
-            })
+            crate::pipeline::compute_pipeline(device, "sluice volume grid", layout, &module, entry)
         };
         GridPipeline {
             build: pipeline(&build_layout, "build"),

@@ -17,6 +17,7 @@ use crate::sampling::{hardware_filtered, linear_sampler, sampler_entry};
 use crate::target_format::{MARCHED_FORMAT, TARGET_FORMAT};
 use crate::visual::{Interpolation, Volume, VolumeMode};
 use crate::volume_grid::{grid_entry, MinMaxGrid, MinMaxGrids, GRID_BINDING, GRID_CELL};
+use crate::volume_pairs::{pairs_entry, ZPairsSet};
 
 const SHADER: &str = include_str!("shaders/volume.wgsl");
 const COMPOSITE: &str = include_str!("shaders/volume_composite.wgsl");
@@ -181,19 +182,24 @@ pub(crate) struct MarchVariant {
     /// Whether rays look the min/max grid up to skip cells ([`grid_may_skip`]); without it
     /// they take every sample in one loop.
     pub grid: bool,
+    /// Whether linear samples come from the data's z-paired copy (`volume_pairs`).
+    pub paired: bool,
 }
 
 impl MarchVariant {
-    /// The variant drawing `volume` over `grid`, its data's min/max grid.
-    pub fn of(volume: &Volume, grid: &MinMaxGrid) -> Self {
+    /// The variant drawing `volume` over `grid`, its data's min/max grid; `paired`: the data
+    /// has a z-paired copy.
+    pub fn of(volume: &Volume, grid: &MinMaxGrid, paired: bool) -> Self {
+        let linear = volume.interpolation() == Interpolation::Linear;
         MarchVariant {
             grid: grid_may_skip(volume, grid.summary()),
+            paired: paired && linear,
             mode: match volume.mode() {
                 VolumeMode::Mip => 0,
                 VolumeMode::Translucent { .. } => 1,
                 VolumeMode::Iso { .. } => 2,
             },
-            linear: volume.interpolation() == Interpolation::Linear,
+            linear,
             gamma: gamma_curve(volume.gamma()),
         }
     }
@@ -226,6 +232,8 @@ pub(crate) struct VolumePipelines {
     sampler: Option<wgpu::Sampler>,
     /// The min/max grids of the sources volumes show.
     pub grids: MinMaxGrids,
+    /// The z-paired copies of 8-bit volumes on CPU devices.
+    pub pairs: ZPairsSet,
     /// Group 1 of the marcher (`pipeline::colormap_layout`).
     colormap_layout: wgpu::BindGroupLayout,
     /// Group 2 of the marcher ([`TARGET_GROUP`]): the target's depth and its marched texture.
@@ -236,12 +244,14 @@ pub(crate) struct VolumePipelines {
 }
 
 impl VolumePipelines {
-    /// Layouts only: pipelines are built on first use.
-    pub fn new(device: &wgpu::Device, colormap_layout: wgpu::BindGroupLayout) -> Self {
+    /// Layouts only: pipelines are built on first use. `pair`: march 8-bit volumes through
+    /// z-paired copies (CPU devices, `RendererOptions::volume_pairs`).
+    pub fn new(device: &wgpu::Device, colormap_layout: wgpu::BindGroupLayout, pair: bool) -> Self {
         VolumePipelines {
             by_kind: HashMap::new(),
             sampler: None,
             grids: MinMaxGrids::default(),
+            pairs: ZPairsSet::new(device, pair),
             colormap_layout,
             target_layout: target_layout(device),
             composite_layout: composite_layout(device),
@@ -328,7 +338,8 @@ impl VolumePipelines {
             entries.push(sampler_entry(wgpu::ShaderStages::COMPUTE));
         }
         entries.push(grid_entry(GRID_BINDING));
-        let source = sampled_shader_source(SHADER, kind, TexDim::D3, one_brick, true);
+        entries.push(pairs_entry());
+        let source = marcher_shader_source(kind, one_brick);
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("sluice volume"),
             entries: &entries,
@@ -362,12 +373,20 @@ impl VolumePipelines {
     }
 }
 
+/// The marcher's shader for data of `kind` (in one texture or bricks), before its variant's
+/// constants: the sampled shader and the paired texture's declaration and sample.
+fn marcher_shader_source(kind: SampleKind, one_brick: bool) -> String {
+    let mut source = sampled_shader_source(SHADER, kind, TexDim::D3, one_brick, true);
+    source += &crate::volume_pairs::marcher_source(hardware_filtered(kind, one_brick));
+    source
+}
+
 /// The marcher's source for `variant`: `source` (the sampled shader) after the constants it
-/// reads the variant from (`MODE`, `LINEAR`, `USE_GRID`).
+/// reads the variant from (`MODE`, `LINEAR`, `USE_GRID`, `PAIRED`).
 fn variant_source(source: &str, variant: MarchVariant) -> String {
     format!(
-        "const MODE: u32 = {}u;\nconst LINEAR: bool = {};\nconst USE_GRID: bool = {};\n{source}",
-        variant.mode, variant.linear, variant.grid
+        "const MODE: u32 = {}u;\nconst LINEAR: bool = {};\nconst USE_GRID: bool = {};\nconst PAIRED: bool = {};\n{source}",
+        variant.mode, variant.linear, variant.grid, variant.paired
     )
 }
 
@@ -447,16 +466,19 @@ mod tests {
     fn every_marcher_variant_compiles() {
         for kind in SampleKind::ALL {
             for one_brick in [true, false] {
-                let sampled = sampled_shader_source(SHADER, kind, TexDim::D3, one_brick, true);
+                let sampled = marcher_shader_source(kind, one_brick);
                 for mode in 0..3 {
                     for linear in [false, true] {
                         for gamma in [false, true] {
-                            for grid in [false, true] {
+                            for (grid, paired) in
+                                [(false, false), (true, false), (false, true), (true, true)]
+                            {
                                 let variant = MarchVariant {
                                     mode,
                                     linear,
                                     gamma,
                                     grid,
+                                    paired,
                                 };
                                 let what = format!("{kind:?}, one brick {one_brick}, {variant:?}");
                                 crate::pipeline::assert_valid_with_constants(

@@ -343,6 +343,7 @@ fn update(
         group,
         key,
         generation,
+        paired: false,
     });
     Ok(())
 }

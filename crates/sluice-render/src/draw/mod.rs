@@ -39,6 +39,7 @@ use crate::sampling::{hardware_filtered, SAMPLER_BINDING};
 use crate::target::RenderTarget;
 use crate::visual::{Visual, VisualToken};
 use crate::volume_grid::GRID_BINDING;
+use crate::volume_pairs::PAIRS_BINDING;
 use crate::volume_pipeline::VolumePipelines;
 use wgpu::{CommandEncoder, RenderPass};
 
@@ -141,6 +142,8 @@ pub(crate) struct BindState {
     pub group: wgpu::BindGroup,
     pub key: PipelineKey,
     pub generation: u64,
+    /// Volumes: whether the group holds the data's z-paired copy (`volume_pairs`).
+    pub paired: bool,
 }
 
 /// GPU state of one visual: its uniforms and bind group, and which proxy it uses.
@@ -365,10 +368,13 @@ impl Resources {
     /// pipeline of another layout (a colormap change keeps it, the table being a group of its
     /// own, and so does a change between an image's variants, which share their layout).
     pub fn update_bind_group(&mut self, id: u64, key: PipelineKey) {
+        let serial = self.proxies[&self.texture_of(id)].serial();
         let generation = self.proxies[&self.texture_of(id)].generation();
+        let (pairs_view, paired) = self.volumes.pairs.view(serial);
+        let paired = paired && matches!(key, PipelineKey::Volume(..));
         let v = self.visuals.get_mut(&id).expect("prepared");
         if let Some(b) = v.bind.as_mut() {
-            if b.generation == generation && b.key.same_layout(key) {
+            if b.generation == generation && b.key.same_layout(key) && b.paired == paired {
                 b.key = key;
                 return;
             }
@@ -407,6 +413,10 @@ impl Resources {
                     self.volumes.grids.get(proxy.serial()).view(),
                 ),
             });
+            entries.push(wgpu::BindGroupEntry {
+                binding: PAIRS_BINDING,
+                resource: wgpu::BindingResource::TextureView(pairs_view),
+            });
         }
         self.counters.bind_groups_created += 1;
         let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -418,6 +428,7 @@ impl Resources {
             group,
             key,
             generation,
+            paired,
         });
     }
 

@@ -4,7 +4,7 @@
 use crate::error::RenderError;
 use crate::pipeline::{PipelineKey, COLORMAP_GROUP};
 use crate::target::RenderTarget;
-use crate::visual::Volume;
+use crate::visual::{Interpolation, Volume};
 use crate::volume_grid::GridUpdate;
 use crate::volume_pipeline::{
     MarchVariant, VolumeParams, MARCH_TILE, MARCH_WORKGROUP, TARGET_GROUP,
@@ -59,15 +59,20 @@ impl DrawVisual for Volume {
         };
         let serial = res.proxies[&res.texture_of(self.token.id)].serial();
         res.volumes.grids.record_build(serial, enc);
+        let variant = MarchVariant::of(
+            self,
+            res.volumes.grids.get(serial),
+            res.volumes.pairs.view(serial).1,
+        );
+        if variant.paired {
+            res.volumes.pairs.record_build(serial, enc);
+        }
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("sluice volume march"),
                 timestamp_writes: None,
             });
-            pass.set_pipeline(res.volumes.pipeline(
-                (kind, one_brick),
-                MarchVariant::of(self, res.volumes.grids.get(serial)),
-            ));
+            pass.set_pipeline(res.volumes.pipeline((kind, one_brick), variant));
             pass.set_bind_group(0, &bind.group, &[]);
             pass.set_bind_group(COLORMAP_GROUP, res.colormap_group(self.colormap()), &[]);
             pass.set_bind_group(TARGET_GROUP, &out.volume_group, &[]);
@@ -115,11 +120,10 @@ fn uniforms(
 ) -> PipelineKey {
     let entries = res.colormaps[&volume.colormap().key()].entries;
     let key = res.texture_of(volume.token.id);
-    let host_grid = res
-        .proxies
-        .get_mut(&key)
-        .expect("prepared")
-        .take_host_grid();
+    let (host_grid, host_pairs) = {
+        let proxy = res.proxies.get_mut(&key).expect("prepared");
+        (proxy.take_host_grid(), proxy.take_host_pairs())
+    };
     let proxy = &res.proxies[&key];
     let update = res
         .volumes
@@ -130,9 +134,23 @@ fn uniforms(
         GridUpdate::Build => res.counters.volume_grids_built += 1,
         GridUpdate::Written => res.counters.volume_grids_written += 1,
     }
+    let paired = if volume.interpolation() == Interpolation::Linear {
+        let update = res.volumes.pairs.ensure(&res.device, proxy, host_pairs);
+        match update {
+            Some(GridUpdate::Build) => res.counters.volume_pairs_built += 1,
+            Some(GridUpdate::Written) => res.counters.volume_pairs_written += 1,
+            _ => {}
+        }
+        update.is_some()
+    } else {
+        res.volumes.pairs.view(proxy.serial()).1
+    };
     let proxies = &res.proxies;
     res.volumes
         .grids
+        .retain(|serial| proxies.values().any(|p| p.serial() == serial));
+    res.volumes
+        .pairs
         .retain(|serial| proxies.values().any(|p| p.serial() == serial));
     let params = VolumeParams::new(
         volume,
@@ -145,9 +163,12 @@ fn uniforms(
     );
     let one_brick = proxy.bricking().count == [1; 3];
     let key = PipelineKey::Volume(proxy.sample_kind(), one_brick);
-    let variant = MarchVariant::of(volume, res.volumes.grids.get(proxy.serial()));
+    let variant = MarchVariant::of(volume, res.volumes.grids.get(proxy.serial()), paired);
     if !variant.grid {
         res.counters.volume_marches_without_grid += 1;
+    }
+    if variant.paired {
+        res.counters.volume_marches_paired += 1;
     }
     res.volumes
         .ensure_marcher(&res.device, (proxy.sample_kind(), one_brick), variant);

@@ -10,6 +10,8 @@
 // `params.mode`), `LINEAR` (as `params.linear`) and `USE_GRID` are put before this source
 // (`volume_pipeline::MarchVariant`), since CPU devices run both sides of every branch.
 // Without `USE_GRID` (data where the grid could skip nothing) a ray's samples are one chunk.
+// With `PAIRED` (8-bit data on CPU devices) linear samples come from the z-paired copy
+// `data_pairs` (`volume_pairs.rs`, which declares it and `sample_paired_uvw`).
 
 struct Params {
     // Voxel coordinates to clip space, and back.
@@ -162,6 +164,9 @@ fn sample_p(ray: Ray, i: u32) -> vec3<f32> {
 // Sample i of the ray, nearest or linear.
 fn value_at_sample(ray: Ray, i: u32) -> Sample {
     if (LINEAR) {
+        if (PAIRED) {
+            return sample_paired_uvw(ray.first_uvw + f32(i) * ray.delta_uvw);
+        }
         return sample_linear_uvw(ray.first_uvw + f32(i) * ray.delta_uvw);
     }
     return sample_nearest(sample_p(ray, i), params.data_size);
