@@ -792,8 +792,11 @@ fn every_pixel_of_a_target_of_several_ray_tiles_gets_its_own_ray() {
 }
 
 /// On a CPU device a linear 8-bit volume is marched through its z-paired copy (one bilinear
-/// sample of a layer and a lerp along z, `RendererOptions::volume_pairs`), built again after
-/// every change, whole or partial; a renderer with the option off marches the 3-D texture.
+/// sample of a layer and a lerp along z, `RendererOptions::volume_pairs`), kept up to date
+/// through every change: written from the host while a whole volume is staged (the first
+/// upload too, the copy being made before it), built on the device after a partial write or
+/// where the volume is added over a texture another visual uploaded (each build counted
+/// once); a renderer with the option off marches the 3-D texture.
 /// Both draw the same pixels within 1 level per channel (lavapipe interpolates 8-bit texels
 /// with weights and results rounded to 8 bits; the paired lerp along z is in f32, so a sample
 /// may differ by about a data level, here 1 of 255), from an oblique view of a volume whose copy
@@ -871,10 +874,10 @@ fn an_8_bit_volume_is_marched_through_its_z_paired_copy_on_cpu_devices() {
         assert_eq!(counts(plain.counters().since(&before_plain)), (0, 0, 0));
         compare(&a, &b, &format!("{mode:?}"));
         // Each scene's volume is the only user of its texture, which is uploaded again for
-        // it: the copy is made and built with its first march, and only used after.
+        // it: the copy is made before that first (whole) upload, which writes it.
         assert_eq!(
             first,
-            if cpu { (1, 0, 1) } else { (0, 0, 0) },
+            if cpu { (0, 1, 1) } else { (0, 0, 0) },
             "{mode:?}: first frame"
         );
         let before = paired.counters();
@@ -943,6 +946,45 @@ fn an_8_bit_volume_is_marched_through_its_z_paired_copy_on_cpu_devices() {
     );
     let b = render(&mut plain, &scene, &camera, size_w, size_h);
     compare(&a, &b, "after a whole write");
+
+    // A volume added over a texture another visual already uploaded: its copy is made with
+    // no upload to write it, so it is built on the device, once.
+    let other = Arc::new(ArraySource::new(data.clone()).unwrap());
+    let mut scene = Scene::new();
+    scene.add(Image::new(other.clone()).with_slice(Slice::Z(5)));
+    render(&mut paired, &scene, &camera, size_w, size_h);
+    scene.add(
+        Volume::new(other.clone())
+            .with_mode(VolumeMode::Mip)
+            .unwrap()
+            .with_step(0.8)
+            .unwrap(),
+    );
+    for (frame, want) in [(1, (1, 0, 1)), (2, (0, 0, 1))] {
+        let before = paired.counters();
+        render(&mut paired, &scene, &camera, size_w, size_h);
+        let after = paired.counters().since(&before);
+        assert_eq!(
+            after.bytes_uploaded, 0,
+            "frame {frame} over an uploaded texture"
+        );
+        let want = if cpu { want } else { (0, 0, 0) };
+        assert_eq!(
+            counts(after),
+            want,
+            "frame {frame} over an uploaded texture"
+        );
+    }
+    // Then a partial write: built again, reported again.
+    other.write(&[0, 0, 0], patch.view()).unwrap();
+    let before = paired.counters();
+    render(&mut paired, &scene, &camera, size_w, size_h);
+    let want = if cpu { (1, 0, 1) } else { (0, 0, 0) };
+    assert_eq!(
+        counts(paired.counters().since(&before)),
+        want,
+        "a partial write after"
+    );
 
     // Nearest samples read the 3-D texture.
     let mut scene = Scene::new();

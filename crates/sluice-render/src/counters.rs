@@ -66,8 +66,9 @@ pub struct Counters {
     /// skipped (every ray takes every sample; known on CPU devices after a whole upload, see
     /// `docs/architecture.md`, "Sampling").
     pub volume_marches_without_grid: u64,
-    /// Builds on the device of z-paired copies of 8-bit volumes (CPU devices: after the copy
-    /// was made, or after a change the host did not write it for; see
+    /// Builds on the device of z-paired copies of 8-bit volumes (CPU devices: after a change
+    /// the host did not write the copy for, or for a copy made over data already uploaded;
+    /// see
     /// `docs/architecture.md`, "Sampling").
     pub volume_pairs_built: u64,
     /// Z-paired copies written from the host while a whole volume was staged, instead of

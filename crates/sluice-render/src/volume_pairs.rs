@@ -9,9 +9,10 @@
 //! eight, the same value up to the sampler's rounding of its weights (clamped to the edge
 //! alike: a coordinate below the first texel centre or past the last gives the edge plane).
 //!
-//! A whole upload of host data writes it from the host as the volume is staged
-//! (`TextureProxy::pairs_from_host`). Other changes (partial uploads, the first frame) build
-//! it on the device from the data texture: the texture is copied into a buffer a slab of
+//! It is made when a linear volume is prepared, before the frame's upload, and a whole upload
+//! of host data writes it from the host as the volume is staged
+//! (`TextureProxy::pairs_from_host`). Other changes (partial uploads, a volume added over a
+//! texture another visual uploaded) build it on the device from the data texture: the texture is copied into a buffer a slab of
 //! planes at a time (each slab with the plane after it), a compute pass
 //! (`shaders/volume_pairs.wgsl`) interleaves each plane with the next into a second buffer,
 //! which is copied into the paired texture's layers. Its cost is twice the volume's bytes of
@@ -147,8 +148,10 @@ pub(crate) struct ZPairs {
     params_stride: u32,
     plan: Plan,
     size: [u32; 3],
-    /// Set when the data moved; the next paired march builds first.
+    /// Set when the data moved (or the copy is new); the next paired march builds first.
     stale: AtomicBool,
+    /// Whether `ensure` reported the pending build (`stale`) as a build.
+    reported: bool,
 }
 
 /// The paired copies of the sources volumes show on a CPU device, keyed by proxy serial.
@@ -191,6 +194,17 @@ impl ZPairsSet {
         }
     }
 
+    /// Makes `proxy`'s paired copy if it has none for its current texture (where it is
+    /// paired at all, see [`ZPairsSet::ensure`]), before the frame's upload, so that a whole
+    /// upload from the host can write it and the device need not build it. Reports nothing:
+    /// `ensure` after the upload says what became of it.
+    pub fn make_ready(&mut self, device: &wgpu::Device, proxy: &TextureProxy) {
+        if let Some((source, false)) = self.lookup(proxy) {
+            let source = source.clone();
+            self.remake(device, proxy, &source);
+        }
+    }
+
     /// Whether a linear march over `proxy`'s texture goes through its paired copy, and what
     /// was done to the copy: on CPU devices, for 8-bit data in one texture that can be copied
     /// from, where the copy fits the device's limits, it is made if the texture is new, and
@@ -204,38 +218,65 @@ impl ZPairsSet {
         host: Option<u64>,
     ) -> Option<GridUpdate> {
         let serial = proxy.serial();
-        let source = proxy
-            .copy_source()
-            .filter(|t| t.format() == wgpu::TextureFormat::R8Unorm)
-            .filter(|t| t.dimension() == wgpu::TextureDimension::D3);
-        let Some(source) = source.filter(|_| self.enabled) else {
+        let Some((source, fresh)) = self.lookup(proxy) else {
             self.pairs.remove(&serial);
             return None;
         };
-        let fresh = self
-            .pairs
-            .get(&serial)
-            .is_some_and(|p| p.generation == proxy.generation() && &p.source == source);
         if !fresh {
-            self.pairs.remove(&serial);
-            let mut pairs = self.make(device, source, SLAB_BYTES)?;
-            pairs.generation = proxy.generation();
-            pairs.content = proxy.content();
-            self.pairs.insert(serial, pairs);
-            return Some(GridUpdate::Build);
+            let source = source.clone();
+            self.remake(device, proxy, &source)?;
         }
-        let pairs = self.pairs.get_mut(&serial).expect("fresh");
-        if pairs.content == proxy.content() {
-            return Some(GridUpdate::Unchanged);
+        let pairs = self.pairs.get_mut(&serial).expect("made");
+        let written = pairs.content != proxy.content() && host == Some(proxy.content());
+        if written {
+            // Up to date whatever was pending.
+            pairs.stale.store(false, Ordering::Relaxed);
+        } else if pairs.content != proxy.content() {
+            pairs.stale.store(true, Ordering::Relaxed);
+            pairs.reported = false;
         }
         pairs.content = proxy.content();
-        let written = host == Some(proxy.content());
-        pairs.stale.store(!written, Ordering::Relaxed);
+        let stale = pairs.stale.load(Ordering::Relaxed);
+        // A build pending since the copy was made or the data moved is reported once.
+        let report = stale && !std::mem::replace(&mut pairs.reported, true);
         Some(if written {
             GridUpdate::Written
-        } else {
+        } else if report {
             GridUpdate::Build
+        } else {
+            GridUpdate::Unchanged
         })
+    }
+
+    /// `proxy`'s texture where it is paired (one copyable 8-bit 3-D texture, on a device that
+    /// pairs), and whether its copy exists for it.
+    fn lookup<'p>(&self, proxy: &'p TextureProxy) -> Option<(&'p wgpu::Texture, bool)> {
+        let source = proxy
+            .copy_source()
+            .filter(|t| t.format() == wgpu::TextureFormat::R8Unorm)
+            .filter(|t| t.dimension() == wgpu::TextureDimension::D3)
+            .filter(|_| self.enabled)?;
+        let fresh = self
+            .pairs
+            .get(&proxy.serial())
+            .is_some_and(|p| p.generation == proxy.generation() && &p.source == source);
+        Some((source, fresh))
+    }
+
+    /// Makes the copy of `proxy`'s texture `source` afresh (to be built), `None` where it
+    /// does not fit the device's limits.
+    fn remake(
+        &mut self,
+        device: &wgpu::Device,
+        proxy: &TextureProxy,
+        source: &wgpu::Texture,
+    ) -> Option<()> {
+        self.pairs.remove(&proxy.serial());
+        let mut pairs = self.make(device, source, SLAB_BYTES)?;
+        pairs.generation = proxy.generation();
+        pairs.content = proxy.content();
+        self.pairs.insert(proxy.serial(), pairs);
+        Some(())
     }
 
     /// The paired copy of `source`'s texture and its build's buffers (slabs of at most
@@ -341,6 +382,7 @@ impl ZPairsSet {
             plan,
             size,
             stale: AtomicBool::new(true),
+            reported: false,
         })
     }
 

@@ -31,6 +31,13 @@ impl DrawVisual for Volume {
             size_of::<VolumeParams>(),
         )?;
         res.colormap_gpu(volume.colormap());
+        if volume.interpolation() == Interpolation::Linear {
+            // Before the upload, so that a whole one writes the paired copy from the host.
+            let key = res.texture_of(volume.token.id);
+            res.volumes
+                .pairs
+                .make_ready(&res.device, &res.proxies[&key]);
+        }
         Ok(())
     }
 
