@@ -1002,3 +1002,133 @@ fn an_8_bit_volume_is_marched_through_its_z_paired_copy_on_cpu_devices() {
         "nearest"
     );
 }
+
+/// The paired copy follows the texture through what happens around it: a volume switched to
+/// nearest while its source is replaced by data of another shape (a new texture), then back
+/// to linear, marches the copy of the new data (pixels against a renderer that does not
+/// pair, within 1 level: one data level, as in the test above); a nearest volume sharing the source with a linear one leaves the
+/// host-written copy to it (written, not built again); and once no linear volume uses the
+/// copy, whole uploads stop writing it.
+#[test]
+fn the_paired_copy_follows_replacements_and_its_users() {
+    let make = |n: usize, seed: usize| {
+        Array3::from_shape_fn((n, n + 3, n + 5), |(z, y, x)| {
+            (40.0
+                + 30.0 * ((x + seed) as f32 / 7.0).sin()
+                + 25.0 * ((z * 3 + y) as f32 / 5.0).cos()) as u8
+        })
+    };
+    let source = Arc::new(ArraySource::new(make(24, 0)).unwrap());
+    let mut paired = renderer();
+    let cpu = paired.adapter_info().device_type == sluice::wgpu::DeviceType::Cpu;
+    let mut options = sluice::RendererOptions::from_env().unwrap();
+    options.volume_pairs = false;
+    let mut plain = Renderer::with_options(options).unwrap();
+    let camera = OrbitCamera::fit(Vec3::ZERO, Vec3::splat(32.0), 35.0, 25.0);
+    let counts = |c: Counters| {
+        (
+            c.volume_pairs_built,
+            c.volume_pairs_written,
+            c.volume_marches_paired,
+        )
+    };
+    let agree = |a: &image::RgbaImage, b: &image::RgbaImage, what: &str| {
+        assert!(
+            a.pixels().filter(|p| p.0 != BG).count() > 64 * 48 / 8,
+            "{what}: covered"
+        );
+        for (x, y, p) in a.enumerate_pixels() {
+            let q = b.get_pixel(x, y).0;
+            assert!(
+                p.0.iter().zip(q).all(|(&s, t)| s.abs_diff(t) <= 1),
+                "{what}: pixel ({x}, {y}) paired {:?}, 3-D texture {q:?}",
+                p.0
+            );
+        }
+    };
+    let mut scene = Scene::new();
+    let id = scene.add(
+        Volume::new(source.clone())
+            .with_clim(0.0, 255.0)
+            .unwrap()
+            .with_step(0.8)
+            .unwrap(),
+    );
+    let a = render(&mut paired, &scene, &camera, 64, 48);
+    agree(&a, &render(&mut plain, &scene, &camera, 64, 48), "first");
+
+    // Nearest, and new data of another shape: a new texture while nothing marches the copy.
+    scene
+        .volume_mut(id)
+        .unwrap()
+        .set_interpolation(Interpolation::Nearest);
+    source.replace(make(30, 11)).unwrap();
+    render(&mut paired, &scene, &camera, 64, 48);
+    render(&mut plain, &scene, &camera, 64, 48);
+    scene
+        .volume_mut(id)
+        .unwrap()
+        .set_interpolation(Interpolation::Linear);
+    let before = paired.counters();
+    let a = render(&mut paired, &scene, &camera, 64, 48);
+    let after = counts(paired.counters().since(&before));
+    assert_eq!(
+        after,
+        if cpu { (1, 0, 1) } else { (0, 0, 0) },
+        "back to linear"
+    );
+    agree(
+        &a,
+        &render(&mut plain, &scene, &camera, 64, 48),
+        "back to linear",
+    );
+
+    // A nearest volume before the linear one, on the same source: the whole write's copy is
+    // the linear one's to take.
+    let mut both = Scene::new();
+    both.add(
+        Volume::new(source.clone())
+            .with_interpolation(Interpolation::Nearest)
+            .with_opacity(0.0)
+            .unwrap(),
+    );
+    both.add(
+        Volume::new(source.clone())
+            .with_clim(0.0, 255.0)
+            .unwrap()
+            .with_step(0.8)
+            .unwrap(),
+    );
+    render(&mut paired, &both, &camera, 64, 48);
+    source.replace(make(30, 23)).unwrap();
+    let before = paired.counters();
+    let a = render(&mut paired, &both, &camera, 64, 48);
+    let after = counts(paired.counters().since(&before));
+    assert_eq!(
+        after,
+        if cpu { (0, 1, 1) } else { (0, 0, 0) },
+        "nearest first"
+    );
+    agree(
+        &a,
+        &render(&mut plain, &both, &camera, 64, 48),
+        "nearest first",
+    );
+
+    // Only nearest volumes left: after a few renders the copy goes, and whole uploads stop
+    // writing it.
+    drop(both);
+    scene
+        .volume_mut(id)
+        .unwrap()
+        .set_interpolation(Interpolation::Nearest);
+    for _ in 0..10 {
+        render(&mut paired, &scene, &camera, 64, 48);
+    }
+    source.replace(make(30, 5)).unwrap();
+    let before = paired.counters();
+    render(&mut paired, &scene, &camera, 64, 48);
+    let after = paired.counters().since(&before);
+    assert_eq!(after.bytes_uploaded, 30 * 33 * 35, "the volume uploaded");
+    assert_eq!(after.derived_bytes_uploaded, 0, "no pairs written");
+}

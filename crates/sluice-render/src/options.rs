@@ -43,9 +43,9 @@ pub struct RendererOptions {
     pub pipeline_cache_dir: Option<std::path::PathBuf>,
     /// On CPU devices (lavapipe), march linear 8-bit volumes through a copy whose texels
     /// pair each voxel with the next along z, which halves the texel fetches of a sample
-    /// (`docs/volumes-and-meshes.md`, "How the marcher saves work"). It costs twice the
-    /// volume's bytes of memory and a pass over them per change; `false` marches the 3-D
-    /// texture directly. GPUs never pair. Default `true`.
+    /// (`docs/volumes-and-meshes.md`, "How the marcher saves work"). While a linear volume
+    /// uses it, it costs twice the volume's bytes of memory and a pass over them per change;
+    /// `false` marches the 3-D texture directly. GPUs never pair. Default `true`.
     pub volume_pairs: bool,
 }
 

@@ -355,7 +355,12 @@ impl TextureProxy {
             }
             copied
         };
-        let paired = matches!(copied, Ok(true)) && self.pairs_from_host(ctx, &batch);
+        let paired = matches!(copied, Ok(true))
+            && self.pairs_from_host(ctx, &batch)
+            // The pairs were lent apart from the copies: a write between the two lends (the
+            // version moved since the frame began) makes them another version than the
+            // texture's, so they are built from the texture instead.
+            && self.source.version() == begun.version;
         // Copies recorded before a failure or a not-ready answer stand: count them all.
         let before = self.content;
         self.log_damage(&damage_of(&batch, &changed));
@@ -577,7 +582,8 @@ impl TextureProxy {
     /// texture): lends the source's data once more (the pages just staged or imported, still
     /// in the CPU's caches for small volumes) and stages each row interleaved with the one
     /// under it in the next plane. Returns whether it wrote all of it; otherwise the pairs
-    /// are built on the device before the next march. A pass over the bytes on the host costs
+    /// are built on the device before the next march. (The caller also checks that no write
+    /// landed between this lend and the copies'.) A pass over the bytes on the host costs
     /// a fraction of the build on a CPU device (docs/measurements.md).
     fn pairs_from_host(&self, ctx: &mut UploadContext<'_>, regions: &[Region]) -> bool {
         let pairs = ctx.volume_pairs;

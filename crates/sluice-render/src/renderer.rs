@@ -450,6 +450,7 @@ impl Renderer {
     ) -> Result<FrameStats, RenderError> {
         // The staging ring polls the device when it needs a chunk back (see `StagingRing`).
         self.collect_garbage();
+        self.res.volumes.pairs.begin_render();
         let draws: Vec<Draw<'_>> = scene
             .draw_list()
             .into_iter()

@@ -94,6 +94,9 @@ fn plan(size: [u32; 3], limits: &wgpu::Limits, slab_bytes: u64) -> Option<Plan> 
     if w > limits.max_texture_dimension_2d
         || h > limits.max_texture_dimension_2d
         || d > limits.max_texture_array_layers
+        // The build dispatches rows and planes as workgroups.
+        || h > limits.max_compute_workgroups_per_dimension
+        || d > limits.max_compute_workgroups_per_dimension
     {
         return None;
     }
@@ -152,6 +155,10 @@ pub(crate) struct ZPairs {
     stale: AtomicBool,
     /// Whether `ensure` reported the pending build (`stale`) as a build.
     reported: bool,
+    /// Tells this copy from any other one made (bind groups hold it by this).
+    id: u64,
+    /// The last render ([`ZPairsSet::begin_render`]) in which a linear volume used it.
+    last_used: u64,
 }
 
 /// The paired copies of the sources volumes show on a CPU device, keyed by proxy serial.
@@ -162,7 +169,14 @@ pub(crate) struct ZPairsSet {
     pairs: HashMap<u64, ZPairs>,
     /// Bound in place of a paired texture where there is none.
     absent: wgpu::TextureView,
+    /// Renders begun so far.
+    renders: u64,
+    /// Copies made so far (the next one's id).
+    made: u64,
 }
+
+/// Renders a copy no linear volume used may stay (its memory and host writes go after).
+const IDLE_RENDERS: u64 = 8;
 
 impl ZPairsSet {
     /// Pairs volumes where `enabled` (CPU devices).
@@ -191,7 +205,18 @@ impl ZPairsSet {
             pipeline: None,
             pairs: HashMap::new(),
             absent,
+            renders: 0,
+            made: 0,
         }
+    }
+
+    /// Starts a render: drops the copies no linear volume used in the last [`IDLE_RENDERS`]
+    /// renders (a volume removed or switched to nearest sampling while its source stays).
+    pub fn begin_render(&mut self) {
+        self.renders += 1;
+        let renders = self.renders;
+        self.pairs
+            .retain(|_, p| p.last_used + IDLE_RENDERS >= renders);
     }
 
     /// Makes `proxy`'s paired copy if it has none for its current texture (where it is
@@ -202,6 +227,10 @@ impl ZPairsSet {
         if let Some((source, false)) = self.lookup(proxy) {
             let source = source.clone();
             self.remake(device, proxy, &source);
+        }
+        let renders = self.renders;
+        if let Some(p) = self.pairs.get_mut(&proxy.serial()) {
+            p.last_used = renders;
         }
     }
 
@@ -227,6 +256,7 @@ impl ZPairsSet {
             self.remake(device, proxy, &source)?;
         }
         let pairs = self.pairs.get_mut(&serial).expect("made");
+        pairs.last_used = self.renders;
         let written = pairs.content != proxy.content() && host == Some(proxy.content());
         if written {
             // Up to date whatever was pending.
@@ -275,6 +305,9 @@ impl ZPairsSet {
         let mut pairs = self.make(device, source, SLAB_BYTES)?;
         pairs.generation = proxy.generation();
         pairs.content = proxy.content();
+        pairs.last_used = self.renders;
+        self.made += 1;
+        pairs.id = self.made;
         self.pairs.insert(proxy.serial(), pairs);
         Some(())
     }
@@ -383,6 +416,8 @@ impl ZPairsSet {
             size,
             stale: AtomicBool::new(true),
             reported: false,
+            id: 0,
+            last_used: 0,
         })
     }
 
@@ -391,18 +426,26 @@ impl ZPairsSet {
         self.pairs.retain(|&serial, _| live(serial));
     }
 
-    /// The paired texture of the proxy with `serial`, where it has one (for the host to
-    /// write it while staging a whole upload, `TextureProxy::pairs_from_host`).
+    /// The paired texture of the proxy with `serial`, where it has one that a linear volume
+    /// uses (made ready or used in this render or the last), for the host to write it while
+    /// staging a whole upload (`TextureProxy::pairs_from_host`).
     pub fn target(&self, serial: u64) -> Option<&wgpu::Texture> {
-        self.pairs.get(&serial).map(|p| &p.texture)
+        self.pairs
+            .get(&serial)
+            .filter(|p| p.last_used + 1 >= self.renders)
+            .map(|p| &p.texture)
     }
 
-    /// The view the marcher binds for the proxy with `serial`: its paired copy, or a 1 x 1
-    /// stand-in where it has none. The second value says which.
-    pub fn view(&self, serial: u64) -> (&wgpu::TextureView, bool) {
-        match self.pairs.get(&serial) {
-            Some(p) => (&p.view, true),
-            None => (&self.absent, false),
+    /// The view the marcher binds for `proxy`: its paired copy where it has one for its
+    /// current texture, or a 1 x 1 stand-in. The second value is the copy's id (`None`: the
+    /// stand-in); a bind group holding another id is out of date.
+    pub fn view(&self, proxy: &TextureProxy) -> (&wgpu::TextureView, Option<u64>) {
+        match self.lookup(proxy) {
+            Some((_, true)) => {
+                let p = &self.pairs[&proxy.serial()];
+                (&p.view, Some(p.id))
+            }
+            _ => (&self.absent, None),
         }
     }
 
@@ -611,14 +654,14 @@ mod tests {
     }
 
     /// The build on the device, over slabs of one plane, of a few planes and of all, equals
-    /// the pairs a CPU makes, texel for texel, for sizes that are and are not multiples of
-    /// four voxels per row.
+    /// the pairs a CPU makes, texel for texel, for widths that are and are not multiples of
+    /// the sixteen voxels an invocation pairs, and one over a workgroup's 1024.
     #[test]
     fn the_build_pairs_each_plane_with_the_next() {
         let renderer = crate::Renderer::new().expect("a device (lavapipe in CI)");
         let (device, queue) = (renderer.device(), renderer.queue());
         let mut set = ZPairsSet::new(device, true);
-        for [w, h, d] in [[8u32, 4, 5], [13, 7, 11], [300, 3, 9]] {
+        for [w, h, d] in [[8u32, 4, 5], [13, 7, 11], [300, 3, 9], [1100, 2, 3]] {
             let voxels: Vec<u8> = (0..w * h * d)
                 .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
                 .collect();

@@ -343,7 +343,7 @@ fn update(
         group,
         key,
         generation,
-        paired: false,
+        paired: None,
     });
     Ok(())
 }

@@ -142,8 +142,9 @@ pub(crate) struct BindState {
     pub group: wgpu::BindGroup,
     pub key: PipelineKey,
     pub generation: u64,
-    /// Volumes: whether the group holds the data's z-paired copy (`volume_pairs`).
-    pub paired: bool,
+    /// Volumes: the id of the z-paired copy the group holds (`volume_pairs`), `None` for the
+    /// stand-in.
+    pub paired: Option<u64>,
 }
 
 /// GPU state of one visual: its uniforms and bind group, and which proxy it uses.
@@ -368,10 +369,9 @@ impl Resources {
     /// pipeline of another layout (a colormap change keeps it, the table being a group of its
     /// own, and so does a change between an image's variants, which share their layout).
     pub fn update_bind_group(&mut self, id: u64, key: PipelineKey) {
-        let serial = self.proxies[&self.texture_of(id)].serial();
         let generation = self.proxies[&self.texture_of(id)].generation();
-        let (pairs_view, paired) = self.volumes.pairs.view(serial);
-        let paired = paired && matches!(key, PipelineKey::Volume(..));
+        let (pairs_view, paired) = self.volumes.pairs.view(&self.proxies[&self.texture_of(id)]);
+        let paired = paired.filter(|_| matches!(key, PipelineKey::Volume(..)));
         let v = self.visuals.get_mut(&id).expect("prepared");
         if let Some(b) = v.bind.as_mut() {
             if b.generation == generation && b.key.same_layout(key) && b.paired == paired {

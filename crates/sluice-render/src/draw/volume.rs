@@ -66,10 +66,11 @@ impl DrawVisual for Volume {
         };
         let serial = res.proxies[&res.texture_of(self.token.id)].serial();
         res.volumes.grids.record_build(serial, enc);
+        let proxy = &res.proxies[&res.texture_of(self.token.id)];
         let variant = MarchVariant::of(
             self,
             res.volumes.grids.get(serial),
-            res.volumes.pairs.view(serial).1,
+            res.volumes.pairs.view(proxy).1.is_some(),
         );
         if variant.paired {
             res.volumes.pairs.record_build(serial, enc);
@@ -127,9 +128,16 @@ fn uniforms(
 ) -> PipelineKey {
     let entries = res.colormaps[&volume.colormap().key()].entries;
     let key = res.texture_of(volume.token.id);
+    let linear = volume.interpolation() == Interpolation::Linear;
     let (host_grid, host_pairs) = {
         let proxy = res.proxies.get_mut(&key).expect("prepared");
-        (proxy.take_host_grid(), proxy.take_host_pairs())
+        // The host-written pairs are for the linear volumes of the source to take.
+        let pairs = if linear {
+            proxy.take_host_pairs()
+        } else {
+            None
+        };
+        (proxy.take_host_grid(), pairs)
     };
     let proxy = &res.proxies[&key];
     let update = res
@@ -141,7 +149,7 @@ fn uniforms(
         GridUpdate::Build => res.counters.volume_grids_built += 1,
         GridUpdate::Written => res.counters.volume_grids_written += 1,
     }
-    let paired = if volume.interpolation() == Interpolation::Linear {
+    let paired = if linear {
         let update = res.volumes.pairs.ensure(&res.device, proxy, host_pairs);
         match update {
             Some(GridUpdate::Build) => res.counters.volume_pairs_built += 1,
@@ -150,7 +158,7 @@ fn uniforms(
         }
         update.is_some()
     } else {
-        res.volumes.pairs.view(proxy.serial()).1
+        false
     };
     let proxies = &res.proxies;
     res.volumes
