@@ -313,7 +313,7 @@ impl ZPairsSet {
     }
 
     /// The paired copy of `source`'s texture and its build's buffers (slabs of at most
-    /// `slab_bytes` of pairs), `None` where it would not fit the device's limits.
+    /// `slab_bytes` of pairs), `None` where it would not fit the device's limits or memory.
     fn make(
         &mut self,
         device: &wgpu::Device,
@@ -325,6 +325,9 @@ impl ZPairsSet {
         let limits = device.limits();
         let plan = plan(size, &limits, slab_bytes)?;
         let (layout, _) = self.pipeline.get_or_insert_with(|| build_pipeline(device));
+        // Twice the volume's bytes: where the device cannot hold them, the volume is marched
+        // unpaired instead of failing the frame.
+        let scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let texture = device.create_texture(&wgpu::TextureDescriptor {
             label: Some("sluice volume pairs"),
             size: e,
@@ -402,6 +405,9 @@ impl ZPairsSet {
                 },
             ],
         });
+        if pollster::block_on(scope.pop()).is_some() {
+            return None;
+        }
         Some(ZPairs {
             generation: 0,
             content: 0,
