@@ -957,13 +957,18 @@ fn an_8_bit_volume_is_marched_through_its_z_paired_copy_on_cpu_devices() {
         Volume::new(other.clone())
             .with_mode(VolumeMode::Mip)
             .unwrap()
+            .with_clim(0.0, 255.0)
+            .unwrap()
+            .with_colormap(Colormap::Gray)
             .with_step(0.8)
             .unwrap(),
     );
     for (frame, want) in [(1, (1, 0, 1)), (2, (0, 0, 1))] {
         let before = paired.counters();
-        render(&mut paired, &scene, &camera, size_w, size_h);
+        let a = render(&mut paired, &scene, &camera, size_w, size_h);
         let after = paired.counters().since(&before);
+        let b = render(&mut plain, &scene, &camera, size_w, size_h);
+        compare(&a, &b, &format!("frame {frame} over an uploaded texture"));
         assert_eq!(
             after.bytes_uploaded, 0,
             "frame {frame} over an uploaded texture"
@@ -978,7 +983,9 @@ fn an_8_bit_volume_is_marched_through_its_z_paired_copy_on_cpu_devices() {
     // Then a partial write: built again, reported again.
     other.write(&[0, 0, 0], patch.view()).unwrap();
     let before = paired.counters();
-    render(&mut paired, &scene, &camera, size_w, size_h);
+    let a = render(&mut paired, &scene, &camera, size_w, size_h);
+    let b = render(&mut plain, &scene, &camera, size_w, size_h);
+    compare(&a, &b, "a partial write after");
     let want = if cpu { (1, 0, 1) } else { (0, 0, 0) };
     assert_eq!(
         counts(paired.counters().since(&before)),
