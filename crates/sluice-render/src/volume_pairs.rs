@@ -6,19 +6,21 @@
 //! layer `z` holding at `(x, y)` the voxels `(x, y, z)` and `(x, y, z + 1)` (the last layer
 //! pairs its voxel with itself). One bilinear sample of layer `floor(z - 1/2)` gives the two
 //! planes' values, and one lerp between them the trilinear value: four fetches instead of
-//! eight, the same value up to the sampler's rounding of its weights (clamped to the edge
-//! alike: a coordinate below the first texel centre or past the last gives the edge plane).
+//! eight, the same value within one data level (the driver rounds its weights and 8-bit
+//! results either way; clamped to the edge alike: a coordinate below the first texel centre
+//! or past the last gives the edge plane).
 //!
 //! It is made when a linear volume is prepared, before the frame's upload, and a whole upload
 //! of host data writes it from the host as the volume is staged
 //! (`TextureProxy::pairs_from_host`). Other changes (partial uploads, a volume added over a
-//! texture another visual uploaded) build it on the device from the data texture: the texture is copied into a buffer a slab of
-//! planes at a time (each slab with the plane after it), a compute pass
-//! (`shaders/volume_pairs.wgsl`) interleaves each plane with the next into a second buffer,
-//! which is copied into the paired texture's layers. Its cost is twice the volume's bytes of
-//! memory and a pass over them per change (docs/architecture.md, "Sampling", has the
-//! figures). GPUs filter a 3-D texture in hardware at the cost of a 2-D one, so they never
-//! pair.
+//! texture another visual uploaded) build it on the device from the data texture: the
+//! texture is copied into a buffer a slab of planes at a time (each slab with the plane after
+//! it), a compute pass (`shaders/volume_pairs.wgsl`) interleaves each plane with the next into
+//! a second buffer, which is copied into the paired texture's layers. While a linear volume
+//! uses it, it costs twice the volume's bytes of memory and a pass over them per change
+//! (docs/architecture.md, "Sampling", has the figures); copies no linear volume used for
+//! [`IDLE_RENDERS`] renders are dropped. GPUs filter a 3-D texture in hardware at the cost of
+//! a 2-D one, so they never pair.
 //!
 //! Like the min/max grid, it belongs to a source's texture, not to a visual.
 
