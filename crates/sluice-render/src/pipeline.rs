@@ -203,6 +203,31 @@ pub(crate) fn compute_pipeline(
     })
 }
 
+/// A uniform buffer holding `items`, each at its own offset `stride` bytes apart (the
+/// device's uniform offset alignment), to bind one at a time with a dynamic offset of
+/// `i * stride`. Returns the buffer and the stride.
+pub(crate) fn dynamic_uniforms<T: bytemuck::Pod>(
+    device: &wgpu::Device,
+    label: &str,
+    items: &[T],
+) -> (wgpu::Buffer, u32) {
+    let align = device.limits().min_uniform_buffer_offset_alignment;
+    let stride = (size_of::<T>() as u32).next_multiple_of(align);
+    let mut bytes = vec![0u8; stride as usize * items.len()];
+    for (item, at) in items.iter().zip(bytes.chunks_mut(stride as usize)) {
+        at[..size_of::<T>()].copy_from_slice(bytemuck::bytes_of(item));
+    }
+    let buffer = wgpu::util::DeviceExt::create_buffer_init(
+        device,
+        &wgpu::util::BufferInitDescriptor {
+            label: Some(label),
+            contents: &bytes,
+            usage: wgpu::BufferUsages::UNIFORM,
+        },
+    );
+    (buffer, stride)
+}
+
 /// Builds a render pipeline from `spec`.
 pub(crate) fn render_pipeline(
     device: &wgpu::Device,

@@ -586,24 +586,17 @@ impl TextureProxy {
     /// landed between this lend and the copies'.) A pass over the bytes on the host costs
     /// a fraction of the build on a CPU device (docs/measurements.md).
     fn pairs_from_host(&self, ctx: &mut UploadContext<'_>, regions: &[Region]) -> bool {
-        let pairs = ctx.volume_pairs;
-        let Some(target) = pairs.target(self.serial) else {
-            return false;
-        };
-        let [brick] = self.bricks.as_slice() else {
+        // A copy for the current texture: one copyable `R8Unorm` 3-D texture of its size.
+        let Some(target) = ctx.volume_pairs.target(self) else {
             return false;
         };
         let whole = self.layout.shape().full_region();
         if regions != [whole]
-            || brick.provided.is_some()
             || self.format.converts()
             || !matches!(
                 self.source.residency(),
                 Residency::Host | Residency::HostImported(_)
             )
-            || brick.texture.format() != wgpu::TextureFormat::R8Unorm
-            || brick.texture.dimension() != wgpu::TextureDimension::D3
-            || brick.texture.size() != target.size()
         {
             return false;
         }

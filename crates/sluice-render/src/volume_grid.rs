@@ -173,7 +173,7 @@ pub(crate) struct MinMaxGrids {
     grids: HashMap<u64, MinMaxGrid>,
 }
 
-/// What [`MinMaxGrids::ensure`] did to a grid.
+/// What [`MinMaxGrids::ensure`] did to a grid (and `ZPairsSet::ensure` to a paired copy).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum GridUpdate {
     /// It was up to date.
@@ -717,11 +717,9 @@ impl Slabs {
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let align = device.limits().min_uniform_buffer_offset_alignment;
-        let params_stride = (size_of::<SlabParams>() as u32).next_multiple_of(align);
-        let mut params = vec![0u8; params_stride as usize * slabs.len()];
-        for (i, &(first_layer, planes)) in slabs.iter().enumerate() {
-            let p = SlabParams {
+        let slab_params: Vec<SlabParams> = slabs
+            .iter()
+            .map(|&(first_layer, planes)| SlabParams {
                 width: size.width,
                 height: size.height,
                 row_words: bytes_per_row / 4,
@@ -729,15 +727,13 @@ impl Slabs {
                 first_layer,
                 planes,
                 pad: [0; 2],
-            };
-            let at = i * params_stride as usize;
-            params[at..at + size_of::<SlabParams>()].copy_from_slice(bytemuck::bytes_of(&p));
-        }
-        let uniform = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some("sluice volume grid slab params"),
-            contents: &params,
-            usage: wgpu::BufferUsages::UNIFORM,
-        });
+            })
+            .collect();
+        let (uniform, params_stride) = crate::pipeline::dynamic_uniforms(
+            device,
+            "sluice volume grid slab params",
+            &slab_params,
+        );
         let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("sluice volume grid slab"),
             layout: &pipeline.layout,

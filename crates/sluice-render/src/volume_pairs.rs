@@ -111,9 +111,11 @@ fn plan(size: [u32; 3], limits: &wgpu::Limits, slab_bytes: u64) -> Option<Plan> 
         .checked_next_multiple_of(align)?;
     let plane_in = u64::from(bytes_per_row_in) * u64::from(h);
     let plane_out = u64::from(bytes_per_row_out) * u64::from(h);
+    // The shader indexes words with u32.
     let most = limits
         .max_storage_buffer_binding_size
-        .min(limits.max_buffer_size);
+        .min(limits.max_buffer_size)
+        .min(u64::from(u32::MAX));
     let per_slab = (slab_bytes / plane_out).clamp(1, u64::from(d)) as u32;
     if plane_out.checked_mul(u64::from(per_slab))? > most
         || plane_in.checked_mul(u64::from(per_slab) + 1)? > most
@@ -175,6 +177,9 @@ pub(crate) struct ZPairsSet {
     renders: u64,
     /// Copies made so far (the next one's id).
     made: u64,
+    /// Per proxy serial, the generation whose copy could not be made (over the device's
+    /// limits or memory): not tried again until the texture changes.
+    refused: HashMap<u64, u64>,
 }
 
 /// Renders a copy no linear volume used may stay (its memory and host writes go after).
@@ -209,6 +214,7 @@ impl ZPairsSet {
             absent,
             renders: 0,
             made: 0,
+            refused: HashMap::new(),
         }
     }
 
@@ -281,13 +287,14 @@ impl ZPairsSet {
     }
 
     /// `proxy`'s texture where it is paired (one copyable 8-bit 3-D texture, on a device that
-    /// pairs), and whether its copy exists for it.
+    /// pairs, whose copy was not refused), and whether its copy exists for it.
     fn lookup<'p>(&self, proxy: &'p TextureProxy) -> Option<(&'p wgpu::Texture, bool)> {
         let source = proxy
             .copy_source()
             .filter(|t| t.format() == wgpu::TextureFormat::R8Unorm)
             .filter(|t| t.dimension() == wgpu::TextureDimension::D3)
-            .filter(|_| self.enabled)?;
+            .filter(|_| self.enabled)
+            .filter(|_| self.refused.get(&proxy.serial()) != Some(&proxy.generation()))?;
         let fresh = self
             .pairs
             .get(&proxy.serial())
@@ -304,7 +311,10 @@ impl ZPairsSet {
         source: &wgpu::Texture,
     ) -> Option<()> {
         self.pairs.remove(&proxy.serial());
-        let mut pairs = self.make(device, source, SLAB_BYTES)?;
+        let Some(mut pairs) = self.make(device, source, SLAB_BYTES) else {
+            self.refused.insert(proxy.serial(), proxy.generation());
+            return None;
+        };
         pairs.generation = proxy.generation();
         pairs.content = proxy.content();
         pairs.last_used = self.renders;
@@ -360,11 +370,10 @@ impl ZPairsSet {
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: false,
         });
-        let params_stride = (size_of::<SlabParams>() as u32)
-            .next_multiple_of(limits.min_uniform_buffer_offset_alignment);
-        let mut params = vec![0u8; params_stride as usize * plan.slabs.len()];
-        for (i, s) in plan.slabs.iter().enumerate() {
-            let p = SlabParams {
+        let slab_params: Vec<SlabParams> = plan
+            .slabs
+            .iter()
+            .map(|s| SlabParams {
                 row_words: plan.bytes_per_row_in / 4,
                 plane_words: (plane_in / 4) as u32,
                 out_row_words: plan.bytes_per_row_out / 4,
@@ -373,18 +382,10 @@ impl ZPairsSet {
                 height: size[1],
                 planes: s.planes,
                 last: s.planes_in - 1,
-            };
-            let at = i * params_stride as usize;
-            params[at..at + size_of::<SlabParams>()].copy_from_slice(bytemuck::bytes_of(&p));
-        }
-        let params = wgpu::util::DeviceExt::create_buffer_init(
-            device,
-            &wgpu::util::BufferInitDescriptor {
-                label: Some("sluice volume pairs slabs"),
-                contents: &params,
-                usage: wgpu::BufferUsages::UNIFORM,
-            },
-        );
+            })
+            .collect();
+        let (params, params_stride) =
+            crate::pipeline::dynamic_uniforms(device, "sluice volume pairs slabs", &slab_params);
         let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("sluice volume pairs"),
             layout,
@@ -432,16 +433,19 @@ impl ZPairsSet {
     /// Drops the copies of proxies that no longer exist.
     pub fn retain(&mut self, live: impl Fn(u64) -> bool) {
         self.pairs.retain(|&serial, _| live(serial));
+        self.refused.retain(|&serial, _| live(serial));
     }
 
-    /// The paired texture of the proxy with `serial`, where it has one that a linear volume
-    /// uses (made ready or used in this render or the last), for the host to write it while
-    /// staging a whole upload (`TextureProxy::pairs_from_host`).
-    pub fn target(&self, serial: u64) -> Option<&wgpu::Texture> {
-        self.pairs
-            .get(&serial)
-            .filter(|p| p.last_used + 1 >= self.renders)
-            .map(|p| &p.texture)
+    /// The paired texture of `proxy`, where it has one for its current texture that a
+    /// linear volume uses (made ready or used in this render or the last), for the host to
+    /// write it while staging a whole upload (`TextureProxy::pairs_from_host`). Such a copy
+    /// implies one copyable `R8Unorm` 3-D texture of its size.
+    pub fn target(&self, proxy: &TextureProxy) -> Option<&wgpu::Texture> {
+        let Some((_, true)) = self.lookup(proxy) else {
+            return None;
+        };
+        let p = &self.pairs[&proxy.serial()];
+        (p.last_used + 1 >= self.renders).then_some(&p.texture)
     }
 
     /// The view the marcher binds for `proxy`: its paired copy where it has one for its

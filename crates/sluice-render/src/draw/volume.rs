@@ -64,9 +64,9 @@ impl DrawVisual for Volume {
         let PipelineKey::Volume(kind, one_brick) = bind.key else {
             return false;
         };
-        let serial = res.proxies[&res.texture_of(self.token.id)].serial();
-        res.volumes.grids.record_build(serial, enc);
         let proxy = &res.proxies[&res.texture_of(self.token.id)];
+        let serial = proxy.serial();
+        res.volumes.grids.record_build(serial, enc);
         let variant = MarchVariant::of(
             self,
             res.volumes.grids.get(serial),
