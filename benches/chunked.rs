@@ -19,6 +19,13 @@
 //!    `SLUICE_BENCH_VOLUME_PIXEL_RULE=1` adds one run of each at one sample per pixel (not
 //!    judged). Target: at most 1.5x. `SLUICE_BENCH_VOLUME_ONLY=1` runs this case alone
 //!    (`SLUICE_BENCH_LOADING_ONLY=1` case 2 alone).
+//! 5. **Paged 8-bit volumes march the fast path**: the render-only frame (the whole target
+//!    redrawn, waited for) of a linear MIP of a 256^3 `u8` volume drawn through pages, with
+//!    the atlas's z-paired copy (`RendererOptions::volume_pairs`, CPU devices), against the
+//!    same pages marched through the 3-D atlas alone; and the paired paged frame against the
+//!    dense path's (one texture, paired too). On CPU devices the target is a paired march
+//!    faster than the unpaired one (below 1x); GPUs never pair (reported, not judged).
+//!    `SLUICE_BENCH_PAIRED_ONLY=1` runs this case alone.
 //!
 //! `cargo bench --bench chunked`; `SLUICE_BENCH_ITERS` runs (default 3, medians reported);
 //! `SLUICE_BENCH_STRICT=1` exits with status 1 when a target is missed.
@@ -239,6 +246,85 @@ fn volume_case(v: &mut Verdicts, iters: usize) -> Res<()> {
     Ok(())
 }
 
+/// The 8-bit volume of case 5: a ball with a pattern on it, `side`^3.
+fn ball_u8(side: usize) -> Res<SharedSource> {
+    let c = (side as f32 - 1.0) / 2.0;
+    let data = sluice::ndarray::Array3::from_shape_fn((side, side, side), |(z, y, x)| {
+        let p = Vec3::new(x as f32, y as f32, z as f32) - Vec3::splat(c);
+        (c * 0.9 - p.length()).clamp(0.0, 200.0) as u8 + ((x * 7 + y * 3 + z) % 11) as u8
+    });
+    Ok(Arc::new(sluice::ArraySource::new(data)?))
+}
+
+/// Case 5's renderers: through pages (always) or dense, paired or not.
+fn paired_renderer(paged: bool, pairs: bool) -> Res<Renderer> {
+    let mut options = RendererOptions::from_env()?;
+    options.always_page_3d = paged;
+    options.volume_pairs = pairs;
+    Ok(Renderer::with_options(options)?)
+}
+
+/// Case 5: render-only frames of a 256^3 u8 MIP through paired and unpaired pages, and the
+/// dense path's paired one (alternating, medians).
+fn paired_case(v: &mut Verdicts, iters: usize) -> Res<()> {
+    let side = 256;
+    let source = ball_u8(side)?;
+    let mut scene = Scene::new();
+    scene.add(
+        Volume::new(source)
+            .with_clim(0.0, 220.0)?
+            .with_interpolation(Interpolation::Linear),
+    );
+    let camera = OrbitCamera::fit(Vec3::ZERO, Vec3::splat(side as f32), 35.0, 25.0);
+    let mut setups = Vec::new();
+    for (paged, pairs) in [(true, true), (true, false), (false, true)] {
+        let mut r = paired_renderer(paged, pairs)?;
+        let target = r.create_target(512, 512)?;
+        let done = r.render_until_complete(&scene, &camera, &target, TIMEOUT)?;
+        if !done.complete {
+            return Err(format!("case 5: the view did not complete: {:?}", done.progress).into());
+        }
+        r.wait_idle()?;
+        setups.push((r, target));
+    }
+    let mut times = vec![Vec::new(); setups.len()];
+    for _ in 0..iters.max(3) {
+        for ((r, target), t) in setups.iter_mut().zip(&mut times) {
+            target.invalidate();
+            let start = Instant::now();
+            r.render(&scene, &camera, target)?;
+            r.wait_idle()?;
+            t.push(start.elapsed());
+        }
+    }
+    let [paired, unpaired, dense] = [0, 1, 2].map(|i| median(&times[i]));
+    let cpu = setups[0].0.adapter_info().device_type == sluice::wgpu::DeviceType::Cpu;
+    let marched = setups[0].0.counters().volume_marches_paired;
+    println!(
+        "render-only 512x512 linear MIP of 256^3 u8 through pages: paired {:.1} ms ({} paired marches), unpaired {:.1} ms; dense paired {:.1} ms",
+        ms(paired),
+        marched,
+        ms(unpaired),
+        ms(dense)
+    );
+    let ratio = paired.as_secs_f64() / unpaired.as_secs_f64();
+    if cpu {
+        v.judge(
+            "paged u8 march, paired / unpaired (CPU device)",
+            format!("{ratio:.2}x"),
+            "< 1x",
+            ratio < 1.0 && marched > 0,
+        );
+    } else {
+        println!("  (a GPU: nothing is paired; paired / unpaired {ratio:.2}x, not judged)");
+    }
+    println!(
+        "  paged / dense, both paired where the device pairs (not judged): {:.2}x",
+        paired.as_secs_f64() / dense.as_secs_f64()
+    );
+    Ok(())
+}
+
 fn main() -> Res<()> {
     let iters = env_usize("SLUICE_BENCH_ITERS", 3)?.max(1);
     let strict = std::env::var("SLUICE_BENCH_STRICT").is_ok_and(|v| v == "1");
@@ -246,6 +332,12 @@ fn main() -> Res<()> {
         lines: Vec::new(),
         failed: 0,
     };
+    // `SLUICE_BENCH_PAIRED_ONLY=1`: case 5 alone.
+    if std::env::var("SLUICE_BENCH_PAIRED_ONLY").is_ok_and(|v| v == "1") {
+        paired_case(&mut v, iters)?;
+        v.finish("virtual texture (benches/chunked.rs)", strict);
+        return Ok(());
+    }
     // `SLUICE_BENCH_VOLUME_ONLY=1`: case 4 alone.
     if std::env::var("SLUICE_BENCH_VOLUME_ONLY").is_ok_and(|v| v == "1") {
         volume_case(&mut v, iters)?;
@@ -388,6 +480,7 @@ fn main() -> Res<()> {
         cache.peak_bytes() <= host_budget,
     );
     volume_case(&mut v, iters)?;
+    paired_case(&mut v, iters)?;
     v.finish("virtual texture (benches/chunked.rs)", strict);
     Ok(())
 }

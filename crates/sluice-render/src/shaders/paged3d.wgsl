@@ -2,9 +2,11 @@
 // marcher (`paged_volume.wgsl`) and the paged slice (`paged_slice.wgsl`). The including shader
 // declares `params` (with `lv`, `page`, `window`, `slot_per`, `slot_side`, `border`,
 // `atlas_size` and `value_scale`), `atlas` (a `texture_3d<SAMPLE_T>`), `table` and `samp`.
-// The linear sample inside a slot (`sample_linear_in`) and `MAY_BE_NAN` are filled in when the
-// pipeline is built (`draw/paged_volume.rs`): the hardware's filter where the atlas is
-// filterable, eight taps inside the slot otherwise (integer and non-filterable float atlases).
+// The linear samples inside a slot and `MAY_BE_NAN` are filled in when the pipeline is built
+// (`draw/paged_volume.rs`): `sample_linear_3d`, the hardware's filter where the atlas is
+// filterable, eight taps inside the slot otherwise (integer and non-filterable float
+// atlases); `sample_linear_in`, the same, or for a marcher of an atlas with a z-paired copy
+// (CPU devices) a sample of that copy.
 
 struct Level {
     // Level samples per level-0 sample, per axis (x, y, z), and level-0 samples per sample
@@ -64,6 +66,16 @@ fn sample_taps_in(texel: vec3<f32>, lo: vec3<i32>, hi: vec3<i32>) -> Sample {
 
 // One sample of level `l` at level-0 position `p`.
 fn sample_level(l: u32, p: vec3<f32>, linear: bool) -> PageSample {
+    return sample_level_how(l, p, select(SAMPLE_NEAREST, SAMPLE_LINEAR, linear));
+}
+
+// How `sample_level_how` samples: the nearest texel, linearly (`sample_linear_in`), or
+// linearly from the 3-D atlas itself (`sample_linear_3d`).
+const SAMPLE_NEAREST: u32 = 0u;
+const SAMPLE_LINEAR: u32 = 1u;
+const SAMPLE_LINEAR_3D: u32 = 2u;
+
+fn sample_level_how(l: u32, p: vec3<f32>, how: u32) -> PageSample {
     let lv = params.lv[l];
     let q = clamp((p - lv.offset) * lv.inv_ds, vec3<f32>(0.5), lv.size - vec3<f32>(0.5));
     let pg = min(vec3<u32>(floor(q / params.page)), lv.grid - vec3<u32>(1u));
@@ -85,11 +97,13 @@ fn sample_level(l: u32, p: vec3<f32>, linear: bool) -> PageSample {
     let lo = vec3<i32>(so);
     let hi = lo + vec3<i32>(i32(params.slot_side) - 1);
     var s: Sample;
-    if (!linear) {
+    if (how == SAMPLE_NEAREST) {
         let v = atlas_texel(clamp(vec3<i32>(floor(texel)), lo, hi));
         s = Sample(v, !(MAY_BE_NAN && has_nan(v)));
-    } else {
+    } else if (how == SAMPLE_LINEAR) {
         s = sample_linear_in(texel, lo, hi);
+    } else {
+        s = sample_linear_3d(texel, lo, hi);
     }
     if (!s.valid) {
         return PageSample(vec4<f32>(0.0), 0.0);
