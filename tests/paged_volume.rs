@@ -305,11 +305,10 @@ fn a_host_volume_over_the_brick_limit_is_paged_and_matches_the_dense_path() {
     let source: SharedSource = Arc::new(ArraySource::new(data).unwrap());
     let mut small = RendererOptions::from_env().unwrap();
     small.max_texture_dimension_3d = Some(66);
-    // Both paths sample their 3-D texture (on a CPU device they would otherwise sample their
-    // z-paired copies, whose weights round differently; tests/volume.rs compares the dense
-    // path's two, `paired_paged_volumes_match_the_paired_dense_path` the paired paths).
-    small.volume_pairs = false;
     let mut paged = Renderer::with_options(small).unwrap();
+    // The dense path samples its 3-D texture as the paged path samples its 3-D atlas (on a
+    // CPU device it would otherwise sample the z-paired copy, whose weights round
+    // differently; tests/volume.rs compares those two).
     let mut whole = RendererOptions::from_env().unwrap();
     whole.volume_pairs = false;
     let mut dense = Renderer::with_options(whole).unwrap();
@@ -363,8 +362,7 @@ fn pixel_diffs(x: &image::RgbaImage, y: &image::RgbaImage) -> Vec<u8> {
         .collect()
 }
 
-/// An 8-bit ball of `n`^3: the brick-limit tests' (with a pattern on it), or a smooth one
-/// (for isosurfaces, whose hits and normals a pattern of +-5 levels would decide).
+/// An 8-bit ball of `n`^3, with a pattern on it or smooth.
 fn ball_u8(n: usize, pattern: bool) -> SharedSource {
     let c = (n as f32 - 1.0) / 2.0;
     let data = Array3::from_shape_fn((n, n, n), |(z, y, x)| {
@@ -379,121 +377,15 @@ fn ball_u8(n: usize, pattern: bool) -> SharedSource {
 }
 
 #[test]
-fn paired_paged_volumes_match_the_paired_dense_path() {
-    // On a CPU device linear 8-bit volumes march z-paired copies, paged ones too: each page
-    // is paired within its slot as it is written (its border plane included), so the paged
-    // and dense copies give the same samples. 200^3 in 4 x 4 x 4 pages under a 3-D limit of
-    // 66, against one texture; all three modes, two views each. On a GPU nothing is paired
-    // and this compares the 3-D paths.
-    let n = 200usize;
-    let patterned = ball_u8(n, true);
-    let smooth = ball_u8(n, false);
-    let mut small = RendererOptions::from_env().unwrap();
-    small.max_texture_dimension_3d = Some(66);
-    let mut paged = Renderer::with_options(small.clone()).unwrap();
-    let mut dense = renderer();
-    small.volume_pairs = false;
-    let mut unpaired = Renderer::with_options(small).unwrap();
-    let cpu = paged.adapter_info().device_type == sluice::wgpu::DeviceType::Cpu;
-    // Per pair of images: the pixels differing by more than 1 in a channel, the largest
-    // difference, and the pixels lit in one image only.
-    let compare = |x: &image::RgbaImage, y: &image::RgbaImage| {
-        let d = pixel_diffs(x, y);
-        let masks = x
-            .pixels()
-            .zip(y.pixels())
-            .filter(|(p, q)| (p.0 == BG) != (q.0 == BG))
-            .count();
-        (
-            d.iter().filter(|&&d| d > 1).count(),
-            d.into_iter().max().unwrap(),
-            masks,
-        )
-    };
-    let mut camera = OrbitCamera::fit(Vec3::ZERO, Vec3::splat(n as f32), 40.0, 30.0);
-    let slot = 66u64 * 66 * 66;
-    for mode in [
-        VolumeMode::Mip,
-        VolumeMode::Translucent { attenuation: 0.05 },
-        VolumeMode::Iso { threshold: 50.0 },
-    ] {
-        let iso = matches!(mode, VolumeMode::Iso { .. });
-        let source = if iso { &smooth } else { &patterned };
-        let mut scene = Scene::new();
-        scene.add(
-            mip_volume(source.clone(), Interpolation::Linear)
-                .with_clim(0.0, 100.0)
-                .unwrap()
-                .with_mode(mode)
-                .unwrap(),
-        );
-        for _ in 0..2 {
-            let before = paged.counters().volume_marches_paired;
-            let a = render(&mut paged, &scene, &camera, 96, 96);
-            let b = render(&mut dense, &scene, &camera, 96, 96);
-            let c = render(&mut unpaired, &scene, &camera, 96, 96);
-            let lit = a.pixels().filter(|p| p.0 != BG).count();
-            assert!(lit > 800, "{mode:?}: only {lit} pixels lit");
-            // Against the dense copy (the same pairs, sampled at coordinates normalized by
-            // another texture's size): as the unpaired paths compare
-            // (`a_host_volume_over_the_brick_limit_is_paged_and_matches_the_dense_path`), at
-            // most 0.1 % of the pixels differ by more than 1, by at most 4; measured on
-            // lavapipe: 7 by 3. An isosurface hit refined from samples rounded apart is shaded
-            // at another point: there at most 0.1 % of the pixels differ at all (measured: 1),
-            // and the same pixels are lit.
-            let (over, worst, masks) = compare(&a, &b);
-            assert!(
-                over <= 9 && (iso || worst <= 4) && masks == 0,
-                "{mode:?}: paged and dense pairs: {over} pixels over 1, worst {worst}, {masks} lit in one only"
-            );
-            // Against the paged 3-D atlas: lavapipe rounds each 8-bit filter result to 8 bits
-            // (the pairs' bilinear before the lerp along z, the 3-D sample after all three
-            // axes), so MIP and translucent pixels differ by at most 2 (measured 2), and the
-            // faintest translucent ones may be lit in one only (measured 4); isosurfaces hit
-            // at points apart are shaded apart (by up to 41 measured): there only the lit
-            // pixels are compared, within 1 % of them (measured 8 of 1004).
-            let (_, worst, masks) = compare(&a, &c);
-            if iso {
-                assert!(
-                    masks * 100 <= lit,
-                    "{mode:?}: {masks} pixels lit in one only"
-                );
-            } else {
-                assert!(
-                    worst <= 2 && masks <= 9,
-                    "{mode:?}: paired and unpaired pages: worst {worst}, {masks} lit in one only"
-                );
-            }
-            let c = paged.counters();
-            assert_eq!(c.pages_resident, 64);
-            assert_eq!(
-                c.volume_marches_paired - before,
-                u64::from(cpu),
-                "{mode:?}: the paged march sampled the pairs on a CPU device only"
-            );
-            // The copies are charged against the budget: 64 pages of 66^3 bytes, and twice
-            // that for their copies.
-            assert_eq!(c.page_bytes_resident, 64 * slot * if cpu { 3 } else { 1 });
-            assert_eq!(unpaired.counters().page_bytes_resident, 64 * slot);
-            camera.orbit(0.9, 0.3);
-        }
-    }
-}
-
-#[test]
-fn a_paired_atlas_that_shrank_still_draws_the_pages_it_kept() {
+fn a_volume_atlas_that_shrank_still_draws_the_pages_it_kept() {
     // Two 128^3 8-bit volumes through pages (2 x 2 x 2 each, 8-slot atlases) under a budget
     // of 10 pages: A is seen, then B, whose pages push 6 of A's out; A's atlas, a quarter
-    // full, shrinks to one layer of slots (its z-paired copy with it, on a CPU device), and
-    // back at A the image is the one it drew before.
+    // full, shrinks to one layer of slots (the pages it kept copied into it, moved to low
+    // slots where they were above), and back at A the image is the one it drew before.
     let n = 128usize;
     let mut options = RendererOptions::from_env().unwrap();
     options.always_page_3d = true;
-    let probe = Renderer::with_options(options.clone()).unwrap();
-    let cpu = probe.adapter_info().device_type == sluice::wgpu::DeviceType::Cpu;
-    drop(probe);
-    let slot = 66u64 * 66 * 66 * if cpu { 3 } else { 1 };
-    options.gpu_budget = Some(10 * slot);
+    options.gpu_budget = Some(10 * 66 * 66 * 66);
     let mut r = Renderer::with_options(options).unwrap();
     let mut scene = Scene::new();
     scene.add(
@@ -531,15 +423,17 @@ fn a_paired_atlas_that_shrank_still_draws_the_pages_it_kept() {
     assert_eq!(c.pages_resident, 10, "{c:?}");
     assert!(c.atlases_shrunk >= 1, "{c:?}");
     let again = show(&mut r, 0.0);
-    // Tolerance: at most 0.1 % of the pixels, by at most 2: the atlas's size changed, and
-    // with it the normalized coordinates whose 8-bit filter weights lavapipe rounds
-    // (measured: 3 pixels by 2). A page's data lost or misplaced is off by tens.
+    // Tolerance: at most 0.1 % of the pixels, by at most 4, as between the paged and dense
+    // paths (`a_host_volume_over_the_brick_limit_is_paged_and_matches_the_dense_path`): the
+    // atlas's size changed, and with it the normalized coordinates whose 8-bit filter
+    // weights lavapipe rounds (measured: 1 pixel by 3). A page lost or misplaced is off by
+    // tens.
     let diffs: Vec<u8> = pixel_diffs(&first, &again)
         .into_iter()
         .filter(|&d| d > 0)
         .collect();
     assert!(
-        diffs.len() <= 9 && diffs.iter().all(|&d| d <= 2),
+        diffs.len() <= 9 && diffs.iter().all(|&d| d <= 4),
         "A drew otherwise after its atlas shrank: {diffs:?}"
     );
     assert!(first.pixels().filter(|p| p.0 != BG).count() > 800);

@@ -165,33 +165,9 @@ impl AtlasAllocator {
         grid: PageGrid,
         slots: u32,
     ) -> Result<AtlasSourceId, PagingError> {
-        self.add_source_charged(label, layout, grid, slots, 1)
-    }
-
-    /// [`AtlasAllocator::add_source`] for a source whose every resident page costs `charge`
-    /// times its slot's bytes, against the GPU budget and the per-frame upload budget alike
-    /// (a renderer keeping a derived copy of each page beside it).
-    ///
-    /// Fails as `add_source` does, with [`PagingError::Overflow`] also where the charged
-    /// slot's bytes overflow.
-    pub fn add_source_charged(
-        &mut self,
-        label: impl Into<String>,
-        layout: Layout,
-        grid: PageGrid,
-        slots: u32,
-        charge: usize,
-    ) -> Result<AtlasSourceId, PagingError> {
         let label = label.into();
         grid.check_ndim(&layout, None)?;
-        let page_bytes = grid.slot_bytes(&layout)?;
-        let slot_bytes =
-            page_bytes
-                .checked_mul(charge.max(1))
-                .ok_or_else(|| PagingError::Overflow {
-                    what: "charged page slot",
-                    detail: format!("{page_bytes} bytes x {charge}"),
-                })?;
+        let slot_bytes = grid.slot_bytes(&layout)?;
         for (what, budget) in [
             ("GPU budget", self.budget),
             ("per-frame upload budget", self.upload_budget),
@@ -794,53 +770,6 @@ mod tests {
             }])
             .unwrap();
         assert!(p.uploads.is_empty() && p.evictions.is_empty());
-    }
-
-    #[test]
-    fn a_charged_source_pays_its_charge_against_both_budgets() {
-        // 64 KiB pages charged 3x: the 400 KiB budget holds two of them, not six; a frame's
-        // 200 KiB upload budget uploads one.
-        let grid = PageGrid::new(2, &[256, 256], 0).unwrap();
-        let mut a = AtlasAllocator::new(400 << 10, 200 << 10);
-        let s = a
-            .add_source_charged("a", pyramid(1024, 1024, 1, ElementType::U8), grid, 100, 3)
-            .unwrap();
-        let w = [
-            want(0, 0, 0, Tier::Visible, 0.0),
-            want(0, 0, 1, Tier::Visible, 1.0),
-            want(0, 0, 2, Tier::Visible, 2.0),
-        ];
-        let frame = |a: &mut AtlasAllocator| {
-            a.plan_frame(&[AtlasFrame {
-                source: s,
-                wants: &w,
-                ready: &all_ready,
-            }])
-            .unwrap()
-        };
-        assert_eq!(frame(&mut a).uploads.len(), 1);
-        assert_eq!(a.resident_bytes(), 3 * 65_536);
-        assert_eq!(frame(&mut a).uploads.len(), 1);
-        assert_eq!(a.resident_bytes(), 6 * 65_536);
-        let p = frame(&mut a);
-        assert!(p.uploads.is_empty(), "{p:?}");
-        assert_eq!(a.resident_bytes(), 6 * 65_536);
-        // A charge that makes one slot larger than a budget is refused naming it; one that
-        // overflows is refused too.
-        let e = a
-            .add_source_charged("b", pyramid(1024, 1024, 1, ElementType::U8), grid, 1, 7)
-            .unwrap_err();
-        assert!(e.to_string().contains("GPU budget"), "{e}");
-        let e = a
-            .add_source_charged(
-                "c",
-                pyramid(1024, 1024, 1, ElementType::U8),
-                grid,
-                1,
-                usize::MAX,
-            )
-            .unwrap_err();
-        assert!(matches!(e, PagingError::Overflow { .. }), "{e}");
     }
 
     #[test]

@@ -170,7 +170,6 @@ impl Renderer {
             options.always_page_2d,
         );
         paged.volumes.always = options.always_page_3d;
-        paged.volumes.pair = options.volume_pairs && info.device_type == wgpu::DeviceType::Cpu;
         let dummy_storage = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("sluice absent attribute"),
             size: 16,

@@ -36,7 +36,7 @@ const SHADER: &str = include_str!("shaders/volume_pairs.wgsl");
 pub(crate) const PAIRS_BINDING: u32 = 12;
 
 /// The paired texture's format: the voxel and the one after it along z.
-pub(crate) const PAIRS_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Rg8Unorm;
+const PAIRS_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Rg8Unorm;
 
 /// The largest slab of paired planes the build writes into its buffer at a time (one plane
 /// whatever its size, up to the device's storage binding limit).

@@ -110,7 +110,6 @@ pub(super) fn prepare(image: &Image, res: &mut Resources) -> Result<bool, Render
         source,
         Some(slice),
         size_of::<SliceParams>() as u64,
-        false,
     )?;
     res.paged.set_volume_policy(id, image.level_policy(), None);
     res.colormap_gpu(image.colormap());
@@ -188,7 +187,6 @@ pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
             &v.uniform,
             s,
             &shader.sampler,
-            None,
         );
         res.paged
             .volumes

@@ -72,12 +72,11 @@ pub(crate) struct PagedVolumeParams {
     lv: [LevelParams3d; MAX_LEVELS_3D],
 }
 
-/// The paged marchers, by the atlas's sample kind and filterability and whether they sample
-/// its z-paired copy (one bind group layout each), then by interpolation (linear first);
-/// and the atlas samplers, by filterability.
+/// The paged marchers, by the atlas's sample kind and filterability (one bind group layout
+/// each), then by interpolation; and the atlas samplers, by filterability.
 #[derive(Default)]
 pub(crate) struct PagedVolumePipelines {
-    by_key: HashMap<(ShaderKey, bool), Marchers>,
+    by_key: HashMap<ShaderKey, Marchers>,
     samplers: HashMap<bool, wgpu::Sampler>,
 }
 
@@ -111,7 +110,6 @@ pub(super) fn prepare(volume: &Volume, res: &mut Resources) -> Result<bool, Rend
         source,
         None,
         size_of::<PagedVolumeParams>() as u64,
-        volume.interpolation() == Interpolation::Linear,
     )?;
     res.paged
         .set_volume_policy(id, volume.level_policy(), volume.depth_samples());
@@ -227,14 +225,8 @@ pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
     let key = res.paged.volumes.visuals[&id].source;
     let s = &res.paged.volumes.sources[&key];
     let p = params(volume, s, draw, lut_size);
-    // Linear marches of a paired atlas sample its copy; nearest ones the atlas (either
-    // pipeline binds both).
-    let paired = s.atlas.pairs.is_some();
-    let shader = (ShaderKey::of(&s.atlas.format), paired);
-    if paired && volume.interpolation() == Interpolation::Linear {
-        res.counters.volume_marches_paired += 1;
-    }
-    let filterable = shader.0.filterable;
+    let shader = ShaderKey::of(&s.atlas.format);
+    let filterable = shader.filterable;
     let linear = volume.interpolation() == Interpolation::Linear;
     let generation = s.atlas.generation;
     // The composite is the dense path's (`VolumePipelines::ensure` builds it).
@@ -263,7 +255,6 @@ pub(super) fn update(volume: &Volume, res: &mut Resources, draw: &Draw<'_>) {
             &v.uniform,
             s,
             &pipelines.samplers[&filterable],
-            s.atlas.pairs.as_ref().map(|(_, view)| view),
         );
         res.paged
             .volumes
@@ -327,45 +318,18 @@ pub(super) fn paged3d_entries(
     ]
 }
 
-/// The binding of a paged marcher's z-paired atlas copy in group 0.
-const PAIRS_BINDING: u32 = 5;
-
-/// The linear samples inside a slot of an atlas of `key` (`sample_linear_3d` and
-/// `sample_linear_in` in `shaders/paged3d.wgsl`): one hardware sample where the atlas is filterable (the 1-sample
+/// The linear sample inside a slot of an atlas of `key` (`sample_linear_in` in
+/// `shaders/paged3d.wgsl`): one hardware sample where the atlas is filterable (the 1-sample
 /// border makes it exact inside a page), eight taps clamped to the slot otherwise (integer
-/// atlases, and float ones the device cannot filter); with `paired`, `sample_linear_in` is
-/// one bilinear sample of the atlas's z-paired copy (`paged/volume.rs`, `Atlas3d`) and a
-/// lerp along z.
-fn linear_wgsl(key: ShaderKey, paired: bool) -> &'static str {
-    if paired {
-        // The planes of the two z taps, as the eight taps clamp them to the slot: before its
-        // first plane or at its last, the one plane alone (the layer's first channel).
-        "@group(0) @binding(5) var atlas_pairs: texture_2d_array<f32>;
-fn sample_linear_3d(texel: vec3<f32>, lo: vec3<i32>, hi: vec3<i32>) -> Sample {
+/// atlases, and float ones the device cannot filter).
+fn linear_wgsl(key: ShaderKey) -> &'static str {
+    if key.filterable {
+        "fn sample_linear_in(texel: vec3<f32>, lo: vec3<i32>, hi: vec3<i32>) -> Sample {
     let v = textureSampleLevel(atlas, samp, texel / params.atlas_size, 0.0) * params.value_scale;
     return Sample(v, !has_nan(v));
-}
-fn sample_linear_in(texel: vec3<f32>, lo: vec3<i32>, hi: vec3<i32>) -> Sample {
-    let zb = texel.z - 0.5;
-    let z0 = floor(zb);
-    let layer = i32(z0);
-    let ab = textureSampleLevel(atlas_pairs, samp, texel.xy / params.atlas_size.xy, clamp(layer, lo.z, hi.z), 0.0).xy * params.value_scale;
-    let v = select(ab.x, mix(ab.x, ab.y, zb - z0), layer >= lo.z && layer < hi.z);
-    return Sample(vec4<f32>(v, 0.0, 0.0, params.value_scale), true);
-}"
-    } else if key.filterable {
-        "fn sample_linear_3d(texel: vec3<f32>, lo: vec3<i32>, hi: vec3<i32>) -> Sample {
-    let v = textureSampleLevel(atlas, samp, texel / params.atlas_size, 0.0) * params.value_scale;
-    return Sample(v, !has_nan(v));
-}
-fn sample_linear_in(texel: vec3<f32>, lo: vec3<i32>, hi: vec3<i32>) -> Sample {
-    return sample_linear_3d(texel, lo, hi);
 }"
     } else {
-        "fn sample_linear_3d(texel: vec3<f32>, lo: vec3<i32>, hi: vec3<i32>) -> Sample {
-    return sample_taps_in(texel, lo, hi);
-}
-fn sample_linear_in(texel: vec3<f32>, lo: vec3<i32>, hi: vec3<i32>) -> Sample {
+        "fn sample_linear_in(texel: vec3<f32>, lo: vec3<i32>, hi: vec3<i32>) -> Sample {
     return sample_taps_in(texel, lo, hi);
 }"
     }
@@ -376,17 +340,12 @@ fn sample_linear_in(texel: vec3<f32>, lo: vec3<i32>, hi: vec3<i32>) -> Sample {
 /// texels may be NaN, and the declarations common.wgsl's dense samplers name, which such a
 /// shader never calls.
 pub(super) fn paged3d_source(body: &str, key: ShaderKey) -> String {
-    paged3d_source_as(body, key, false)
-}
-
-/// [`paged3d_source`], its linear samples from the atlas's z-paired copy where `paired`.
-fn paged3d_source_as(body: &str, key: ShaderKey, paired: bool) -> String {
     let stub = "const DATA_3D: bool = true;\nconst VALUE_SCALE: f32 = 1.0;\nconst FILTERED: bool = false;\nfn fetch(p: vec3<i32>) -> vec4<f32> { return vec4<f32>(textureLoad(atlas, p, 0)); }\nfn sample_hw(p: vec3<f32>, size: vec3<i32>) -> Sample { return sample_taps(p, size); }\n";
     let may_be_nan = format!("const MAY_BE_NAN: bool = {};\n", key.kind.may_be_nan());
     let body = body
         .replace("MAX_LEVELS", &MAX_LEVELS_3D.to_string())
         .replace("SAMPLE_T", key.kind.wgsl());
-    let linear = linear_wgsl(key, paired);
+    let linear = linear_wgsl(key);
     format!("{COMMON}\n{PAGED3D}\n{linear}\n{body}\n{may_be_nan}{stub}")
 }
 
@@ -405,8 +364,7 @@ pub(super) fn atlas_sampler(device: &wgpu::Device, filterable: bool) -> wgpu::Sa
     })
 }
 
-/// The bind group of `paged3d_entries` for `s`'s pages with `uniform` and `sampler`, and
-/// `pairs` (the atlas's z-paired copy) for a marcher that samples it.
+/// The bind group of `paged3d_entries` for `s`'s pages with `uniform` and `sampler`.
 pub(super) fn paged3d_bind_group(
     device: &wgpu::Device,
     label: &str,
@@ -414,61 +372,41 @@ pub(super) fn paged3d_bind_group(
     uniform: &wgpu::Buffer,
     s: &VolumeSource,
     sampler: &wgpu::Sampler,
-    pairs: Option<&wgpu::TextureView>,
 ) -> wgpu::BindGroup {
-    let mut entries = vec![
-        wgpu::BindGroupEntry {
-            binding: 0,
-            resource: uniform.as_entire_binding(),
-        },
-        wgpu::BindGroupEntry {
-            binding: 1,
-            resource: wgpu::BindingResource::TextureView(&s.atlas.view),
-        },
-        wgpu::BindGroupEntry {
-            binding: 3,
-            resource: s.table.as_entire_binding(),
-        },
-        wgpu::BindGroupEntry {
-            binding: 4,
-            resource: wgpu::BindingResource::Sampler(sampler),
-        },
-    ];
-    if let Some(view) = pairs {
-        entries.push(wgpu::BindGroupEntry {
-            binding: PAIRS_BINDING,
-            resource: wgpu::BindingResource::TextureView(view),
-        });
-    }
     device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: Some(label),
         layout,
-        entries: &entries,
+        entries: &[
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: uniform.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: wgpu::BindingResource::TextureView(&s.atlas.view),
+            },
+            wgpu::BindGroupEntry {
+                binding: 3,
+                resource: s.table.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 4,
+                resource: wgpu::BindingResource::Sampler(sampler),
+            },
+        ],
     })
 }
 
-/// The paged marchers of `key` (over the atlas's z-paired copy with `paired`), no pipeline
-/// made yet; `layouts`: their groups after group 0 (the colormap's, then the target's).
+/// The paged marchers of `key`, no pipeline made yet; `layouts`: their groups after group 0
+/// (the colormap's, then the target's).
 fn marchers(
     device: &wgpu::Device,
-    (key, paired): (ShaderKey, bool),
+    key: ShaderKey,
     layouts: [&wgpu::BindGroupLayout; 2],
 ) -> Marchers {
     let c = wgpu::ShaderStages::COMPUTE;
-    let mut entries = paged3d_entries(size_of::<PagedVolumeParams>(), c, c, key).to_vec();
-    if paired {
-        entries.push(wgpu::BindGroupLayoutEntry {
-            binding: PAIRS_BINDING,
-            visibility: c,
-            ty: wgpu::BindingType::Texture {
-                sample_type: wgpu::TextureSampleType::Float { filterable: true },
-                view_dimension: wgpu::TextureViewDimension::D2Array,
-                multisampled: false,
-            },
-            count: None,
-        });
-    }
-    let source = paged3d_source_as(SHADER, key, paired);
+    let entries = paged3d_entries(size_of::<PagedVolumeParams>(), c, c, key);
+    let source = paged3d_source(SHADER, key);
     Marchers {
         parts: ShaderParts::new(device, "sluice paged volume", &entries, source, &layouts),
         pipelines: [None, None],
@@ -522,7 +460,7 @@ pub(super) fn record_after(
         .volumes
         .pipelines
         .by_key
-        .get(&(ShaderKey::of(&s.atlas.format), s.atlas.pairs.is_some()))
+        .get(&ShaderKey::of(&s.atlas.format))
         .and_then(|m| m.get(linear))
     else {
         return false;
@@ -569,23 +507,5 @@ mod tests {
     #[test]
     fn the_paged_marcher_compiles_for_every_atlas_kind() {
         super::assert_valid_for_every_atlas(super::SHADER, "paged volume");
-    }
-
-    #[test]
-    fn the_paired_paged_marcher_compiles() {
-        use wgpu::naga;
-        let key = super::ShaderKey {
-            kind: crate::format::SampleKind::Float,
-            filterable: true,
-        };
-        let source = super::paged3d_source_as(super::SHADER, key, true);
-        let module = naga::front::wgsl::parse_str(&source)
-            .unwrap_or_else(|e| panic!("{}", e.emit_to_string(&source)));
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::all(),
-        )
-        .validate(&module)
-        .unwrap();
     }
 }

@@ -37,10 +37,6 @@ pub(crate) const MAX_LEVELS_3D: usize = 16;
 /// `(x, y, z) mod window`; a collision falls back to a coarser level, never to wrong data).
 const MAX_WINDOW_3D: usize = 32;
 
-/// What a page of a z-paired atlas costs against the budgets, in slots: its own and its
-/// copy's two bytes a texel.
-const PAIRED_CHARGE: usize = 3;
-
 /// Whether a volume's source is drawn through 3-D pages: a 3-D host source that loads lazily,
 /// has several levels, or needs more than the dense path's bricks where a page fits the 3-D
 /// texture limit (or any 3-D host source when `always` is set).
@@ -63,13 +59,6 @@ pub(crate) fn wants_paging_3d(source: &SharedSource, limits: TextureLimits, alwa
 
 /// A source's 3-D atlas: slots of `side`^3 texels, `per[0]` x `per[1]` per layer of slots,
 /// grown in layers (by a copy into a deeper texture) up to `max_layers`.
-///
-/// On CPU devices an 8-bit atlas may keep its z-paired copy beside it (`pairs`: the dense
-/// path's idea, `volume_pairs.rs`): a 2-D array of `Rg8Unorm` texels of the atlas's size,
-/// layer `z` holding at `(x, y)` the atlas texels `z` and `z + 1` of the same page (the
-/// page's last plane paired with itself), written from the host with each page. The paged
-/// marcher samples it with one bilinear fetch and a lerp along z, four texel fetches instead
-/// of eight; slices and nearest samples read the 3-D atlas.
 pub(crate) struct Atlas3d {
     pub texture: wgpu::Texture,
     pub view: wgpu::TextureView,
@@ -79,8 +68,6 @@ pub(crate) struct Atlas3d {
     layers: u32,
     max_layers: u32,
     pub generation: u64,
-    /// The z-paired copy (texture, 2-D array view), where the atlas has one.
-    pub pairs: Option<(wgpu::Texture, wgpu::TextureView)>,
 }
 
 impl Atlas3d {
@@ -103,14 +90,7 @@ impl Atlas3d {
         ((px * py * pz) as u32, [px as u32, py as u32], pz as u32)
     }
 
-    fn new(
-        device: &wgpu::Device,
-        format: AtlasFormat,
-        side: u32,
-        per: [u32; 2],
-        max: u32,
-        paired: bool,
-    ) -> Self {
+    fn new(device: &wgpu::Device, format: AtlasFormat, side: u32, per: [u32; 2], max: u32) -> Self {
         let layers = 1;
         let texture = create_3d(device, format, side, per, layers);
         Atlas3d {
@@ -122,26 +102,7 @@ impl Atlas3d {
             layers,
             max_layers: max,
             generation: next_generation(),
-            pairs: paired.then(|| create_pairs(device, side, per, layers)),
         }
-    }
-
-    /// Whether an atlas of `format` with slots of `side` texels, `per` slots a layer and up
-    /// to `max_layers` layers of slots can keep a z-paired copy within `limits`: 8-bit
-    /// filterable data (`R8Unorm`), and a 2-D array of the atlas's full size fits.
-    fn can_pair(
-        format: &AtlasFormat,
-        side: u32,
-        per: [u32; 2],
-        max_layers: u32,
-        limits: &wgpu::Limits,
-    ) -> bool {
-        let fits = |n: u32, limit: u32| u64::from(n) * u64::from(side) <= u64::from(limit);
-        format.format == wgpu::TextureFormat::R8Unorm
-            && format.filterable
-            && fits(per[0], limits.max_texture_dimension_2d)
-            && fits(per[1], limits.max_texture_dimension_2d)
-            && fits(max_layers, limits.max_texture_array_layers)
     }
 
     /// Texel origin of `slot` (x, y, z).
@@ -163,12 +124,12 @@ impl Atlas3d {
         ]
     }
 
-    /// Bytes of the texture now, and of its z-paired copy (two bytes a texel).
     fn bytes(&self) -> u64 {
         let [w, h, d] = self.size();
-        let texel = u64::from(self.format.format.block_copy_size(None).unwrap_or(4))
-            + if self.pairs.is_some() { 2 } else { 0 };
-        u64::from(w) * u64::from(h) * u64::from(d) * texel
+        u64::from(w)
+            * u64::from(h)
+            * u64::from(d)
+            * u64::from(self.format.format.block_copy_size(None).unwrap_or(4))
     }
 
     /// Grows the texture (doubling its layers, at most to the capacity, with a copy submitted
@@ -187,27 +148,18 @@ impl Atlas3d {
             label: Some("sluice 3-D atlas growth"),
         });
         let [w, h, d] = self.size();
-        let whole = wgpu::Extent3d {
-            width: w,
-            height: h,
-            depth_or_array_layers: d,
-        };
         encoder.copy_texture_to_texture(
             self.texture.as_image_copy(),
             texture.as_image_copy(),
-            whole,
+            wgpu::Extent3d {
+                width: w,
+                height: h,
+                depth_or_array_layers: d,
+            },
         );
-        let pairs = self.pairs.as_ref().map(|(old, _)| {
-            let new = create_pairs(device, self.side, self.per, layers);
-            encoder.copy_texture_to_texture(old.as_image_copy(), new.0.as_image_copy(), whole);
-            new
-        });
         queue.submit([encoder.finish()]);
         self.view = texture.create_view(&wgpu::TextureViewDescriptor::default());
         self.texture = texture;
-        if pairs.is_some() {
-            self.pairs = pairs;
-        }
         self.layers = layers;
         self.generation = next_generation();
     }
@@ -238,58 +190,44 @@ impl Atlas3d {
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("sluice 3-D atlas shrink"),
         });
-        let pairs = self
-            .pairs
-            .as_ref()
-            .map(|(old, _)| (old, create_pairs(device, self.side, self.per, layers)));
-        let mut copies = vec![(&self.texture, &texture)];
-        if let Some((old, new)) = &pairs {
-            copies.push((old, &new.0));
-        }
         let [w, h, _] = self.size();
+        encoder.copy_texture_to_texture(
+            self.texture.as_image_copy(),
+            texture.as_image_copy(),
+            wgpu::Extent3d {
+                width: w,
+                height: h,
+                depth_or_array_layers: layers * self.side,
+            },
+        );
         let at = |slot: u32| {
             let [x, y, z] = self.slot_origin(slot);
             wgpu::Origin3d { x, y, z }
         };
-        for (from_texture, to_texture) in copies {
+        for &(from, to) in moves {
             encoder.copy_texture_to_texture(
-                from_texture.as_image_copy(),
-                to_texture.as_image_copy(),
+                wgpu::TexelCopyTextureInfo {
+                    texture: &self.texture,
+                    mip_level: 0,
+                    origin: at(from),
+                    aspect: wgpu::TextureAspect::All,
+                },
+                wgpu::TexelCopyTextureInfo {
+                    texture: &texture,
+                    mip_level: 0,
+                    origin: at(to),
+                    aspect: wgpu::TextureAspect::All,
+                },
                 wgpu::Extent3d {
-                    width: w,
-                    height: h,
-                    depth_or_array_layers: layers * self.side,
+                    width: self.side,
+                    height: self.side,
+                    depth_or_array_layers: self.side,
                 },
             );
-            for &(from, to) in moves {
-                encoder.copy_texture_to_texture(
-                    wgpu::TexelCopyTextureInfo {
-                        texture: from_texture,
-                        mip_level: 0,
-                        origin: at(from),
-                        aspect: wgpu::TextureAspect::All,
-                    },
-                    wgpu::TexelCopyTextureInfo {
-                        texture: to_texture,
-                        mip_level: 0,
-                        origin: at(to),
-                        aspect: wgpu::TextureAspect::All,
-                    },
-                    wgpu::Extent3d {
-                        width: self.side,
-                        height: self.side,
-                        depth_or_array_layers: self.side,
-                    },
-                );
-            }
         }
         queue.submit([encoder.finish()]);
-        let pairs = pairs.map(|(_, new)| new);
         self.view = texture.create_view(&wgpu::TextureViewDescriptor::default());
         self.texture = texture;
-        if pairs.is_some() {
-            self.pairs = pairs;
-        }
         self.layers = layers;
         self.generation = next_generation();
         true
@@ -301,28 +239,6 @@ fn next_generation() -> u64 {
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
-/// The z-paired copy of a 3-D atlas of `layers` layers of `per` slots of `side` texels: a
-/// 2-D array of the same size (texture, and its 2-D array view).
-fn create_pairs(
-    device: &wgpu::Device,
-    side: u32,
-    per: [u32; 2],
-    layers: u32,
-) -> (wgpu::Texture, wgpu::TextureView) {
-    let texture = atlas_texture(
-        device,
-        "sluice 3-D page atlas pairs",
-        wgpu::TextureDimension::D2,
-        crate::volume_pairs::PAIRS_FORMAT,
-        [per[0] * side, per[1] * side, layers * side],
-    );
-    let view = texture.create_view(&wgpu::TextureViewDescriptor {
-        dimension: Some(wgpu::TextureViewDimension::D2Array),
-        ..Default::default()
-    });
-    (texture, view)
-}
-
 fn create_3d(
     device: &wgpu::Device,
     format: AtlasFormat,
@@ -330,34 +246,17 @@ fn create_3d(
     per: [u32; 2],
     layers: u32,
 ) -> wgpu::Texture {
-    atlas_texture(
-        device,
-        "sluice 3-D page atlas",
-        wgpu::TextureDimension::D3,
-        format.format,
-        [per[0] * side, per[1] * side, layers * side],
-    )
-}
-
-/// A texture of an atlas: `size` texels (x, y, and z or layers), sampled, written and copied.
-fn atlas_texture(
-    device: &wgpu::Device,
-    label: &str,
-    dimension: wgpu::TextureDimension,
-    format: wgpu::TextureFormat,
-    size: [u32; 3],
-) -> wgpu::Texture {
     device.create_texture(&wgpu::TextureDescriptor {
-        label: Some(label),
+        label: Some("sluice 3-D page atlas"),
         size: wgpu::Extent3d {
-            width: size[0],
-            height: size[1],
-            depth_or_array_layers: size[2],
+            width: per[0] * side,
+            height: per[1] * side,
+            depth_or_array_layers: layers * side,
         },
         mip_level_count: 1,
         sample_count: 1,
-        dimension,
-        format,
+        dimension: wgpu::TextureDimension::D3,
+        format: format.format,
         usage: wgpu::TextureUsages::TEXTURE_BINDING
             | wgpu::TextureUsages::COPY_DST
             | wgpu::TextureUsages::COPY_SRC,
@@ -382,8 +281,6 @@ pub(crate) struct VolumeSource {
     version: Version,
     requested: Option<(Vec<PageWant>, Instant)>,
     read_errors: HashMap<PageKey, String>,
-    /// Whether it was asked for a z-paired atlas (kept when its layout changes).
-    pair_wanted: bool,
 }
 
 /// One paged volume visual's GPU state.
@@ -424,9 +321,6 @@ pub(crate) struct PagedVolumes {
     pub visuals: HashMap<u64, VolumeVisual>,
     /// Draw every 3-D host source through pages (`RendererOptions::always_page_3d`).
     pub always: bool,
-    /// Keep z-paired copies of 8-bit atlases that linear volumes march (CPU devices with
-    /// `RendererOptions::volume_pairs`; see [`Atlas3d`]).
-    pub pair: bool,
     /// The paged marchers (`draw/paged_volume.rs`).
     pub pipelines: crate::draw::PagedVolumePipelines,
     /// The paged slices' pipelines (`draw/paged_slice.rs`).
@@ -496,13 +390,10 @@ impl PagedTextures {
         source: &SharedSource,
         slice: Option<SlicePlane>,
         uniform_size: u64,
-        linear: bool,
     ) -> Result<(), RenderError> {
         let key = SourceKey::of(source);
         if !self.volumes.sources.contains_key(&key) {
-            // Paired for the volume that first shows it, if that one marches linearly.
-            let pair = self.volumes.pair && linear && slice.is_none();
-            let s = self.create_volume_source(device, source, pair)?;
+            let s = self.create_volume_source(device, source)?;
             self.volumes.sources.insert(key, s);
         }
         // A volume that became a slice image (or back) needs another uniform block.
@@ -556,14 +447,10 @@ impl PagedTextures {
         Ok(())
     }
 
-    /// A paged volume source for `source`, its atlas z-paired where `pair` asks and the atlas
-    /// can be ([`Atlas3d::can_pair`], and the coarsest level's pages still fit the budget
-    /// with each page charged for its copy).
     fn create_volume_source(
         &mut self,
         device: &wgpu::Device,
         source: &SharedSource,
-        pair: bool,
     ) -> Result<VolumeSource, RenderError> {
         let layout = source.layout();
         let label = source.label();
@@ -599,28 +486,13 @@ impl PagedTextures {
             .slot_bytes(&layout)
             .map_err(|e| unsupported(e.to_string()))?;
         let slot_bytes = slot_bytes / layout.sample_bytes().max(1) * upload.sample_bytes();
+        let in_budget = self.budget / (slot_bytes.max(1) as u64);
         // Every view needs the coarsest level's visible pages (the fallback that leaves no
         // holes), and choosing them walks its whole page grid: it must fit the budget.
         let coarsest = &layout.levels()[levels - 1].shape;
         let g = grid.grid_size(coarsest);
         let pages = g[0].checked_mul(g[1]).and_then(|p| p.checked_mul(g[2]));
-        let fits = |charge: u64| {
-            let in_budget = self.budget / (slot_bytes.max(1) as u64).saturating_mul(charge);
-            pages.is_some_and(|p| p as u64 <= in_budget)
-        };
-        // A paired page costs its slot and twice that for its copy: all three count against
-        // the budget (the allocator charges them).
-        let paired = pair && fits(PAIRED_CHARGE as u64) && {
-            let (_, per, max_layers) = Atlas3d::capacity(
-                side,
-                max_3d,
-                self.budget / (slot_bytes.max(1) as u64 * PAIRED_CHARGE as u64),
-            );
-            Atlas3d::can_pair(&format, side, per, max_layers, &device.limits())
-        };
-        let charge = if paired { PAIRED_CHARGE } else { 1 };
-        let in_budget = self.budget / (slot_bytes.max(1) as u64 * charge as u64);
-        if !fits(1) {
+        if pages.is_none_or(|p| p as u64 > in_budget) {
             return Err(unsupported(format!(
                 "its coarsest level {coarsest} needs {g:?} pages of {slot_bytes} bytes, more than the {in_budget} the GPU budget of {} bytes holds (give it coarser levels, or raise gpu_budget)",
                 self.budget
@@ -633,7 +505,7 @@ impl PagedTextures {
         let (slots, per, max_layers) = Atlas3d::capacity(side, max_3d, wanted);
         let id = self
             .allocator
-            .add_source_charged(label.clone(), layout.clone(), grid, slots, charge)
+            .add_source(label.clone(), layout.clone(), grid, slots)
             .map_err(|e| unsupported(e.to_string()))?;
         let max_pages = layout
             .levels()
@@ -660,7 +532,7 @@ impl PagedTextures {
             id,
             consumer,
             upload,
-            atlas: Atlas3d::new(device, format, side, per, max_layers, paired),
+            atlas: Atlas3d::new(device, format, side, per, max_layers),
             table,
             entries: vec![[u32::MAX; 4]; entries],
             window: window as u32,
@@ -669,7 +541,6 @@ impl PagedTextures {
             requested: None,
             read_errors: HashMap::new(),
             layout,
-            pair_wanted: pair,
         })
     }
 
@@ -1006,9 +877,8 @@ impl PagedTextures {
             let old = self.volumes.sources.remove(&key).expect("listed above");
             let users = old.users;
             let source = old.source.clone();
-            let pair = old.pair_wanted;
             self.retire_volume(old);
-            let mut fresh = self.create_volume_source(device, &source, pair)?;
+            let mut fresh = self.create_volume_source(device, &source)?;
             fresh.users = users;
             self.volumes.sources.insert(key, fresh);
             for v in self.volumes.visuals.values_mut() {
@@ -1078,67 +948,30 @@ fn upload_page_3d(
     };
     s.atlas.ensure_slot(device, queue, slot);
     let origin = s.atlas.slot_origin(slot);
-    let at = |texture| wgpu::TexelCopyTextureInfo {
-        texture,
-        mip_level: 0,
-        origin: wgpu::Origin3d {
-            x: origin[0] + offset[2] as u32,
-            y: origin[1] + offset[1] as u32,
-            z: origin[2] + offset[0] as u32,
-        },
-        aspect: wgpu::TextureAspect::All,
-    };
-    let extent = wgpu::Extent3d {
-        width: samples as u32,
-        height: region.size[1] as u32,
-        depth_or_array_layers: region.size[0] as u32,
-    };
     queue.write_texture(
-        at(&s.atlas.texture),
+        wgpu::TexelCopyTextureInfo {
+            texture: &s.atlas.texture,
+            mip_level: 0,
+            origin: wgpu::Origin3d {
+                x: origin[0] + offset[2] as u32,
+                y: origin[1] + offset[1] as u32,
+                z: origin[2] + offset[0] as u32,
+            },
+            aspect: wgpu::TextureAspect::All,
+        },
         data,
         wgpu::TexelCopyBufferLayout {
             offset: 0,
             bytes_per_row: Some(out_row as u32),
             rows_per_image: Some(region.size[1] as u32),
         },
-        extent,
+        wgpu::Extent3d {
+            width: samples as u32,
+            height: region.size[1] as u32,
+            depth_or_array_layers: region.size[0] as u32,
+        },
     );
-    let mut written = (out_row * rows) as u64;
-    if let Some((pairs, _)) = &s.atlas.pairs {
-        // The atlas's 8-bit planes, each with the next of the page (its last with itself).
-        let plane = rows / region.size[0].max(1) * samples;
-        let paired = pair_planes(data, plane);
-        queue.write_texture(
-            at(pairs),
-            &paired,
-            wgpu::TexelCopyBufferLayout {
-                offset: 0,
-                bytes_per_row: Some(2 * samples as u32),
-                rows_per_image: Some(region.size[1] as u32),
-            },
-            extent,
-        );
-        written += paired.len() as u64;
-    }
-    Ok(Some(written))
-}
-
-/// The z-paired texels of 8-bit planes of `plane` samples each: every sample followed by
-/// the same sample of the next plane, the last plane's by its own.
-fn pair_planes(data: &[u8], plane: usize) -> Vec<u8> {
-    let mut out = vec![0u8; data.len() * 2];
-    if plane == 0 {
-        return out;
-    }
-    let planes: Vec<&[u8]> = data.chunks(plane).collect();
-    for (z, (dst, here)) in out.chunks_mut(2 * plane).zip(&planes).enumerate() {
-        let next = planes.get(z + 1).unwrap_or(here);
-        for ((d, &a), &b) in dst.chunks_exact_mut(2).zip(*here).zip(*next) {
-            d[0] = a;
-            d[1] = b;
-        }
-    }
-    out
+    Ok(Some((out_row * rows) as u64))
 }
 
 /// Points `s`'s page table at `resident` pages (a page of `wanted` wins a shared entry, then
@@ -1200,22 +1033,6 @@ mod tests {
         // Never more than the side limit allows.
         assert_eq!(Atlas3d::capacity(66, 200, 1000), (27, [3, 3], 3));
         assert_eq!(Atlas3d::capacity(66, 2048, 0), (1, [1, 1], 1));
-    }
-
-    #[test]
-    fn planes_are_paired_with_the_next_and_the_last_with_itself() {
-        // 3 planes of 2 x 2 samples.
-        let data: Vec<u8> = (0..12).collect();
-        let paired = super::pair_planes(&data, 4);
-        assert_eq!(
-            paired,
-            [
-                0, 4, 1, 5, 2, 6, 3, 7, //
-                4, 8, 5, 9, 6, 10, 7, 11, //
-                8, 8, 9, 9, 10, 10, 11, 11,
-            ]
-        );
-        assert_eq!(super::pair_planes(&[7, 9], 2), [7, 7, 9, 9]);
     }
 
     #[test]

@@ -2,11 +2,9 @@
 // marcher (`paged_volume.wgsl`) and the paged slice (`paged_slice.wgsl`). The including shader
 // declares `params` (with `lv`, `page`, `window`, `slot_per`, `slot_side`, `border`,
 // `atlas_size` and `value_scale`), `atlas` (a `texture_3d<SAMPLE_T>`), `table` and `samp`.
-// The linear samples inside a slot and `MAY_BE_NAN` are filled in when the pipeline is built
-// (`draw/paged_volume.rs`): `sample_linear_3d`, the hardware's filter where the atlas is
-// filterable, eight taps inside the slot otherwise (integer and non-filterable float
-// atlases); `sample_linear_in`, the same, or for a marcher of an atlas with a z-paired copy
-// (CPU devices) a sample of that copy.
+// The linear sample inside a slot (`sample_linear_in`) and `MAY_BE_NAN` are filled in when the
+// pipeline is built (`draw/paged_volume.rs`): the hardware's filter where the atlas is
+// filterable, eight taps inside the slot otherwise (integer and non-filterable float atlases).
 
 struct Level {
     // Level samples per level-0 sample, per axis (x, y, z), and level-0 samples per sample
@@ -64,32 +62,54 @@ fn sample_taps_in(texel: vec3<f32>, lo: vec3<i32>, hi: vec3<i32>) -> Sample {
     return Sample(acc / weight, true);
 }
 
-// One sample of level `l` at level-0 position `p`.
-fn sample_level(l: u32, p: vec3<f32>, linear: bool) -> PageSample {
-    return sample_level_how(l, p, select(SAMPLE_NEAREST, SAMPLE_LINEAR, linear));
+// The last two page lookups of this invocation: a ray's samples mostly stay in one page, and
+// a level whose page is absent alternates with the coarser one standing in. Per entry the
+// level (none: 0xffffffff), the page, and the slot's texel origin with 1 (resident) or 0
+// (absent).
+var<private> memo_level: vec2<u32> = vec2<u32>(0xffffffffu);
+var<private> memo_page_a: vec3<u32>;
+var<private> memo_page_b: vec3<u32>;
+var<private> memo_slot_a: vec4<u32>;
+var<private> memo_slot_b: vec4<u32>;
+
+// Where page `pg` of level `l` (its table entries from `base`) lies in the atlas: its slot's
+// texel origin and 1, or 0 in `w` if it is not resident.
+fn page_slot(l: u32, pg: vec3<u32>, base: u32) -> vec4<u32> {
+    if (memo_level.x == l && all(memo_page_a == pg)) {
+        return memo_slot_a;
+    }
+    if (memo_level.y == l && all(memo_page_b == pg)) {
+        return memo_slot_b;
+    }
+    let w = params.window;
+    let e = table[base + ((pg.z % w) * w + (pg.y % w)) * w + (pg.x % w)];
+    var found = vec4<u32>(0u);
+    if (e.x != 0u && e.y == pg.x && e.z == pg.y && e.w == pg.z) {
+        let slot = e.x - 1u;
+        found = vec4<u32>(vec3<u32>(
+            slot % params.slot_per.x,
+            (slot / params.slot_per.x) % params.slot_per.y,
+            slot / (params.slot_per.x * params.slot_per.y),
+        ) * params.slot_side, 1u);
+    }
+    memo_level = vec2<u32>(l, memo_level.x);
+    memo_page_b = memo_page_a;
+    memo_slot_b = memo_slot_a;
+    memo_page_a = pg;
+    memo_slot_a = found;
+    return found;
 }
 
-// How `sample_level_how` samples: the nearest texel, linearly (`sample_linear_in`), or
-// linearly from the 3-D atlas itself (`sample_linear_3d`).
-const SAMPLE_NEAREST: u32 = 0u;
-const SAMPLE_LINEAR: u32 = 1u;
-const SAMPLE_LINEAR_3D: u32 = 2u;
-
-fn sample_level_how(l: u32, p: vec3<f32>, how: u32) -> PageSample {
+// One sample of level `l` at level-0 position `p`.
+fn sample_level(l: u32, p: vec3<f32>, linear: bool) -> PageSample {
     let lv = params.lv[l];
     let q = clamp((p - lv.offset) * lv.inv_ds, vec3<f32>(0.5), lv.size - vec3<f32>(0.5));
     let pg = min(vec3<u32>(floor(q / params.page)), lv.grid - vec3<u32>(1u));
-    let w = params.window;
-    let e = table[lv.table_base + ((pg.z % w) * w + (pg.y % w)) * w + (pg.x % w)];
-    if (e.x == 0u || e.y != pg.x || e.z != pg.y || e.w != pg.z) {
+    let found = page_slot(l, pg, lv.table_base);
+    if (found.w == 0u) {
         return PageSample(vec4<f32>(0.0), -1.0);
     }
-    let slot = e.x - 1u;
-    let so = vec3<u32>(
-        slot % params.slot_per.x,
-        (slot / params.slot_per.x) % params.slot_per.y,
-        slot / (params.slot_per.x * params.slot_per.y),
-    ) * params.slot_side;
+    let so = found.xyz;
     let texel = vec3<f32>(so) + q - vec3<f32>(pg) * params.page + vec3<f32>(params.border);
     // The slot's texels: the page's interior and its border (a page at a level's edge has no
     // border there, but `q` stays half a sample inside the level, where that side's taps
@@ -97,13 +117,11 @@ fn sample_level_how(l: u32, p: vec3<f32>, how: u32) -> PageSample {
     let lo = vec3<i32>(so);
     let hi = lo + vec3<i32>(i32(params.slot_side) - 1);
     var s: Sample;
-    if (how == SAMPLE_NEAREST) {
+    if (!linear) {
         let v = atlas_texel(clamp(vec3<i32>(floor(texel)), lo, hi));
         s = Sample(v, !(MAY_BE_NAN && has_nan(v)));
-    } else if (how == SAMPLE_LINEAR) {
-        s = sample_linear_in(texel, lo, hi);
     } else {
-        s = sample_linear_3d(texel, lo, hi);
+        s = sample_linear_in(texel, lo, hi);
     }
     if (!s.valid) {
         return PageSample(vec4<f32>(0.0), 0.0);

@@ -99,16 +99,12 @@ struct Found {
 override LINEAR_MARCH: bool = true;
 
 fn sample_resident(p: vec3<f32>) -> Found {
-    if (LINEAR_MARCH) {
-        return sample_resident_as(p, SAMPLE_LINEAR);
-    }
-    return sample_resident_as(p, SAMPLE_NEAREST);
+    return sample_resident_as(p, LINEAR_MARCH);
 }
 
-// `how`: as `sample_level_how` takes it.
-fn sample_resident_as(p: vec3<f32>, how: u32) -> Found {
+fn sample_resident_as(p: vec3<f32>, linear: bool) -> Found {
     for (var l = wanted_level(p); l < params.levels; l = l + 1u) {
-        let s = sample_level_how(l, p, how);
+        let s = sample_level(l, p, linear);
         if (s.state >= 0.0) {
             return Found(s.value.x, l, s.state > 0.0);
         }
@@ -199,8 +195,7 @@ fn march_translucent(origin: vec3<f32>, dir: vec3<f32>, start: f32, t1: f32) -> 
 
 // The first sample at or above the threshold, refined linearly between it and the sample
 // before, shaded by the gradient (central differences one sample of the level apart) as the
-// dense marcher does, its samples from the 3-D atlas (as the dense marcher takes them from
-// its 3-D texture where it marches a z-paired copy).
+// dense marcher does.
 fn march_iso(origin: vec3<f32>, dir: vec3<f32>, start: f32, t1: f32) -> vec4<f32> {
     let d = params.display;
     let threshold = params.attenuation;
@@ -223,9 +218,9 @@ fn march_iso(origin: vec3<f32>, dir: vec3<f32>, start: f32, t1: f32) -> vec4<f32
                 let p = origin + dir * t_hit;
                 let h = params.lv[l].ds;
                 let g = vec3<f32>(
-                    sample_resident_as(p + vec3<f32>(h, 0.0, 0.0), SAMPLE_LINEAR_3D).value - sample_resident_as(p - vec3<f32>(h, 0.0, 0.0), SAMPLE_LINEAR_3D).value,
-                    sample_resident_as(p + vec3<f32>(0.0, h, 0.0), SAMPLE_LINEAR_3D).value - sample_resident_as(p - vec3<f32>(0.0, h, 0.0), SAMPLE_LINEAR_3D).value,
-                    sample_resident_as(p + vec3<f32>(0.0, 0.0, h), SAMPLE_LINEAR_3D).value - sample_resident_as(p - vec3<f32>(0.0, 0.0, h), SAMPLE_LINEAR_3D).value,
+                    sample_resident_as(p + vec3<f32>(h, 0.0, 0.0), true).value - sample_resident_as(p - vec3<f32>(h, 0.0, 0.0), true).value,
+                    sample_resident_as(p + vec3<f32>(0.0, h, 0.0), true).value - sample_resident_as(p - vec3<f32>(0.0, h, 0.0), true).value,
+                    sample_resident_as(p + vec3<f32>(0.0, 0.0, h), true).value - sample_resident_as(p - vec3<f32>(0.0, 0.0, h), true).value,
                 );
                 var diffuse = 1.0;
                 if (length(g) > 0.0) {
