@@ -91,6 +91,15 @@ pub struct Renderer {
     clear_rect: Option<ClearRect>,
 }
 
+#[cfg(test)]
+impl Renderer {
+    /// Makes the paged marchers built from now on look each sample's page up (see
+    /// `PagedVolumes::per_sample_spans`).
+    pub(crate) fn set_per_sample_spans(&mut self, on: bool) {
+        self.res.paged.volumes.per_sample_spans = on;
+    }
+}
+
 impl Renderer {
     /// A renderer on the best adapter with default options. Reads no environment variable:
     /// `Renderer::with_options(RendererOptions::from_env()?)` honours `SLUICE_BACKEND` and

@@ -321,6 +321,9 @@ pub(crate) struct PagedVolumes {
     pub visuals: HashMap<u64, VolumeVisual>,
     /// Draw every 3-D host source through pages (`RendererOptions::always_page_3d`).
     pub always: bool,
+    /// Tests only: the marchers made from now on look each sample's page up (their spans
+    /// end at their first sample), the reference the spans are compared with.
+    pub per_sample_spans: bool,
     /// The paged marchers (`draw/paged_volume.rs`).
     pub pipelines: crate::draw::PagedVolumePipelines,
     /// The paged slices' pipelines (`draw/paged_slice.rs`).

@@ -69,12 +69,8 @@ fn unproject(ndc: vec3<f32>) -> vec3<f32> {
 }
 
 // The level whose samples are no larger than the footprint of a ray step at `p` (a pixel
-// there, or the depth-sample target's step), then the visual's bias or lock: the choice of
-// `visible_pages_3d`, which wanted the pages.
-fn wanted_level(p: vec3<f32>) -> u32 {
-    if (params.level_lock != 0xffffffffu) {
-        return params.level_lock;
-    }
+// there, or the depth-sample target's step), before the visual's bias or lock.
+fn footprint_level(p: vec3<f32>) -> u32 {
     let fp = max(params.pixel_size + params.pixel_spread * distance(p, params.eye), params.min_step);
     var l = 0u;
     for (var k = 1u; k < params.levels; k = k + 1u) {
@@ -82,7 +78,16 @@ fn wanted_level(p: vec3<f32>) -> u32 {
             l = k;
         }
     }
-    return u32(clamp(i32(l) + params.level_bias, 0, i32(params.levels) - 1));
+    return l;
+}
+
+// The level of `footprint_level` with the visual's bias or lock: the choice of
+// `visible_pages_3d`, which wanted the pages.
+fn wanted_level(p: vec3<f32>) -> u32 {
+    if (params.level_lock != 0xffffffffu) {
+        return params.level_lock;
+    }
+    return u32(clamp(i32(footprint_level(p)) + params.level_bias, 0, i32(params.levels) - 1));
 }
 
 struct Found {
@@ -92,16 +97,17 @@ struct Found {
     valid: bool,
 };
 
-// The sample at `p` from the wanted level, else the nearest coarser resident one.
 // Whether the march samples linearly: a constant of the pipeline (`draw/paged_volume.rs`
 // makes one per interpolation), so that a CPU device, which computes both sides of a branch
 // its lanes disagree on or cannot see through, compiles only the sample it takes.
 override LINEAR_MARCH: bool = true;
 
-fn sample_resident(p: vec3<f32>) -> Found {
-    return sample_resident_as(p, LINEAR_MARCH);
-}
+// Tests only (`PagedVolumes::per_sample_spans`): every span ends at its first sample, so that
+// each sample looks its page up as `sample_resident_as` does, to compare the spans with.
+override PER_SAMPLE_SPANS: bool = false;
 
+// The sample at `p` from the wanted level, else the nearest coarser resident one (`linear`
+// or nearest).
 fn sample_resident_as(p: vec3<f32>, linear: bool) -> Found {
     for (var l = wanted_level(p); l < params.levels; l = l + 1u) {
         let s = sample_level(l, p, linear);
@@ -110,6 +116,109 @@ fn sample_resident_as(p: vec3<f32>, linear: bool) -> Found {
         }
     }
     return Found(0.0, params.levels, false);
+}
+
+// A stretch of a ray whose samples all come from one page: the marchers look the page up
+// once per span, not once per sample (on a CPU device the lookup cost more than the sample).
+// Until `t_end` the wanted level stays, and so does the page of every level from it to the
+// one sampled, so each sample of the span is the one `sample_resident_as` would take.
+struct Span {
+    t_end: f32,
+    // The level sampled; `levels` when no level has a resident page here.
+    level: u32,
+    // Level sample coordinates of a level-0 position `p`: `p * inv_ds - first`, clamped to
+    // `0.5..=last` as `sample_level` clamps them; atlas texel = those + `shift`.
+    inv_ds: vec3<f32>,
+    first: vec3<f32>,
+    last: vec3<f32>,
+    shift: vec3<f32>,
+    // The slot's texels (as `sample_level` clamps its taps).
+    lo: vec3<i32>,
+    hi: vec3<i32>,
+};
+
+// The ray parameter past `t` at which the footprint level of `origin + dir * t` becomes
+// coarser than `l` (the footprint grows with the distance from the eye), or 3.4e38 for
+// never (the last level, a lock, no spread: an orthographic view).
+fn level_change_t(origin: vec3<f32>, dir: vec3<f32>, t: f32, l: u32) -> f32 {
+    if (params.level_lock != 0xffffffffu || l + 1u >= params.levels || params.pixel_spread <= 0.0) {
+        return 3.4e38;
+    }
+    // distance(origin + dir * t', eye) = r: t' = -b + sqrt(b^2 - c).
+    let r = (params.lv[l + 1u].ds - params.pixel_size) / params.pixel_spread;
+    let w = origin - params.eye;
+    let b = dot(w, dir);
+    let disc = b * b - (dot(w, w) - r * r);
+    if (disc < 0.0) {
+        return 3.4e38;
+    }
+    return max(-b + sqrt(disc), t);
+}
+
+// The ray parameter at which `origin + dir * t` leaves page `pg` of level `lv` (a level's
+// first and last pages reach past its edges, where coordinates are clamped).
+fn page_exit_t(origin: vec3<f32>, dir: vec3<f32>, lv: Level, pg: vec3<u32>) -> f32 {
+    let q0 = (origin - lv.offset) * lv.inv_ds;
+    let qd = dir * lv.inv_ds;
+    let low = vec3<f32>(pg) * params.page;
+    let up = qd > vec3<f32>(0.0) & (pg + vec3<u32>(1u) < lv.grid);
+    let down = qd < vec3<f32>(0.0) & (pg > vec3<u32>(0u));
+    let te = select(select(vec3<f32>(3.4e38), (low - q0) / qd, down), (low + vec3<f32>(params.page) - q0) / qd, up);
+    return min(te.x, min(te.y, te.z));
+}
+
+// The span of the ray `origin + dir * t` from `t`: its sampled level and page as
+// `sample_resident_as` finds them, and where the first of the pages looked at, or the
+// wanted level, changes.
+fn span_at(origin: vec3<f32>, dir: vec3<f32>, t: f32) -> Span {
+    let p = origin + dir * t;
+    let footprint = footprint_level(p);
+    var t_end = select(level_change_t(origin, dir, t, footprint), t, PER_SAMPLE_SPANS);
+    var l = wanted_level(p);
+    for (; l < params.levels; l = l + 1u) {
+        let lv = params.lv[l];
+        let q = clamp((p - lv.offset) * lv.inv_ds, vec3<f32>(0.5), lv.size - vec3<f32>(0.5));
+        let pg = min(vec3<u32>(floor(q / params.page)), lv.grid - vec3<u32>(1u));
+        t_end = min(t_end, page_exit_t(origin, dir, lv, pg));
+        let found = page_slot(l, pg, lv.table_base);
+        if (found.w != 0u) {
+            let lo = vec3<i32>(found.xyz);
+            return Span(
+                t_end,
+                l,
+                lv.inv_ds,
+                lv.offset * lv.inv_ds,
+                lv.size - vec3<f32>(0.5),
+                vec3<f32>(found.xyz) - vec3<f32>(pg) * params.page + vec3<f32>(params.border),
+                lo,
+                lo + vec3<i32>(i32(params.slot_side) - 1),
+            );
+        }
+    }
+    return Span(t_end, params.levels, vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0), vec3<i32>(0), vec3<i32>(0));
+}
+
+// The sample at `p` inside span `sp` (a position of its stretch of the ray), as
+// `sample_resident_as(p, LINEAR_MARCH)` takes it.
+fn span_sample(sp: Span, p: vec3<f32>) -> Found {
+    if (sp.level >= params.levels) {
+        return Found(0.0, params.levels, false);
+    }
+    let texel = clamp(p * sp.inv_ds - sp.first, vec3<f32>(0.5), sp.last) + sp.shift;
+    var s: Sample;
+    if (LINEAR_MARCH) {
+        s = sample_linear_in(texel, sp.lo, sp.hi);
+    } else {
+        let v = atlas_texel(clamp(vec3<i32>(floor(texel)), sp.lo, sp.hi));
+        s = Sample(v, !(MAY_BE_NAN && has_nan(v)));
+    }
+    return Found(s.value.x, sp.level, s.valid);
+}
+
+// The ray step of span `sp`: `base_step` in units of its level (the coarsest where nothing
+// is resident).
+fn span_step(sp: Span) -> f32 {
+    return base_step * params.lv[min(sp.level, params.levels - 1u)].ds;
 }
 
 fn march(frag: vec2<f32>) -> vec4<f32> {
@@ -145,17 +254,26 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
     }
     var best = -3.4e38;
     var found = false;
-    for (var n = 0u; n < params.max_steps; n = n + 1u) {
-        if (t >= t1 || best >= d.clim.y) {
+    var n = 0u;
+    loop {
+        if (t >= t1 || best >= d.clim.y || n >= params.max_steps) {
             break;
         }
-        let s = sample_resident(origin + dir * t);
-        if (s.valid) {
-            best = max(best, s.value);
-            found = true;
+        let sp = span_at(origin, dir, t);
+        let step = span_step(sp);
+        // At least one sample a span (the span at `t` may end at `t` where rounding put it).
+        loop {
+            let s = span_sample(sp, origin + dir * t);
+            if (s.valid) {
+                best = max(best, s.value);
+                found = true;
+            }
+            t = t + step;
+            n = n + 1u;
+            if (t >= sp.t_end || t >= t1 || best >= d.clim.y || n >= params.max_steps) {
+                break;
+            }
         }
-        let l = min(s.level, params.levels - 1u);
-        t = t + base_step * params.lv[l].ds;
     }
     if (!found) {
         return vec4<f32>(0.0);
@@ -171,21 +289,28 @@ fn march_translucent(origin: vec3<f32>, dir: vec3<f32>, start: f32, t1: f32) -> 
     var color = vec3<f32>(0.0);
     var alpha = 0.0;
     var t = start;
-    for (var n = 0u; n < params.max_steps; n = n + 1u) {
-        if (t >= t1 || alpha > 0.995) {
+    var n = 0u;
+    loop {
+        if (t >= t1 || alpha > 0.995 || n >= params.max_steps) {
             break;
         }
-        let s = sample_resident(origin + dir * t);
-        let l = min(s.level, params.levels - 1u);
-        let step = base_step * params.lv[l].ds;
-        if (s.valid) {
-            let v = normalize_value(d, s.value);
-            let c = colormap(d, v);
-            let a = 1.0 - exp(-params.attenuation * c.a * v * step);
-            color = color + (1.0 - alpha) * a * c.rgb;
-            alpha = alpha + (1.0 - alpha) * a;
+        let sp = span_at(origin, dir, t);
+        let step = span_step(sp);
+        loop {
+            let s = span_sample(sp, origin + dir * t);
+            if (s.valid) {
+                let v = normalize_value(d, s.value);
+                let c = colormap(d, v);
+                let a = 1.0 - exp(-params.attenuation * c.a * v * step);
+                color = color + (1.0 - alpha) * a * c.rgb;
+                alpha = alpha + (1.0 - alpha) * a;
+            }
+            t = t + step;
+            n = n + 1u;
+            if (t >= sp.t_end || t >= t1 || alpha > 0.995 || n >= params.max_steps) {
+                break;
+            }
         }
-        t = t + step;
     }
     if (alpha <= 0.0) {
         return vec4<f32>(0.0);
@@ -202,37 +327,55 @@ fn march_iso(origin: vec3<f32>, dir: vec3<f32>, start: f32, t1: f32) -> vec4<f32
     var previous = -3.4e38;
     var previous_t = start;
     var t = start;
-    for (var n = 0u; n < params.max_steps; n = n + 1u) {
-        if (t >= t1) {
+    var n = 0u;
+    var hit = false;
+    var t_hit = 0.0;
+    var hit_level = 0u;
+    loop {
+        if (t >= t1 || hit || n >= params.max_steps) {
             break;
         }
-        let s = sample_resident(origin + dir * t);
-        let l = min(s.level, params.levels - 1u);
-        if (s.valid) {
-            let v = s.value;
-            if (v >= threshold) {
-                var t_hit = t;
-                if (previous > -3.0e38 && v > previous) {
-                    t_hit = previous_t + (t - previous_t) * (threshold - previous) / (v - previous);
+        let sp = span_at(origin, dir, t);
+        let step = span_step(sp);
+        loop {
+            let s = span_sample(sp, origin + dir * t);
+            if (s.valid) {
+                let v = s.value;
+                if (v >= threshold) {
+                    hit = true;
+                    hit_level = min(s.level, params.levels - 1u);
+                    t_hit = t;
+                    if (previous > -3.0e38 && v > previous) {
+                        t_hit = previous_t + (t - previous_t) * (threshold - previous) / (v - previous);
+                    }
+                    break;
                 }
-                let p = origin + dir * t_hit;
-                let h = params.lv[l].ds;
-                let g = vec3<f32>(
-                    sample_resident_as(p + vec3<f32>(h, 0.0, 0.0), true).value - sample_resident_as(p - vec3<f32>(h, 0.0, 0.0), true).value,
-                    sample_resident_as(p + vec3<f32>(0.0, h, 0.0), true).value - sample_resident_as(p - vec3<f32>(0.0, h, 0.0), true).value,
-                    sample_resident_as(p + vec3<f32>(0.0, 0.0, h), true).value - sample_resident_as(p - vec3<f32>(0.0, 0.0, h), true).value,
-                );
-                var diffuse = 1.0;
-                if (length(g) > 0.0) {
-                    diffuse = abs(dot(normalize(g), dir));
-                }
-                let c = colormap(d, normalize_value(d, threshold));
-                return vec4<f32>(c.rgb * (0.25 + 0.75 * diffuse), c.a * params.opacity);
+                previous = v;
+                previous_t = t;
             }
-            previous = v;
-            previous_t = t;
+            t = t + step;
+            n = n + 1u;
+            if (t >= sp.t_end || t >= t1 || n >= params.max_steps) {
+                break;
+            }
         }
-        t = t + base_step * params.lv[l].ds;
     }
-    return vec4<f32>(0.0);
+    if (!hit) {
+        return vec4<f32>(0.0);
+    }
+    // Shaded once, after the march (a CPU device would run a shading inside the loop at
+    // every sample).
+    let p = origin + dir * t_hit;
+    let h = params.lv[hit_level].ds;
+    let g = vec3<f32>(
+        sample_resident_as(p + vec3<f32>(h, 0.0, 0.0), true).value - sample_resident_as(p - vec3<f32>(h, 0.0, 0.0), true).value,
+        sample_resident_as(p + vec3<f32>(0.0, h, 0.0), true).value - sample_resident_as(p - vec3<f32>(0.0, h, 0.0), true).value,
+        sample_resident_as(p + vec3<f32>(0.0, 0.0, h), true).value - sample_resident_as(p - vec3<f32>(0.0, 0.0, h), true).value,
+    );
+    var diffuse = 1.0;
+    if (length(g) > 0.0) {
+        diffuse = abs(dot(normalize(g), dir));
+    }
+    let c = colormap(d, normalize_value(d, threshold));
+    return vec4<f32>(c.rgb * (0.25 + 0.75 * diffuse), c.a * params.opacity);
 }
