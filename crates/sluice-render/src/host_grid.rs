@@ -326,6 +326,47 @@ impl HostGrid {
     }
 }
 
+/// The range of one-channel texels of `format` in `bytes`, in data units as the grid's cells
+/// hold them (NaN left out; `EMPTY` where no texel has a value); `None` for the formats the
+/// grid does not read. The paged marcher skips pages by it (`paged/volume.rs`).
+pub(crate) fn value_range(format: wgpu::TextureFormat, bytes: &[u8]) -> Option<[f32; 2]> {
+    fn range<T: Texel>(bytes: &[u8]) -> [f32; 2] {
+        let (mut low, mut high) = (T::LOW_START, T::HIGH_START);
+        let mut widen = |v: T| {
+            low = T::lower(low, v);
+            high = T::higher(high, v);
+        };
+        match bytemuck::try_cast_slice::<u8, T>(bytes) {
+            Ok(texels) => texels.iter().copied().for_each(&mut widen),
+            Err(_) => bytes
+                .chunks_exact(size_of::<T>())
+                .map(bytemuck::pod_read_unaligned::<T>)
+                .for_each(&mut widen),
+        }
+        cell_range(low, high)
+    }
+    use wgpu::TextureFormat as F;
+    Some(match format {
+        F::R8Unorm | F::R8Uint => range::<u8>(bytes),
+        F::R8Sint => range::<i8>(bytes),
+        F::R16Unorm | F::R16Uint => range::<u16>(bytes),
+        F::R16Sint => range::<i16>(bytes),
+        F::R16Float => {
+            let (mut low, mut high) = (EMPTY[0], EMPTY[1]);
+            for b in bytes.chunks_exact(2) {
+                let v = f16::from_le_bytes([b[0], b[1]]).to_f32();
+                low = low.min(v);
+                high = high.max(v);
+            }
+            cell_range(low, high)
+        }
+        F::R32Float => range::<f32>(bytes),
+        F::R32Uint => range::<u32>(bytes),
+        F::R32Sint => range::<i32>(bytes),
+        _ => return None,
+    })
+}
+
 /// A cell's own range in data units: `EMPTY` where no texel had a value (only float cells
 /// can have none, all NaN).
 fn cell_range<T: Texel>(low: T, high: T) -> [f32; 2] {
@@ -396,4 +437,44 @@ fn dilate(own: Vec<[f32; 2]>, count: [usize; 3]) -> Vec<[f32; 4]> {
         }
     }
     grid.into_iter().map(|[l, h]| [l, h, 0.0, 0.0]).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{value_range, EMPTY};
+    use half::f16;
+    use wgpu::TextureFormat as F;
+
+    #[test]
+    fn value_ranges_are_in_data_units_and_leave_nan_out() {
+        assert_eq!(value_range(F::R8Unorm, &[7, 200, 3]), Some([3.0, 200.0]));
+        assert_eq!(value_range(F::R8Sint, &[0xff, 5]), Some([-1.0, 5.0]));
+        let u16s: Vec<u8> = [65535u16, 2].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        assert_eq!(value_range(F::R16Unorm, &u16s), Some([2.0, 65535.0]));
+        // Unaligned bytes read alike.
+        let mut shifted = vec![0u8];
+        shifted.extend_from_slice(&u16s);
+        assert_eq!(value_range(F::R16Uint, &shifted[1..]), Some([2.0, 65535.0]));
+        let f32s: Vec<u8> = [f32::NAN, -2.5, 9.0]
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect();
+        assert_eq!(value_range(F::R32Float, &f32s), Some([-2.5, 9.0]));
+        let nans: Vec<u8> = [f32::NAN; 3].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        assert_eq!(value_range(F::R32Float, &nans), Some(EMPTY));
+        let halves: Vec<u8> = [f16::from_f32(0.5), f16::NAN, f16::from_f32(-4.0)]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        assert_eq!(value_range(F::R16Float, &halves), Some([-4.0, 0.5]));
+        let i32s: Vec<u8> = [i32::MIN, 40]
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect();
+        assert_eq!(
+            value_range(F::R32Sint, &i32s),
+            Some([i32::MIN as f32, 40.0])
+        );
+        assert_eq!(value_range(F::Rgba8Unorm, &[0; 4]), None);
+    }
 }

@@ -187,6 +187,7 @@ pub(super) fn update(image: &Image, res: &mut Resources, draw: &Draw<'_>) {
             &v.uniform,
             s,
             &shader.sampler,
+            false,
         );
         res.paged
             .volumes

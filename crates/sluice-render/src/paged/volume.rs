@@ -37,6 +37,10 @@ pub(crate) const MAX_LEVELS_3D: usize = 16;
 /// `(x, y, z) mod window`; a collision falls back to a coarser level, never to wrong data).
 const MAX_WINDOW_3D: usize = 32;
 
+/// The range of a slot whose page's values are not known (a format the host does not read):
+/// every value, so that nothing is skipped.
+const NO_RANGE: [f32; 2] = [-3.4e38, 3.4e38];
+
 /// Whether a volume's source is drawn through 3-D pages: a 3-D host source that loads lazily,
 /// has several levels, or needs more than the dense path's bricks where a page fits the 3-D
 /// texture limit (or any 3-D host source when `always` is set).
@@ -275,6 +279,10 @@ pub(crate) struct VolumeSource {
     pub atlas: Atlas3d,
     /// The page table: per level `window`^3 entries `(slot + 1, x, y, z)` (0: empty).
     pub table: wgpu::Buffer,
+    /// Per slot, the (low, high) of the page it holds in data units (its border included,
+    /// NaN left out), which the marcher skips pages by: the buffer, and its copy here.
+    pub ranges: wgpu::Buffer,
+    range_of: Vec<[f32; 2]>,
     entries: Vec<[u32; 4]>,
     pub window: u32,
     users: usize,
@@ -537,6 +545,13 @@ impl PagedTextures {
             upload,
             atlas: Atlas3d::new(device, format, side, per, max_layers),
             table,
+            ranges: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("sluice 3-D page ranges"),
+                size: u64::from(slots.max(1)) * 8,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+            range_of: vec![NO_RANGE; slots.max(1) as usize],
             entries: vec![[u32::MAX; 4]; entries],
             window: window as u32,
             users: 0,
@@ -686,6 +701,12 @@ impl PagedTextures {
             {
                 if s.atlas.shrink(device, queue, layers, &moves) {
                     self.counters.atlases_shrunk += 1;
+                    // The moved pages' ranges move with them.
+                    for &(from, to) in &moves {
+                        let range = s.range_of[from as usize];
+                        s.range_of[to as usize] = range;
+                    }
+                    queue.write_buffer(&s.ranges, 0, bytemuck::cast_slice(&s.range_of));
                 }
             }
         }
@@ -974,6 +995,11 @@ fn upload_page_3d(
             depth_or_array_layers: region.size[0] as u32,
         },
     );
+    let range = crate::host_grid::value_range(s.atlas.format.format, data).unwrap_or(NO_RANGE);
+    if let Some(r) = s.range_of.get_mut(slot as usize) {
+        *r = range;
+        queue.write_buffer(&s.ranges, u64::from(slot) * 8, bytemuck::bytes_of(&range));
+    }
     Ok(Some((out_row * rows) as u64))
 }
 

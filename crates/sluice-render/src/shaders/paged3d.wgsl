@@ -64,8 +64,8 @@ fn sample_taps_in(texel: vec3<f32>, lo: vec3<i32>, hi: vec3<i32>) -> Sample {
 
 // The last two page lookups of this invocation: a ray's samples mostly stay in one page, and
 // a level whose page is absent alternates with the coarser one standing in. Per entry the
-// level (none: 0xffffffff), the page, and the slot's texel origin with 1 (resident) or 0
-// (absent).
+// level (none: 0xffffffff), the page, and the slot's texel origin with the slot + 1
+// (resident) or 0 (absent).
 var<private> memo_level: vec2<u32> = vec2<u32>(0xffffffffu);
 var<private> memo_page_a: vec3<u32>;
 var<private> memo_page_b: vec3<u32>;
@@ -73,7 +73,7 @@ var<private> memo_slot_a: vec4<u32>;
 var<private> memo_slot_b: vec4<u32>;
 
 // Where page `pg` of level `l` (its table entries from `base`) lies in the atlas: its slot's
-// texel origin and 1, or 0 in `w` if it is not resident.
+// texel origin and the slot + 1, or 0 in `w` if it is not resident.
 fn page_slot(l: u32, pg: vec3<u32>, base: u32) -> vec4<u32> {
     if (memo_level.x == l && all(memo_page_a == pg)) {
         return memo_slot_a;
@@ -90,7 +90,7 @@ fn page_slot(l: u32, pg: vec3<u32>, base: u32) -> vec4<u32> {
             slot % params.slot_per.x,
             (slot / params.slot_per.x) % params.slot_per.y,
             slot / (params.slot_per.x * params.slot_per.y),
-        ) * params.slot_side, 1u);
+        ) * params.slot_side, e.x);
     }
     memo_level = vec2<u32>(l, memo_level.x);
     memo_page_b = memo_page_a;

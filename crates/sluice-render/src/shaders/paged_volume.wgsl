@@ -47,6 +47,9 @@ struct Params {
 @group(0) @binding(1) var atlas: texture_3d<SAMPLE_T>;
 @group(0) @binding(3) var<storage, read> table: array<vec4<u32>>;
 @group(0) @binding(4) var samp: sampler;
+// Per atlas slot, the (low, high) of the page it holds, in data units (border included, NaN
+// left out; (3.4e38, -3.4e38) for a page with no value).
+@group(0) @binding(5) var<storage, read> page_ranges: array<vec2<f32>>;
 @group(2) @binding(0) var scene_depth: texture_2d<f32>;
 @group(2) @binding(1) var marched: texture_storage_2d<rgba16float, write>;
 
@@ -103,7 +106,8 @@ struct Found {
 override LINEAR_MARCH: bool = true;
 
 // Tests only (`PagedVolumes::per_sample_spans`): every span ends at its first sample, so that
-// each sample looks its page up as `sample_resident_as` does, to compare the spans with.
+// each sample looks its page up as `sample_resident_as` does, and none is skipped: the
+// marcher the spans and their skipping are compared with.
 override PER_SAMPLE_SPANS: bool = false;
 
 // The sample at `p` from the wanted level, else the nearest coarser resident one (`linear`
@@ -135,6 +139,8 @@ struct Span {
     // The slot's texels (as `sample_level` clamps its taps).
     lo: vec3<i32>,
     hi: vec3<i32>,
+    // The page's values (`page_ranges`), or none where nothing is resident.
+    range: vec2<f32>,
 };
 
 // The ray parameter past `t` at which the footprint level of `origin + dir * t` becomes
@@ -192,10 +198,11 @@ fn span_at(origin: vec3<f32>, dir: vec3<f32>, t: f32) -> Span {
                 vec3<f32>(found.xyz) - vec3<f32>(pg) * params.page + vec3<f32>(params.border),
                 lo,
                 lo + vec3<i32>(i32(params.slot_side) - 1),
+                page_ranges[found.w - 1u],
             );
         }
     }
-    return Span(t_end, params.levels, vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0), vec3<i32>(0), vec3<i32>(0));
+    return Span(t_end, params.levels, vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0), vec3<i32>(0), vec3<i32>(0), vec2<f32>(3.4e38, -3.4e38));
 }
 
 // The sample at `p` inside span `sp` (a position of its stretch of the ray), as
@@ -213,6 +220,27 @@ fn span_sample(sp: Span, p: vec3<f32>) -> Found {
         s = Sample(v, !(MAY_BE_NAN && has_nan(v)));
     }
     return Found(s.value.x, sp.level, s.valid);
+}
+
+// The samples of span `sp` from `t` (at least one: the span at `t` may end at `t` where
+// rounding put it), `step` apart, and not past `t1`.
+fn span_samples(sp: Span, t: f32, step: f32, t1: f32) -> f32 {
+    return max(ceil((min(sp.t_end, t1) - t) / step), 1.0);
+}
+
+// Whether every sample of span `sp` is left out of a translucent march: its values all map
+// to zero opacity (at or below the low contrast limit, or above it where the limits are
+// reversed), or none is resident.
+fn span_transparent(sp: Span) -> bool {
+    let d = params.display;
+    let span = d.clim.y - d.clim.x;
+    if (span > 0.0) {
+        return sp.range.y <= d.clim.x;
+    }
+    if (span < 0.0) {
+        return sp.range.x >= d.clim.x;
+    }
+    return sp.range.y < d.clim.y;
 }
 
 // The ray step of span `sp`: `base_step` in units of its level (the coarsest where nothing
@@ -261,6 +289,13 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
         }
         let sp = span_at(origin, dir, t);
         let step = span_step(sp);
+        if (!PER_SAMPLE_SPANS && found && sp.range.y <= best) {
+            // No sample of the span can raise the maximum: to the first sample past it.
+            let k = span_samples(sp, t, step, t1);
+            t = t + k * step;
+            n = n + u32(k);
+            continue;
+        }
         // At least one sample a span (the span at `t` may end at `t` where rounding put it).
         loop {
             let s = span_sample(sp, origin + dir * t);
@@ -296,6 +331,12 @@ fn march_translucent(origin: vec3<f32>, dir: vec3<f32>, start: f32, t1: f32) -> 
         }
         let sp = span_at(origin, dir, t);
         let step = span_step(sp);
+        if (!PER_SAMPLE_SPANS && span_transparent(sp)) {
+            let k = span_samples(sp, t, step, t1);
+            t = t + k * step;
+            n = n + u32(k);
+            continue;
+        }
         loop {
             let s = span_sample(sp, origin + dir * t);
             if (s.valid) {
@@ -337,6 +378,13 @@ fn march_iso(origin: vec3<f32>, dir: vec3<f32>, start: f32, t1: f32) -> vec4<f32
         }
         let sp = span_at(origin, dir, t);
         let step = span_step(sp);
+        if (!PER_SAMPLE_SPANS && sp.range.y < threshold) {
+            // No sample of the span reaches the threshold: to its last sample, which is
+            // taken (a hit just past the span is refined from it).
+            let k = span_samples(sp, t, step, t1);
+            t = t + (k - 1.0) * step;
+            n = n + u32(k) - 1u;
+        }
         loop {
             let s = span_sample(sp, origin + dir * t);
             if (s.valid) {
