@@ -340,6 +340,46 @@ fn bad_mesh_input_is_a_clear_error_before_upload() {
 }
 
 #[test]
+fn an_opaque_one_colour_mesh_replaces_what_is_under_it_and_a_translucent_one_blends() {
+    // A grey quad behind (z 20) and a triangle in front (z 5, nearer the eye). An opaque
+    // one-colour mesh is drawn with blending off: its pixels are its colour exactly, as the
+    // blend would give (source x 1 + destination x 0); at alpha 0.5 it blends over the grey.
+    let quad = vertices(&[
+        [0.0, 0.0, 20.0],
+        [32.0, 0.0, 20.0],
+        [32.0, 32.0, 20.0],
+        [0.0, 32.0, 20.0],
+    ]);
+    let indices = Arc::new(ArraySource::new(Array1::from_vec(vec![0u32, 1, 2, 0, 2, 3])).unwrap());
+    let tri = vertices(&[[4.0, 4.0, 5.0], [28.0, 4.0, 5.0], [4.0, 28.0, 5.0]]);
+    let mut r = renderer();
+    let cam = Front { n: 32.0 };
+    for alpha in [1.0f32, 0.5] {
+        let mut scene = Scene::new();
+        scene.add(
+            Mesh::new(quad.clone())
+                .with_indices(indices.clone())
+                .with_color([0.4, 0.4, 0.4, 1.0])
+                .with_shading(Shading::Unlit),
+        );
+        scene.add(
+            Mesh::new(tri.clone())
+                .with_color([0.2, 0.4, 0.6, alpha])
+                .with_shading(Shading::Unlit),
+        );
+        let before = r.counters().mesh_draws_without_nan_test;
+        let img = render(&mut r, &scene, &cam, 32, 32);
+        assert_eq!(r.counters().mesh_draws_without_nan_test - before, 2);
+        let grey = (0.4f32 * 255.0).round();
+        let want = [0.2f32, 0.4, 0.6].map(|c| (c * 255.0).round() * alpha + grey * (1.0 - alpha));
+        let want = [want[0], want[1], want[2], 255.0].map(|v| v.round() as u8);
+        // Opaque: exact; blended: within 1 (the blend rounds once more).
+        assert_pixel(&img, 10, 10, want, if alpha == 1.0 { 0 } else { 1 });
+        assert_pixel(&img, 30, 30, [102, 102, 102, 255], 0);
+    }
+}
+
+#[test]
 fn mesh_display_settings_apply_gamma_opacity_and_nearest_sampling() {
     let tri = vertices(&[[4.0, 4.0, 5.0], [28.0, 4.0, 5.0], [4.0, 28.0, 5.0]]);
     let mut r = renderer();

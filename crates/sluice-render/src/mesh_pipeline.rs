@@ -219,8 +219,20 @@ impl MeshPipelines {
                     MeshProgram::Finite => {
                         ("sluice mesh, one colour, no NaN", "vs_finite", "fs_finite")
                     }
+                    MeshProgram::OpaqueFinite => (
+                        "sluice mesh, one opaque colour, no NaN",
+                        "vs_finite",
+                        "fs_finite",
+                    ),
                     MeshProgram::Wire => ("sluice mesh wireframe", "vs_main", "fs_wire"),
                 };
+                let mut targets = pass.targets(true);
+                if program == MeshProgram::OpaqueFinite {
+                    // An opaque colour replaces what is under it, as the blend would.
+                    if let Some(color) = targets[0].as_mut() {
+                        color.blend = None;
+                    }
+                }
                 // The depth as a colour is written only in a pass that has it (`mesh.wgsl`).
                 let fragment = if pass == PassKind::DepthColor {
                     fragment.to_owned()
@@ -241,7 +253,7 @@ impl MeshPipelines {
                         },
                         depth,
                         fragment_entry: &fragment,
-                        targets: &pass.targets(true),
+                        targets: &targets,
                     },
                     vertex,
                 )
@@ -277,6 +289,10 @@ pub(crate) enum MeshProgram {
     /// and a colour of some alpha (`vs_finite`, `fs_finite`): nothing is discarded, so a CPU
     /// driver tests depth before shading, and no NaN flag is interpolated.
     Finite,
+    /// `Finite` for an opaque colour (alpha times opacity 1), drawn with blending off: the
+    /// colour replaces what is under it, as the blend would, and a CPU driver (lavapipe)
+    /// spends no raster time blending (about 11 % of a 2M-triangle mesh's).
+    OpaqueFinite,
     /// The wireframe's lines (`vs_main`, `fs_wire`).
     Wire,
 }

@@ -58,7 +58,10 @@ impl DrawVisual for Mesh {
 
     fn update(&self, res: &mut Resources, draw: &Draw<'_>) -> Result<(), RenderError> {
         update(self, res, draw.world, draw.mvp)?;
-        if program(self, res) == MeshProgram::Finite {
+        if matches!(
+            program(self, res),
+            MeshProgram::Finite | MeshProgram::OpaqueFinite
+        ) {
             res.counters.mesh_draws_without_nan_test += 1;
         }
         Ok(())
@@ -118,14 +121,17 @@ impl DrawVisual for Mesh {
 
 /// The triangles' shaders: the one-colour program for unlit meshes with no colours, scalars
 /// or texture (what it draws is the same), without the NaN test where the positions are
-/// known to hold no NaN and the colour has some alpha; the full one otherwise.
+/// known to hold no NaN and the colour has some alpha, and then without blending where the
+/// colour is opaque; the full one otherwise.
 fn program(mesh: &Mesh, res: &Resources) -> MeshProgram {
     let v = &res.visuals[&mesh.token.id];
     let coloured = v.buffers[MESH_COLORS].is_some() || v.buffers[MESH_SCALARS].is_some();
     if mesh.shading() == Shading::Unlit && !coloured && v.texture.is_none() {
         let positions = &res.buffers[&v.buffers[MESH_POSITIONS].expect("positions")];
         let alpha = mesh.color().map_or(1.0, |c| c[3]) * mesh.opacity();
-        if positions.nan_free() && alpha > 0.0 {
+        if positions.nan_free() && alpha >= 1.0 {
+            MeshProgram::OpaqueFinite
+        } else if positions.nan_free() && alpha > 0.0 {
             MeshProgram::Finite
         } else {
             MeshProgram::Plain
