@@ -23,9 +23,9 @@
 //!    for) of a linear MIP of a 256^3 `u8` volume drawn through pages (4 x 4 x 4 of
 //!    them in one atlas, all resident), against the same view through the dense path (one texture,
 //!    its min/max grid, on CPU devices its z-paired copy). Reported, not judged: the paged
-//!    marcher looks each sample's page up and skips no empty space
-//!    (docs/measurements.md has the figures). `SLUICE_BENCH_MARCH_ONLY=1` runs this case
-//!    alone.
+//!    marcher looks pages up once per span of a ray and skips whole pages, the dense one
+//!    skips by its finer grid (docs/measurements.md has the figures).
+//!    `SLUICE_BENCH_MARCH_ONLY=1` runs this case alone.
 //!
 //! `cargo bench --bench chunked`; `SLUICE_BENCH_ITERS` runs (default 3, medians reported);
 //! `SLUICE_BENCH_STRICT=1` exits with status 1 when a target is missed.

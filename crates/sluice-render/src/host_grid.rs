@@ -27,6 +27,10 @@ trait Texel: Copy + bytemuck::Pod {
     fn lower(a: Self, b: Self) -> Self;
     fn higher(a: Self, b: Self) -> Self;
     fn value(self) -> f32;
+    /// Whether it is NaN (integers never are).
+    fn is_nan(self) -> bool {
+        false
+    }
 }
 
 macro_rules! integer_texel {
@@ -61,6 +65,9 @@ impl Texel for f32 {
     }
     fn value(self) -> f32 {
         self
+    }
+    fn is_nan(self) -> bool {
+        f32::is_nan(self)
     }
 }
 
@@ -327,14 +334,16 @@ impl HostGrid {
 }
 
 /// The range of one-channel texels of `format` in `bytes`, in data units as the grid's cells
-/// hold them (NaN left out; `EMPTY` where no texel has a value); `None` for the formats the
-/// grid does not read. The paged marcher skips pages by it (`paged/volume.rs`).
-pub(crate) fn value_range(format: wgpu::TextureFormat, bytes: &[u8]) -> Option<[f32; 2]> {
-    fn range<T: Texel>(bytes: &[u8]) -> [f32; 2] {
-        let (mut low, mut high) = (T::LOW_START, T::HIGH_START);
+/// hold them (NaN left out; `EMPTY` where no texel has a value), and whether any texel is
+/// NaN; `None` for the formats the grid does not read. The paged marcher skips pages by it
+/// (`paged/volume.rs`).
+pub(crate) fn value_range(format: wgpu::TextureFormat, bytes: &[u8]) -> Option<([f32; 2], bool)> {
+    fn range<T: Texel>(bytes: &[u8]) -> ([f32; 2], bool) {
+        let (mut low, mut high, mut nan) = (T::LOW_START, T::HIGH_START, false);
         let mut widen = |v: T| {
             low = T::lower(low, v);
             high = T::higher(high, v);
+            nan |= v.is_nan();
         };
         match bytemuck::try_cast_slice::<u8, T>(bytes) {
             Ok(texels) => texels.iter().copied().for_each(&mut widen),
@@ -343,7 +352,7 @@ pub(crate) fn value_range(format: wgpu::TextureFormat, bytes: &[u8]) -> Option<[
                 .map(bytemuck::pod_read_unaligned::<T>)
                 .for_each(&mut widen),
         }
-        cell_range(low, high)
+        (cell_range(low, high), nan)
     }
     use wgpu::TextureFormat as F;
     Some(match format {
@@ -352,13 +361,14 @@ pub(crate) fn value_range(format: wgpu::TextureFormat, bytes: &[u8]) -> Option<[
         F::R16Unorm | F::R16Uint => range::<u16>(bytes),
         F::R16Sint => range::<i16>(bytes),
         F::R16Float => {
-            let (mut low, mut high) = (EMPTY[0], EMPTY[1]);
+            let (mut low, mut high, mut nan) = (EMPTY[0], EMPTY[1], false);
             for b in bytes.chunks_exact(2) {
                 let v = f16::from_le_bytes([b[0], b[1]]).to_f32();
                 low = low.min(v);
                 high = high.max(v);
+                nan |= v.is_nan();
             }
-            cell_range(low, high)
+            (cell_range(low, high), nan)
         }
         F::R32Float => range::<f32>(bytes),
         F::R32Uint => range::<u32>(bytes),
@@ -447,33 +457,47 @@ mod tests {
 
     #[test]
     fn value_ranges_are_in_data_units_and_leave_nan_out() {
-        assert_eq!(value_range(F::R8Unorm, &[7, 200, 3]), Some([3.0, 200.0]));
-        assert_eq!(value_range(F::R8Sint, &[0xff, 5]), Some([-1.0, 5.0]));
+        assert_eq!(
+            value_range(F::R8Unorm, &[7, 200, 3]),
+            Some(([3.0, 200.0], false))
+        );
+        assert_eq!(
+            value_range(F::R8Sint, &[0xff, 5]),
+            Some(([-1.0, 5.0], false))
+        );
         let u16s: Vec<u8> = [65535u16, 2].iter().flat_map(|v| v.to_ne_bytes()).collect();
-        assert_eq!(value_range(F::R16Unorm, &u16s), Some([2.0, 65535.0]));
+        assert_eq!(
+            value_range(F::R16Unorm, &u16s),
+            Some(([2.0, 65535.0], false))
+        );
         // Unaligned bytes read alike.
         let mut shifted = vec![0u8];
         shifted.extend_from_slice(&u16s);
-        assert_eq!(value_range(F::R16Uint, &shifted[1..]), Some([2.0, 65535.0]));
+        assert_eq!(
+            value_range(F::R16Uint, &shifted[1..]),
+            Some(([2.0, 65535.0], false))
+        );
         let f32s: Vec<u8> = [f32::NAN, -2.5, 9.0]
             .iter()
             .flat_map(|v| v.to_ne_bytes())
             .collect();
-        assert_eq!(value_range(F::R32Float, &f32s), Some([-2.5, 9.0]));
+        assert_eq!(value_range(F::R32Float, &f32s), Some(([-2.5, 9.0], true)));
         let nans: Vec<u8> = [f32::NAN; 3].iter().flat_map(|v| v.to_ne_bytes()).collect();
-        assert_eq!(value_range(F::R32Float, &nans), Some(EMPTY));
+        assert_eq!(value_range(F::R32Float, &nans), Some((EMPTY, true)));
+        let finite: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        assert_eq!(value_range(F::R32Float, &finite), Some(([1.0, 2.0], false)));
         let halves: Vec<u8> = [f16::from_f32(0.5), f16::NAN, f16::from_f32(-4.0)]
             .iter()
             .flat_map(|v| v.to_le_bytes())
             .collect();
-        assert_eq!(value_range(F::R16Float, &halves), Some([-4.0, 0.5]));
+        assert_eq!(value_range(F::R16Float, &halves), Some(([-4.0, 0.5], true)));
         let i32s: Vec<u8> = [i32::MIN, 40]
             .iter()
             .flat_map(|v| v.to_ne_bytes())
             .collect();
         assert_eq!(
             value_range(F::R32Sint, &i32s),
-            Some([i32::MIN as f32, 40.0])
+            Some(([i32::MIN as f32, 40.0], false))
         );
         assert_eq!(value_range(F::Rgba8Unorm, &[0; 4]), None);
     }

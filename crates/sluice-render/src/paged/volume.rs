@@ -38,8 +38,9 @@ pub(crate) const MAX_LEVELS_3D: usize = 16;
 const MAX_WINDOW_3D: usize = 32;
 
 /// The range of a slot whose page's values are not known (a format the host does not read):
-/// every value, so that nothing is skipped.
-const NO_RANGE: [f32; 2] = [-3.4e38, 3.4e38];
+/// every value and NaN, so that nothing is skipped. A slot's entry is `[low, high, 1 where
+/// some texel is NaN, 0]` (`page_ranges` in `shaders/paged_volume.wgsl`).
+const NO_RANGE: [f32; 4] = [-3.4e38, 3.4e38, 1.0, 0.0];
 
 /// Whether a volume's source is drawn through 3-D pages: a 3-D host source that loads lazily,
 /// has several levels, or needs more than the dense path's bricks where a page fits the 3-D
@@ -280,9 +281,10 @@ pub(crate) struct VolumeSource {
     /// The page table: per level `window`^3 entries `(slot + 1, x, y, z)` (0: empty).
     pub table: wgpu::Buffer,
     /// Per slot, the (low, high) of the page it holds in data units (its border included,
-    /// NaN left out), which the marcher skips pages by: the buffer, and its copy here.
+    /// NaN left out) and whether it holds NaN ([`NO_RANGE`]), which the marcher skips pages
+    /// by: the buffer, and its copy here.
     pub ranges: wgpu::Buffer,
-    range_of: Vec<[f32; 2]>,
+    range_of: Vec<[f32; 4]>,
     entries: Vec<[u32; 4]>,
     pub window: u32,
     users: usize,
@@ -547,7 +549,7 @@ impl PagedTextures {
             table,
             ranges: device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("sluice 3-D page ranges"),
-                size: u64::from(slots.max(1)) * 8,
+                size: u64::from(slots.max(1)) * 16,
                 usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             }),
@@ -995,10 +997,13 @@ fn upload_page_3d(
             depth_or_array_layers: region.size[0] as u32,
         },
     );
-    let range = crate::host_grid::value_range(s.atlas.format.format, data).unwrap_or(NO_RANGE);
+    let range = crate::host_grid::value_range(s.atlas.format.format, data)
+        .map_or(NO_RANGE, |([low, high], nan)| {
+            [low, high, f32::from(u8::from(nan)), 0.0]
+        });
     if let Some(r) = s.range_of.get_mut(slot as usize) {
         *r = range;
-        queue.write_buffer(&s.ranges, u64::from(slot) * 8, bytemuck::bytes_of(&range));
+        queue.write_buffer(&s.ranges, u64::from(slot) * 16, bytemuck::bytes_of(&range));
     }
     Ok(Some((out_row * rows) as u64))
 }

@@ -48,8 +48,8 @@ struct Params {
 @group(0) @binding(3) var<storage, read> table: array<vec4<u32>>;
 @group(0) @binding(4) var samp: sampler;
 // Per atlas slot, the (low, high) of the page it holds, in data units (border included, NaN
-// left out; (3.4e38, -3.4e38) for a page with no value).
-@group(0) @binding(5) var<storage, read> page_ranges: array<vec2<f32>>;
+// left out; (3.4e38, -3.4e38) for a page with no value), then 1 where some texel is NaN.
+@group(0) @binding(5) var<storage, read> page_ranges: array<vec4<f32>>;
 @group(2) @binding(0) var scene_depth: texture_2d<f32>;
 @group(2) @binding(1) var marched: texture_storage_2d<rgba16float, write>;
 
@@ -130,17 +130,17 @@ struct Span {
     t_end: f32,
     // The level sampled; `levels` when no level has a resident page here.
     level: u32,
-    // Level sample coordinates of a level-0 position `p`: `p * inv_ds - first`, clamped to
-    // `0.5..=last` as `sample_level` clamps them; atlas texel = those + `shift`.
+    // Level sample coordinates of a level-0 position `p`: `(p - offset) * inv_ds`, clamped
+    // to `0.5..=last`, as `sample_level` computes them; atlas texel = those + `shift`.
     inv_ds: vec3<f32>,
-    first: vec3<f32>,
+    offset: vec3<f32>,
     last: vec3<f32>,
     shift: vec3<f32>,
     // The slot's texels (as `sample_level` clamps its taps).
     lo: vec3<i32>,
     hi: vec3<i32>,
-    // The page's values (`page_ranges`), or none where nothing is resident.
-    range: vec2<f32>,
+    // The page's values and NaN flag (`page_ranges`); no values where nothing is resident.
+    range: vec4<f32>,
 };
 
 // The ray parameter past `t` at which the footprint level of `origin + dir * t` becomes
@@ -193,7 +193,7 @@ fn span_at(origin: vec3<f32>, dir: vec3<f32>, t: f32) -> Span {
                 t_end,
                 l,
                 lv.inv_ds,
-                lv.offset * lv.inv_ds,
+                lv.offset,
                 lv.size - vec3<f32>(0.5),
                 vec3<f32>(found.xyz) - vec3<f32>(pg) * params.page + vec3<f32>(params.border),
                 lo,
@@ -202,7 +202,7 @@ fn span_at(origin: vec3<f32>, dir: vec3<f32>, t: f32) -> Span {
             );
         }
     }
-    return Span(t_end, params.levels, vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0), vec3<i32>(0), vec3<i32>(0), vec2<f32>(3.4e38, -3.4e38));
+    return Span(t_end, params.levels, vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0), vec3<i32>(0), vec3<i32>(0), vec4<f32>(3.4e38, -3.4e38, 0.0, 0.0));
 }
 
 // The sample at `p` inside span `sp` (a position of its stretch of the ray), as
@@ -211,7 +211,7 @@ fn span_sample(sp: Span, p: vec3<f32>) -> Found {
     if (sp.level >= params.levels) {
         return Found(0.0, params.levels, false);
     }
-    let texel = clamp(p * sp.inv_ds - sp.first, vec3<f32>(0.5), sp.last) + sp.shift;
+    let texel = clamp((p - sp.offset) * sp.inv_ds, vec3<f32>(0.5), sp.last) + sp.shift;
     var s: Sample;
     if (LINEAR_MARCH) {
         s = sample_linear_in(texel, sp.lo, sp.hi);
@@ -378,9 +378,11 @@ fn march_iso(origin: vec3<f32>, dir: vec3<f32>, start: f32, t1: f32) -> vec4<f32
         }
         let sp = span_at(origin, dir, t);
         let step = span_step(sp);
-        if (!PER_SAMPLE_SPANS && sp.range.y < threshold) {
+        if (!PER_SAMPLE_SPANS && sp.range.y < threshold && sp.range.z == 0.0) {
             // No sample of the span reaches the threshold: to its last sample, which is
-            // taken (a hit just past the span is refined from it).
+            // taken (a hit just past the span is refined from it; a page with NaN is
+            // walked, since its last sample may be invalid and the one to refine from be
+            // earlier).
             let k = span_samples(sp, t, step, t1);
             t = t + (k - 1.0) * step;
             n = n + u32(k) - 1u;
