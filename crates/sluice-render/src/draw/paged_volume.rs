@@ -48,6 +48,8 @@ pub(crate) struct PagedVolumeParams {
     step: f32,
     viewport: [f32; 2],
     levels: u32,
+    /// 1 for linear sampling (the shader takes it from the pipeline's `LINEAR_MARCH`; kept
+    /// for debugging captures of the block).
     linear: u32,
     atlas_size: [f32; 3],
     pad_atlas: u32,

@@ -15,6 +15,7 @@ struct Params {
     step: f32,
     viewport: vec2<f32>,
     levels: u32,
+    // 1 for linear sampling (unread here: the pipeline's `LINEAR_MARCH` says it).
     linear: u32,
     atlas_size: vec3<f32>,
     pad_atlas: u32,
