@@ -129,10 +129,12 @@ fn program(mesh: &Mesh, res: &Resources) -> MeshProgram {
     if mesh.shading() == Shading::Unlit && !coloured && v.texture.is_none() {
         let positions = &res.buffers[&v.buffers[MESH_POSITIONS].expect("positions")];
         let alpha = mesh.color().map_or(1.0, |c| c[3]) * mesh.opacity();
-        if positions.nan_free() && alpha >= 1.0 {
-            MeshProgram::OpaqueFinite
-        } else if positions.nan_free() && alpha > 0.0 {
-            MeshProgram::Finite
+        if positions.nan_free() && alpha > 0.0 {
+            if alpha >= 1.0 {
+                MeshProgram::OpaqueFinite
+            } else {
+                MeshProgram::Finite
+            }
         } else {
             MeshProgram::Plain
         }
