@@ -14,10 +14,13 @@
 //! The definitions, as the peers have them:
 //!
 //! - a 1024 x 1024 offscreen target; a timed iteration is a data update plus one frame read
-//!   back to host memory (`HostFrame::read`, the GPU's copy into imported host pages, waited
-//!   for, into one of a few frames handed back when dropped, as a frame loop reuses its
-//!   buffer; without an interop device `Renderer::read_into` into such buffers; the readback
-//!   case times `Renderer::read_image`, a new image per read, and `read_into` beside it);
+//!   back to host memory: on a CPU device (lavapipe) the frame is drawn in place in mapped
+//!   host memory (`HostTarget`) and a read is a barrier and a wait; elsewhere
+//!   `HostFrame::read`, the GPU's copy into imported host pages, waited for, into one of a
+//!   few frames handed back when dropped, as a frame loop reuses its buffer; without an
+//!   interop device `Renderer::read_into` into such buffers. The readback case times
+//!   `Renderer::read_image` (a new image per read), `read_into`, `HostFrame::read` and
+//!   `HostTarget::read` alternately;
 //! - 3 warm-ups and 10 timed iterations (volumes 2 and 10), min / median / max in ms;
 //! - two pre-generated data sets A and B, alternating, so every update changes the data; each
 //!   carries a marker that every frame is checked for, outside the timer (a red or green block
@@ -53,8 +56,10 @@
 //! a smoke test), `--only a,b` (benchmark names), `--iters N`. A table goes to stderr. The
 //! adapter follows `SLUICE_BACKEND` / `SLUICE_ADAPTER` like every other bench.
 //!
-//! Frames are read back into `HostFrame`s (pages the GPU copies into) on an interop device;
-//! `SLUICE_PEERS_READBACK=read_into` reads them with `Renderer::read_into` instead. For
+//! Frames are drawn in place in host memory on a CPU interop device (`HostTarget`), read back
+//! into `HostFrame`s (pages the GPU copies into) on other interop devices;
+//! `SLUICE_PEERS_READBACK=host_frame` uses `HostFrame`s on CPU devices too, and
+//! `SLUICE_PEERS_READBACK=read_into` reads with `Renderer::read_into` everywhere. For
 //! diagnosis: `SLUICE_PEERS_FRESH_CTX=1` gives every benchmark a renderer (and device) of its
 //! own, `SLUICE_PEERS_FRESH_TARGET=1` a new target, `SLUICE_PEERS_VOLUMES=256,512` picks the
 //! volume sizes. `SLUICE_PEERS_VOLUME_VIEW=vispy` (the default) or `pygfx` frames the volume
@@ -277,6 +282,9 @@ fn main() -> Res<()> {
         if std::env::var_os("SLUICE_PEERS_FRESH_TARGET").is_some() {
             ctx.target = ctx.renderer.create_target(CANVAS, CANVAS)?;
             ctx.frames.borrow_mut().1.clear();
+            if let Some(interop) = ctx.interop.clone() {
+                ctx.host = in_place_target(&interop, &ctx.renderer)?;
+            }
         }
         match bench(&mut ctx, &cfg) {
             Ok(v) => {
@@ -340,12 +348,34 @@ struct Ctx {
     interop: Option<sluice::interop::Interop>,
     /// Frame buffers handed back by dropped frames, read into again.
     frames: FramePool,
+    /// On a CPU interop device, the target frames are drawn into and read from: drawn in
+    /// place in mapped host memory (`HostTarget`), so a read is a barrier and a wait.
+    host: Option<Rc<RefCell<sluice::interop::HostTarget>>>,
 }
 
 /// How frames are read back: into `HostFrame`s (imported pages the GPU writes) where the
 /// device can, unless `SLUICE_PEERS_READBACK=read_into` asks for `Renderer::read_into`.
 fn host_frames_wanted() -> bool {
     std::env::var("SLUICE_PEERS_READBACK").as_deref() != Ok("read_into")
+}
+
+/// Whether frames are drawn in place in host memory where the device allows it (a CPU
+/// device), unless `SLUICE_PEERS_READBACK=host_frame` (or `read_into`) asks otherwise.
+fn in_place_wanted() -> bool {
+    host_frames_wanted() && std::env::var("SLUICE_PEERS_READBACK").as_deref() != Ok("host_frame")
+}
+
+/// A target drawn in place in host memory for `ctx`'s renderer, where `interop`'s device
+/// allows it and `in_place_wanted`.
+fn in_place_target(
+    interop: &sluice::interop::Interop,
+    renderer: &Renderer,
+) -> Res<Option<Rc<RefCell<sluice::interop::HostTarget>>>> {
+    if !in_place_wanted() {
+        return Ok(None);
+    }
+    let target = sluice::interop::HostTarget::new(interop, renderer, CANVAS, CANVAS)?;
+    Ok(target.is_in_place().then(|| Rc::new(RefCell::new(target))))
 }
 
 impl Ctx {
@@ -369,6 +399,7 @@ impl Ctx {
             target,
             interop: None,
             frames: FramePool::default(),
+            host: None,
         })
     }
 
@@ -378,20 +409,36 @@ impl Ctx {
         let mut ctx = Ctx::on(interop.renderer_with_options(options))?;
         if host_frames_wanted() {
             ctx.interop = Some(interop.clone());
+            ctx.host = in_place_target(interop, &ctx.renderer)?;
         }
         Ok(ctx)
     }
 
     /// How this context reads frames back, for the JSON.
     fn readback(&self) -> &'static str {
-        match self.interop {
-            Some(_) => "HostFrame::read (copy into imported host pages, wait)",
-            None => "Renderer::read_into (copy to a buffer, map, wait, copy out)",
+        match (&self.host, &self.interop) {
+            (Some(_), _) => {
+                "HostTarget::read (drawn in place in mapped host memory on a CPU device: a barrier and a wait)"
+            }
+            (None, Some(_)) => "HostFrame::read (copy into imported host pages, wait)",
+            (None, None) => "Renderer::read_into (copy to a buffer, map, wait, copy out)",
         }
     }
 
     /// One frame read back to host memory; with `full`, the whole target is redrawn.
     fn draw(&mut self, scene: &Scene, camera: &dyn Camera, full: bool) -> Res<Frame> {
+        if let Some(host) = &self.host {
+            let mut target = host.borrow_mut();
+            if full {
+                target.invalidate();
+            }
+            target.render(&mut self.renderer, scene, camera)?;
+            target.read(&self.renderer)?;
+            return Ok(Frame {
+                pixels: Some(Pixels::Target(host.clone())),
+                pool: self.frames.clone(),
+            });
+        }
         if full {
             self.target.invalidate();
         }
@@ -469,6 +516,8 @@ type FramePool = Rc<RefCell<(Vec<Vec<u8>>, Vec<sluice::interop::HostFrame>)>>;
 enum Pixels {
     Image(image::RgbaImage),
     Host(sluice::interop::HostFrame),
+    /// The context's in-place target (read until the next frame is drawn).
+    Target(Rc<RefCell<sluice::interop::HostTarget>>),
 }
 
 /// One frame read back (RGBA8, row 0 at the top); its buffer goes back to the context's
@@ -483,7 +532,7 @@ impl Drop for Frame {
         match self.pixels.take() {
             Some(Pixels::Image(image)) => self.pool.borrow_mut().0.push(image.into_raw()),
             Some(Pixels::Host(frame)) => self.pool.borrow_mut().1.push(frame),
-            None => {}
+            Some(Pixels::Target(_)) | None => {}
         }
     }
 }
@@ -500,18 +549,26 @@ impl Frame {
                 let x = x as usize * 4;
                 [row[x], row[x + 1], row[x + 2], row[x + 3]]
             }
+            Pixels::Target(target) => {
+                let target = target.borrow();
+                let row = target.row(y).expect("a row of the frame read");
+                let x = x as usize * 4;
+                [row[x], row[x + 1], row[x + 2], row[x + 3]]
+            }
         }
     }
     fn h(&self) -> u32 {
         match self.pixels() {
             Pixels::Image(image) => image.height(),
             Pixels::Host(frame) => frame.height(),
+            Pixels::Target(target) => target.borrow().height(),
         }
     }
     fn w(&self) -> u32 {
         match self.pixels() {
             Pixels::Image(image) => image.width(),
             Pixels::Host(frame) => frame.width(),
+            Pixels::Target(target) => target.borrow().width(),
         }
     }
 }
@@ -907,11 +964,15 @@ fn bench_readback(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     let camera = fit_camera(256.0, 256.0);
     for _ in 0..2 {
         ctx.draw(&scene, &camera, true)?;
+        // The ordinary target too, where frames are drawn into an in-place one.
+        ctx.target.invalidate();
+        ctx.renderer.render(&scene, &camera, &ctx.target)?;
     }
     // `read_image` (a new image per read), `read_into` (the caller's buffer, one for all
-    // reads) and, on an interop device, `HostFrame::read` (imported pages the GPU writes)
-    // alternate, so that all see the same machine.
+    // reads), on an interop device `HostFrame::read` (imported pages the GPU writes) and on a
+    // CPU one `HostTarget::read` (drawn in place) alternate, so that all see the same machine.
     let (mut readback, mut into, mut host) = (Vec::new(), Vec::new(), Vec::new());
+    let mut in_place = Vec::new();
     let mut pixels = vec![0u8; (CANVAS * CANVAS * 4) as usize];
     let reference = ctx.renderer.read_image(&ctx.target)?;
     let mut frame = match &ctx.interop {
@@ -936,10 +997,20 @@ fn bench_readback(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
             }
             None => None,
         };
+        let t_in_place = match &ctx.host {
+            Some(target) => {
+                let mut target = target.borrow_mut();
+                let t = Instant::now();
+                target.read(&ctx.renderer)?;
+                Some(ms(t.elapsed()))
+            }
+            None => None,
+        };
         if i >= cfg.warmup {
             readback.push(t_image);
             into.push(t_into);
             host.extend(t_host);
+            in_place.extend(t_in_place);
         }
     }
     let same = pixels == reference.as_raw().as_slice();
@@ -964,6 +1035,15 @@ fn bench_readback(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
             "imported": frame.is_imported(),
             "staged_reason": frame.fallback_reason(),
             "verified": frame.to_packed() == reference.as_raw().as_slice(),
+        });
+    }
+    if let Some(target) = &ctx.host {
+        let target = target.borrow();
+        out["readback_1024x1024_rgba8_host_target"] = json!({
+            "what": "HostTarget::read of the 1024x1024 RGBA8 frame drawn in place in mapped host memory (a CPU device): a barrier making the device's writes visible to the host, and the wait; no copy. Alternating with the three above",
+            "timing": stats(&in_place),
+            "bytes": CANVAS * CANVAS * 4,
+            "verified": target.to_packed().as_deref() == Some(reference.as_raw().as_slice()),
         });
     }
     for (key, full) in [

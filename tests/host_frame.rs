@@ -9,28 +9,10 @@ mod common;
 
 use std::sync::Arc;
 
-use common::pixel_camera;
-use sluice::interop::{HostFrame, Interop, InteropError};
+use common::{frame_data as data, frame_pattern as pattern, interop, pixel_camera};
+
+use sluice::interop::{HostFrame, InteropError};
 use sluice::prelude::*;
-use sluice::RendererOptions;
-
-fn interop() -> Interop {
-    Interop::with_options(&RendererOptions::from_env().unwrap())
-        .unwrap_or_else(|e| panic!("no Vulkan device with external memory: {e}"))
-}
-
-fn pattern(x: usize, y: usize, frame: usize) -> [u8; 4] {
-    [
-        (x * 3 + y + frame) as u8,
-        (y * 5 + 7 * frame) as u8,
-        ((x ^ y) + 2 * frame) as u8,
-        255,
-    ]
-}
-
-fn data(height: usize, width: usize, frame: usize) -> Array3<u8> {
-    Array3::from_shape_fn((height, width, 4), |(y, x, c)| pattern(x, y, frame)[c])
-}
 
 /// Checks every pixel of `frame` against the pattern, and the packed bytes against
 /// `read_into` of the same target.

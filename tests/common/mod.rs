@@ -179,3 +179,28 @@ pub fn linear_gray_mip(
         .unwrap()
         .with_colormap(Colormap::Gray)
 }
+
+/// The RGBA8 pattern of frame `frame` at pixel `(x, y)`, for the readback tests: every
+/// channel changes with the position and the frame.
+pub fn frame_pattern(x: usize, y: usize, frame: usize) -> [u8; 4] {
+    [
+        (x * 3 + y + frame) as u8,
+        (y * 5 + 7 * frame) as u8,
+        ((x ^ y) + 2 * frame) as u8,
+        255,
+    ]
+}
+
+/// A `height` x `width` RGBA8 image of [`frame_pattern`] (rows, columns, channels).
+pub fn frame_data(height: usize, width: usize, frame: usize) -> sluice::ndarray::Array3<u8> {
+    sluice::ndarray::Array3::from_shape_fn((height, width, 4), |(y, x, c)| {
+        frame_pattern(x, y, frame)[c]
+    })
+}
+
+/// An interop device on the adapter the environment picks, or a failed test.
+#[cfg(target_os = "linux")]
+pub fn interop() -> sluice::interop::Interop {
+    sluice::interop::Interop::with_options(&RendererOptions::from_env().unwrap())
+        .unwrap_or_else(|e| panic!("no Vulkan device with external memory: {e}"))
+}

@@ -15,7 +15,8 @@
 //!   device memory (`VK_EXT_external_memory_host`), so that an upload is one GPU copy from the
 //!   user's pages; a plain staged host source where the driver lacks the extension.
 //!   [`HostFrame`]: the other way, a render target read back into imported pages the GPU
-//!   writes itself (no CPU copy out of a mapped buffer).
+//!   writes itself (no CPU copy out of a mapped buffer). [`HostTarget`]: a render target whose
+//!   frames are read in host memory, drawn there in place on CPU devices (no copy at all).
 //! - [`ring`]: frames shared between a producer process and a display process over a Unix
 //!   socket, with a ring of slots so the producer never waits for the display.
 //! - `cuda` (feature `cuda`): sources in CUDA memory, copied device to device on the
@@ -33,11 +34,11 @@
 //!
 //! # Unsafe code
 //!
-//! sluice's `unsafe` code is in this crate, in nine modules, and in `sluice-core`'s file
+//! sluice's `unsafe` code is in this crate, in ten modules, and in `sluice-core`'s file
 //! mapping (`MmapSource`): `pipeline_cache` (pipeline caches from saved bytes),
 //! `host_import` (host pages imported as device memory, `VK_EXT_external_memory_host`),
 //! `host_buffer` (buffers the user hands over, imported where they lie), `host_frame` (frames
-//! read back into imported pages),
+//! read back into imported pages), `host_target` (targets drawn in mapped host memory),
 //! `vulkan::device` (device creation and queries under wgpu),
 //! `vulkan::memory` (buffers and fds), `vulkan::semaphore` (shared timeline semaphores),
 //! `vulkan::texture` (exported images) and `cuda::driver` (CUDA driver calls). Every other
@@ -55,6 +56,8 @@ mod host_buffer;
 mod host_frame;
 #[allow(unsafe_code)]
 mod host_import;
+#[allow(unsafe_code)]
+mod host_target;
 mod interop;
 #[allow(unsafe_code)]
 mod pipeline_cache;
@@ -73,6 +76,7 @@ pub use host_buffer::{
 };
 pub use host_frame::HostFrame;
 pub use host_import::HostImportSource;
+pub use host_target::HostTarget;
 pub use interop::Interop;
 pub use pipeline_cache::{install_pipeline_cache, VulkanPipelineCaches};
 pub use source::{Pitches, VulkanSource, COPY_ROW_ALIGNMENT};

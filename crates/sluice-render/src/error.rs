@@ -145,6 +145,19 @@ pub enum RenderError {
         /// The device's 2-D texture limit.
         limit: u32,
     },
+    /// A texture handed to [`crate::Renderer::target_on_texture`] that cannot be a target's
+    /// colour texture.
+    #[error(
+        "a texture of {width}x{height} pixels cannot be a render target's colour texture: {reason}"
+    )]
+    TargetTexture {
+        /// The texture's width.
+        width: u32,
+        /// The texture's height.
+        height: u32,
+        /// What differs from a target's colour texture.
+        reason: String,
+    },
     /// A buffer to read a target into that does not hold the target's pixels exactly.
     #[error("reading back a {width}x{height} target needs {needed} bytes (RGBA8, rows of {} bytes, no padding); the buffer has {got}", *width as u64 * 4)]
     ReadbackSize {

@@ -76,7 +76,7 @@ pub use renderer::{RedrawNotify, Renderer};
 pub use scene::{NodeId, Scene};
 pub use staging::STAGING_IDLE_FRAMES;
 pub use target::RenderTarget;
-pub use target_format::TARGET_FORMAT;
+pub use target_format::{TARGET_FORMAT, TARGET_USAGE};
 pub use visual::{
     DisplaySettings, Image, Interpolation, IntoSource, Mesh, Shading, Slice, Visual, Volume,
     VolumeMode, DEFAULT_DEPTH_SAMPLES,

@@ -290,6 +290,26 @@ impl Renderer {
             &self.res.device,
             width,
             height,
+            None,
+            self.res.volumes.target_layout(),
+            self.res.volumes.composite_layout(),
+        )
+    }
+
+    /// A target drawing into `texture`, a colour texture made elsewhere on this renderer's
+    /// device (for example in memory the host reads directly: `sluice_interop::HostTarget`),
+    /// with the depth and volume planes of its size made here. The texture must be one 2-D
+    /// layer of [`TARGET_FORMAT`](crate::TARGET_FORMAT) with one mip level and one sample,
+    /// usable at least as [`TARGET_USAGE`](crate::TARGET_USAGE); otherwise
+    /// [`RenderError::TargetTexture`] names what differs, and a size outside the device's
+    /// limit is [`RenderError::TargetSize`].
+    pub fn target_on_texture(&self, texture: wgpu::Texture) -> Result<RenderTarget, RenderError> {
+        RenderTarget::check_color(&texture)?;
+        RenderTarget::new(
+            &self.res.device,
+            texture.width(),
+            texture.height(),
+            Some(texture),
             self.res.volumes.target_layout(),
             self.res.volumes.composite_layout(),
         )

@@ -2,7 +2,9 @@
 
 use crate::error::RenderError;
 use crate::redraw::DrawnFrame;
-use crate::target_format::{DEPTH_COLOR_FORMAT, DEPTH_FORMAT, MARCHED_FORMAT, TARGET_FORMAT};
+use crate::target_format::{
+    DEPTH_COLOR_FORMAT, DEPTH_FORMAT, MARCHED_FORMAT, TARGET_FORMAT, TARGET_USAGE,
+};
 
 /// An offscreen image the renderer draws into; read it back with
 /// [`crate::Renderer::read_image`].
@@ -28,10 +30,13 @@ pub struct RenderTarget {
 }
 
 impl RenderTarget {
+    /// A target of `width` x `height` pixels; its colour texture is `color` where given (a
+    /// texture made elsewhere, checked by [`RenderTarget::check_color`]), else a new one.
     pub(crate) fn new(
         device: &wgpu::Device,
         width: u32,
         height: u32,
+        color: Option<wgpu::Texture>,
         volume_layout: &wgpu::BindGroupLayout,
         composite_layout: &wgpu::BindGroupLayout,
     ) -> Result<Self, RenderError> {
@@ -61,11 +66,10 @@ impl RenderTarget {
         };
         let view_of = |t: &wgpu::Texture| t.create_view(&wgpu::TextureViewDescriptor::default());
         use wgpu::TextureUsages as U;
-        let texture = plane(
-            "sluice render target",
-            TARGET_FORMAT,
-            U::RENDER_ATTACHMENT | U::COPY_SRC | U::TEXTURE_BINDING,
-        );
+        let texture = match color {
+            Some(texture) => texture,
+            None => plane("sluice render target", TARGET_FORMAT, TARGET_USAGE),
+        };
         let view = view_of(&texture);
         let depth_view = view_of(&plane("sluice depth", DEPTH_FORMAT, U::RENDER_ATTACHMENT));
         let depth_color_view = view_of(&plane(
@@ -112,6 +116,49 @@ impl RenderTarget {
             drawn: parking_lot::Mutex::new(None),
             readback: parking_lot::Mutex::new(None),
         })
+    }
+
+    /// Whether `texture` can be a target's colour texture: one 2-D layer of
+    /// [`TARGET_FORMAT`], one mip level, one sample, with at least [`TARGET_USAGE`]. The error
+    /// names what differs.
+    pub(crate) fn check_color(texture: &wgpu::Texture) -> Result<(), RenderError> {
+        let mut wrong = Vec::new();
+        if texture.format() != TARGET_FORMAT {
+            wrong.push(format!(
+                "format {:?} (a target is {TARGET_FORMAT:?})",
+                texture.format()
+            ));
+        }
+        if texture.dimension() != wgpu::TextureDimension::D2 || texture.depth_or_array_layers() != 1
+        {
+            wrong.push(format!(
+                "{:?} with {} layers (a target is one 2-D layer)",
+                texture.dimension(),
+                texture.depth_or_array_layers()
+            ));
+        }
+        if texture.mip_level_count() != 1 || texture.sample_count() != 1 {
+            wrong.push(format!(
+                "{} mip levels and {} samples (a target has one of each)",
+                texture.mip_level_count(),
+                texture.sample_count()
+            ));
+        }
+        if !texture.usage().contains(TARGET_USAGE) {
+            wrong.push(format!(
+                "usage {:?} (a target needs {TARGET_USAGE:?})",
+                texture.usage()
+            ));
+        }
+        if wrong.is_empty() {
+            Ok(())
+        } else {
+            Err(RenderError::TargetTexture {
+                width: texture.width(),
+                height: texture.height(),
+                reason: wrong.join("; "),
+            })
+        }
     }
 
     /// Makes the next frame drawn here redraw the whole target. Frames normally redraw only

@@ -327,54 +327,81 @@ impl<'a> RawImage<'a> {
             return Err(InteropError::vulkan("vkBindImageMemory", e));
         }
         let handle = std::mem::replace(&mut self.handle, vk::Image::null());
-        let hal_desc = wgpu::hal::TextureDescriptor {
-            label: desc.label,
-            size: desc.size,
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: desc.dimension,
-            format: desc.format,
-            usage: wgpu::TextureUses::RESOURCE
-                | wgpu::TextureUses::COPY_SRC
-                | wgpu::TextureUses::COPY_DST,
-            memory_flags: wgpu::hal::MemoryFlags::empty(),
-            view_formats: Vec::new(),
-        };
-        // SAFETY: the image was created on this device as `hal_desc` describes and is bound to
-        // `memory`; wgpu takes ownership of both (no drop callback: wgpu destroys the image,
-        // and frees the dedicated memory).
-        let hal = unsafe {
-            self.dev.device.as_hal::<Vulkan>().map(|device| {
-                device.texture_from_raw(
-                    handle,
-                    &hal_desc,
-                    None,
-                    wgpu::hal::vulkan::TextureMemory::Dedicated(memory),
-                )
-            })
-        };
-        let Some(hal) = hal else {
-            // SAFETY: neither was handed to wgpu; nothing uses them.
-            unsafe {
-                self.dev.raw.destroy_image(handle, None);
-                self.dev.raw.free_memory(memory, None);
-            }
-            return Err(InteropError::vulkan(
-                "wrapping an image (the device is not a Vulkan one)",
-                "",
-            ));
-        };
-        // SAFETY: the texture was created on this device as `desc` describes (its usages map
-        // to `IMAGE_USAGE`), is bound to memory, and is in the undefined layout, which
-        // `UNINITIALIZED` tells wgpu (its first barrier starts from there).
-        Ok(unsafe {
-            self.dev.device.create_texture_from_hal::<Vulkan>(
-                hal,
+        // SAFETY: the image was created on this device with `IMAGE_USAGE` (which the usages
+        // below name in wgpu's words) as `desc` describes, and is bound to `memory`, a
+        // dedicated allocation; neither is used yet.
+        unsafe {
+            wrap_image(
+                self.dev,
+                handle,
+                memory,
                 desc,
-                wgpu::TextureUses::UNINITIALIZED,
+                wgpu::TextureUses::RESOURCE
+                    | wgpu::TextureUses::COPY_SRC
+                    | wgpu::TextureUses::COPY_DST,
+            )
+        }
+    }
+}
+
+/// Hands `image` and its dedicated `memory` to wgpu as a texture described by `desc`, in the
+/// undefined layout; wgpu destroys the image and frees the memory with the texture (which
+/// unmaps it, where it is mapped). On failure both are destroyed here.
+///
+/// # Safety
+///
+/// `image` was created on `dev`'s device as `desc` describes, with the Vulkan usages that
+/// `usage` names, and is bound to `memory`, a dedicated allocation of it; the device has not
+/// used either, and the caller hands both over (it does not destroy them).
+pub(crate) unsafe fn wrap_image(
+    dev: &VulkanDevice,
+    image: vk::Image,
+    memory: vk::DeviceMemory,
+    desc: &wgpu::TextureDescriptor<'_>,
+    usage: wgpu::TextureUses,
+) -> Result<wgpu::Texture, InteropError> {
+    let hal_desc = wgpu::hal::TextureDescriptor {
+        label: desc.label,
+        size: desc.size,
+        mip_level_count: desc.mip_level_count,
+        sample_count: desc.sample_count,
+        dimension: desc.dimension,
+        format: desc.format,
+        usage,
+        memory_flags: wgpu::hal::MemoryFlags::empty(),
+        view_formats: Vec::new(),
+    };
+    // SAFETY: the image was created on this device as `hal_desc` describes and is bound to
+    // `memory` (the caller's contract); wgpu takes ownership of both (no drop callback: wgpu
+    // destroys the image, and frees the dedicated memory).
+    let hal = unsafe {
+        dev.device.as_hal::<Vulkan>().map(|device| {
+            device.texture_from_raw(
+                image,
+                &hal_desc,
+                None,
+                wgpu::hal::vulkan::TextureMemory::Dedicated(memory),
             )
         })
-    }
+    };
+    let Some(hal) = hal else {
+        // SAFETY: neither was handed to wgpu; nothing uses them.
+        unsafe {
+            dev.raw.destroy_image(image, None);
+            dev.raw.free_memory(memory, None);
+        }
+        return Err(InteropError::vulkan(
+            "wrapping an image (the device is not a Vulkan one)",
+            "",
+        ));
+    };
+    // SAFETY: the texture was created on this device as `desc` describes (its usages are the
+    // caller's), is bound to memory, and is in the undefined layout, which `UNINITIALIZED`
+    // tells wgpu (its first barrier starts from there).
+    Ok(unsafe {
+        dev.device
+            .create_texture_from_hal::<Vulkan>(hal, desc, wgpu::TextureUses::UNINITIALIZED)
+    })
 }
 
 impl Drop for RawImage<'_> {
