@@ -459,3 +459,84 @@ fn mesh_display_settings_apply_gamma_opacity_and_nearest_sampling() {
         "{mixed:?} should mix red and green"
     );
 }
+
+/// A `g` x `g` grid over 0..32 (z a ripple about 10), its quads' first triangles, then
+/// their second ones (the order numpy code stacking two triangle arrays makes): positions
+/// and indices.
+fn grid_in_two_halves(g: u32) -> (Arc<ArraySource>, Vec<u32>) {
+    let s = 32.0 / (g - 1) as f32;
+    let points: Vec<[f32; 3]> = (0..g * g)
+        .map(|i| {
+            let (x, y) = ((i % g) as f32 * s, (i / g) as f32 * s);
+            [x, y, 10.0 + 3.0 * (x * 0.4).sin() * (y * 0.3).cos()]
+        })
+        .collect();
+    let quads: Vec<u32> = (0..g - 1)
+        .flat_map(|r| (0..g - 1).map(move |c| r * g + c))
+        .collect();
+    let first = quads.iter().flat_map(|&q| [q, q + 1, q + 1 + g]);
+    let second = quads.iter().flat_map(|&q| [q, q + 1 + g, q + g]);
+    (vertices(&points), first.chain(second).collect())
+}
+
+/// On CPU devices an opaque one-colour mesh draws its triangles reordered for vertex reuse
+/// (`RendererOptions::mesh_reorder`): every pixel equals the given order's (tolerance 0:
+/// one colour, and the depth test keeps the nearest fragment whatever came first), after the
+/// indices change too; a translucent mesh keeps the given order.
+#[test]
+fn reordered_triangles_draw_the_pixels_of_the_given_order() {
+    let (positions, indices) = grid_in_two_halves(90);
+    let index_source = Arc::new(ArraySource::new(Array1::from_vec(indices.clone())).unwrap());
+    let options = RendererOptions::from_env().unwrap();
+    let mut reordering = Renderer::with_options(options.clone()).unwrap();
+    let mut given = Renderer::with_options(RendererOptions {
+        mesh_reorder: false,
+        ..options
+    })
+    .unwrap();
+    let cpu = reordering.adapter_info().device_type == sluice::wgpu::DeviceType::Cpu;
+    let cam = OrbitCamera::fit(Vec3::ZERO, Vec3::new(32.0, 32.0, 16.0), 40.0, 50.0);
+    // The whole grid; its halves swapped; every quad's first triangle only (already in an
+    // order that reuses vertices: kept); the whole grid again; translucent (kept).
+    let half = indices.len() / 2;
+    let swapped = [&indices[half..], &indices[..half]].concat();
+    let first_half = indices[..half].to_vec();
+    for (step, alpha, new_indices, reorders) in [
+        (0, 1.0f32, None, true),
+        (1, 1.0, Some(swapped), true),
+        (2, 1.0, Some(first_half), false),
+        (3, 1.0, Some(indices.clone()), true),
+        (4, 0.5, None, false),
+    ] {
+        if let Some(new) = new_indices {
+            index_source.replace(Array1::from_vec(new)).unwrap();
+        }
+        let mut scene = Scene::new();
+        scene.add(
+            Mesh::new(positions.clone())
+                .with_indices(index_source.clone())
+                .with_color([0.9, 0.5, 0.1, alpha])
+                .with_shading(Shading::Unlit),
+        );
+        let before = reordering.counters();
+        let a = render(&mut reordering, &scene, &cam, 96, 80);
+        let counted = reordering.counters().since(&before);
+        let b = render(&mut given, &scene, &cam, 96, 80);
+        let lit = b.pixels().filter(|p| p[3] != 0).count();
+        assert!(
+            lit > 96 * 80 / 4,
+            "step {step}: the mesh covers {lit} pixels"
+        );
+        let differing = a.pixels().zip(b.pixels()).filter(|(p, q)| p != q).count();
+        assert_eq!(
+            differing, 0,
+            "step {step}: pixels differing from the given order"
+        );
+        let expected = u64::from(cpu && reorders);
+        assert_eq!(
+            counted.mesh_draws_reordered, expected,
+            "step {step}: draws in the reordered order"
+        );
+        assert_eq!(given.counters().mesh_draws_reordered, 0);
+    }
+}

@@ -80,6 +80,9 @@ pub struct Counters {
     /// per-vertex NaN test and its discard (CPU devices, which scan f32 buffers as they are
     /// staged; see `docs/volumes-and-meshes.md`).
     pub mesh_draws_without_nan_test: u64,
+    /// Mesh draws whose triangles went in an order reordered for vertex reuse (opaque
+    /// one-colour meshes on CPU devices, `RendererOptions::mesh_reorder`).
+    pub mesh_draws_reordered: u64,
     /// What the device upload path's pools did (CUDA destinations: host waits, GPU-side
     /// waits, destinations made), as the path reports it; zero without one.
     pub device_pools: DevicePoolCounters,
@@ -150,6 +153,7 @@ impl Counters {
             volume_marches_paired: self.volume_marches_paired - earlier.volume_marches_paired,
             mesh_draws_without_nan_test: self.mesh_draws_without_nan_test
                 - earlier.mesh_draws_without_nan_test,
+            mesh_draws_reordered: self.mesh_draws_reordered - earlier.mesh_draws_reordered,
             device_pools: self.device_pools.since(&earlier.device_pools),
             ..*self
         }

@@ -47,6 +47,13 @@ pub struct RendererOptions {
     /// uses it, it costs twice the volume's bytes of memory and a pass over them per change;
     /// `false` marches the 3-D texture directly. GPUs never pair. Default `true`.
     pub volume_pairs: bool,
+    /// On CPU devices (lavapipe), draw opaque one-colour meshes with their triangles in an
+    /// order that reuses shaded vertices, where a model of the driver's vertex cache says it
+    /// fetches at least a tenth fewer (`docs/volumes-and-meshes.md`, "Triangle order"): a
+    /// copy of the indices, made when they change. The pixels are the same (the depth test
+    /// keeps the nearest fragment whatever the order). `false` draws the given order. GPUs
+    /// never reorder. Default `true`.
+    pub mesh_reorder: bool,
 }
 
 impl Default for RendererOptions {
@@ -62,6 +69,7 @@ impl Default for RendererOptions {
             always_page_3d: false,
             pipeline_cache_dir: crate::pipeline_cache::default_dir(),
             volume_pairs: true,
+            mesh_reorder: true,
         }
     }
 }

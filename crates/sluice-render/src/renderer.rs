@@ -140,6 +140,7 @@ impl Renderer {
         options: &RendererOptions,
     ) -> Self {
         let info = adapter.get_info();
+        let cpu = info.device_type == wgpu::DeviceType::Cpu;
         crate::pipeline_cache::attach(&info, &device, options.pipeline_cache_dir.as_deref());
         let limits = device.limits();
         let texture_limits = TextureLimits {
@@ -206,6 +207,7 @@ impl Renderer {
                 device_upload: None,
                 texture_limits,
                 paged,
+                reorder_triangles: options.mesh_reorder && cpu,
             },
             staging: StagingRing::new(max_buffer),
             upload_budget,

@@ -58,11 +58,15 @@ impl DrawVisual for Mesh {
 
     fn update(&self, res: &mut Resources, draw: &Draw<'_>) -> Result<(), RenderError> {
         update(self, res, draw.world, draw.mvp)?;
-        if matches!(
-            program(self, res),
-            MeshProgram::Finite | MeshProgram::OpaqueFinite
-        ) {
+        let program = program(self, res);
+        if matches!(program, MeshProgram::Finite | MeshProgram::OpaqueFinite) {
             res.counters.mesh_draws_without_nan_test += 1;
+        }
+        if program == MeshProgram::OpaqueFinite && res.reorder_triangles {
+            derive_order(self, res)?;
+            if reordered(self, res).is_some() {
+                res.counters.mesh_draws_reordered += 1;
+            }
         }
         Ok(())
     }
@@ -102,7 +106,14 @@ impl DrawVisual for Mesh {
         match v.buffers[MESH_INDICES] {
             Some(key) => {
                 let indices = &res.buffers[&key];
-                pass.set_index_buffer(indices.buffer().slice(..), wgpu::IndexFormat::Uint32);
+                // Opaque triangles in the order that reuses vertices, where there is one: the
+                // same pixels (see `mesh_order`).
+                let buffer = match program(mesh, res) {
+                    MeshProgram::OpaqueFinite => reordered(mesh, res),
+                    _ => None,
+                };
+                let buffer = buffer.unwrap_or(indices.buffer());
+                pass.set_index_buffer(buffer.slice(..), wgpu::IndexFormat::Uint32);
                 pass.draw_indexed(0..indices.len() as u32, 0, 0..1);
             }
             None => {
@@ -141,6 +152,57 @@ fn program(mesh: &Mesh, res: &Resources) -> MeshProgram {
     } else {
         MeshProgram::Shaded
     }
+}
+
+/// The mesh's triangles reordered for vertex reuse, where they were and the copy is of the
+/// indices' current version.
+fn reordered<'a>(mesh: &Mesh, res: &'a Resources) -> Option<&'a wgpu::Buffer> {
+    let v = &res.visuals[&mesh.token.id];
+    let indices = &res.buffers[&v.buffers[MESH_INDICES]?];
+    match &v.derived.ordered {
+        Some((Some(buffer), version, _)) if *version == indices.source().version() => Some(buffer),
+        _ => None,
+    }
+}
+
+/// Reorders the mesh's triangles for vertex reuse (`mesh_order`) when its indices or vertex
+/// count changed since the last time, keeping the copy only where the model says it saves
+/// fetches. Indices the host cannot read (device-resident) keep their order.
+fn derive_order(mesh: &Mesh, res: &mut Resources) -> Result<(), RenderError> {
+    let id = mesh.token.id;
+    let keys = res.visuals[&id].buffers.clone();
+    let Some(index_key) = keys[MESH_INDICES] else {
+        return Ok(());
+    };
+    let vertices = res.buffers[&keys[MESH_POSITIONS].expect("positions")].len();
+    let source = res.buffers[&index_key].source().clone();
+    let version = source.version();
+    let fresh = res.visuals[&id]
+        .derived
+        .ordered
+        .as_ref()
+        .is_some_and(|(_, v, n)| *v == version && *n == vertices);
+    if fresh {
+        return Ok(());
+    }
+    let Some(bytes) = res.read_converted(&source, BufferFormat::U32)? else {
+        return Ok(());
+    };
+    let indices: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
+    let buffer = crate::mesh_order::reorder_for_reuse(&indices, vertices).map(|ordered| {
+        let buffer = res.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("sluice reordered triangles"),
+            size: (ordered.len() * 4) as u64,
+            usage: wgpu::BufferUsages::INDEX | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        res.queue
+            .write_buffer(&buffer, 0, bytemuck::cast_slice(&ordered));
+        res.counters.derived_bytes_uploaded += ordered.len() as u64 * 4;
+        buffer
+    });
+    res.visuals.get_mut(&id).expect("prepared").derived.ordered = Some((buffer, version, vertices));
+    Ok(())
 }
 
 /// Mesh uniforms, derived data (normals when smooth shading has none, wireframe edges)

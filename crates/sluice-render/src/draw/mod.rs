@@ -134,6 +134,9 @@ pub(crate) struct ColormapGpu {
 pub(crate) struct MeshDerived {
     pub normals: Option<(wgpu::Buffer, Version, Version)>,
     pub edges: Option<(wgpu::Buffer, u32, Version, usize)>,
+    /// The triangles reordered for vertex reuse (`mesh_order`), for the indices' version and
+    /// the vertex count they were checked against; no buffer where the order was kept.
+    pub ordered: Option<(Option<wgpu::Buffer>, Version, usize)>,
 }
 
 /// A visual's group 0 (its uniforms and textures) and what it was made for; the colormap is
@@ -189,6 +192,9 @@ pub(crate) struct Resources {
     pub texture_limits: TextureLimits,
     /// Paged (virtual-texture) sources and the visuals that show them.
     pub paged: crate::paged::PagedTextures,
+    /// Whether opaque one-colour meshes draw their triangles reordered for vertex reuse (CPU
+    /// devices, `RendererOptions::mesh_reorder`).
+    pub reorder_triangles: bool,
 }
 
 impl Resources {
