@@ -616,23 +616,20 @@ impl TextureProxy {
         ctx.make_room(layer * u64::from(d));
         let (staging, device, encoder) = (&mut *ctx.staging, ctx.device, &mut *ctx.encoder);
         let request = ReadRequest::new(whole, ctx.waker);
-        // One row of pairs, as little-endian u16 (the staging view is write-only).
-        let mut row = vec![0u16; w];
         let lent = self.source.lend(&request, &mut |view| {
             let mut z = 0;
             while z < d {
                 let n = per_batch.min(d - z);
+                let planes = PairedPlanes {
+                    view: &view,
+                    first: z as usize,
+                    depth: d as usize,
+                    width: w,
+                    height: h,
+                    bytes_per_row,
+                };
                 let staged = staging.stage(device, layer * u64::from(n), |out| {
-                    for l in 0..n as usize {
-                        let p = z as usize + l;
-                        let next = (p + 1).min(d as usize - 1);
-                        for r in 0..h {
-                            let at = (l * h + r) * bytes_per_row;
-                            interleave(&mut row, view.row(p, r), view.row(next, r));
-                            out.slice(at..at + 2 * w)
-                                .copy_from_slice(bytemuck::cast_slice(&row));
-                        }
-                    }
+                    planes.write(out.slice(..));
                 });
                 encoder.copy_buffer_to_texture(
                     wgpu::TexelCopyBufferInfo {
@@ -796,6 +793,76 @@ impl TextureProxy {
         self.bricks[0].provided = Some(provided);
         self.generation += 1;
         Ok(())
+    }
+}
+
+/// Bytes of the staged pairs each thread of [`PairedPlanes::write`] takes at a time: 128
+/// pairs, a divisor of every padded row (`COPY_BYTES_PER_ROW_ALIGNMENT`).
+const PAIR_PIECE: usize = 256;
+
+/// Planes `first..` of an 8-bit volume (`view`, `depth` planes of `height` rows of `width`
+/// voxels) written as the z-paired copy's layers (`volume_pairs`) into staging: each row of
+/// pairs `bytes_per_row` apart, layer after layer.
+struct PairedPlanes<'v, 'a> {
+    view: &'v HostView<'a>,
+    first: usize,
+    depth: usize,
+    width: usize,
+    height: usize,
+    bytes_per_row: usize,
+}
+
+impl PairedPlanes<'_, '_> {
+    /// Writes the layers into `out` (a whole number of padded rows, so of
+    /// [`PAIR_PIECE`]-byte pieces), on as many threads as the machine has (up to four): a
+    /// pass over hundreds of megabytes on the host is the larger part of a whole update of a
+    /// large volume on a CPU device (docs/measurements.md). The padding after each row's
+    /// pairs is left unwritten (the copy into the texture does not read it).
+    fn write(&self, out: wgpu::WriteOnly<'_, [u8]>) {
+        let (pieces, rest) = out.into_chunks::<PAIR_PIECE>();
+        debug_assert_eq!(rest.len(), 0, "whole padded rows");
+        let pieces: Vec<wgpu::WriteOnly<'_, [u8; PAIR_PIECE]>> = pieces.into_iter().collect();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 4);
+        let per_thread = pieces.len().div_ceil(threads).max(1);
+        let mut parts = Vec::with_capacity(threads);
+        let mut pieces = pieces;
+        while pieces.len() > per_thread {
+            let tail = pieces.split_off(pieces.len() - per_thread);
+            parts.push((pieces.len(), tail));
+        }
+        std::thread::scope(|scope| {
+            for (start, part) in parts {
+                scope.spawn(move || self.write_pieces(start, part));
+            }
+            self.write_pieces(0, pieces);
+        });
+    }
+
+    /// Writes `pieces`, the pieces from number `start` on.
+    fn write_pieces(&self, start: usize, pieces: Vec<wgpu::WriteOnly<'_, [u8; PAIR_PIECE]>>) {
+        let mut pairs = [0u16; PAIR_PIECE / 2];
+        for (i, piece) in pieces.into_iter().enumerate() {
+            let at = (start + i) * PAIR_PIECE;
+            let (row, column) = (at / self.bytes_per_row, at % self.bytes_per_row);
+            let x = column / 2;
+            if x >= self.width {
+                continue;
+            }
+            let n = (self.width - x).min(PAIR_PIECE / 2);
+            let (layer, r) = (row / self.height, row % self.height);
+            let p = self.first + layer;
+            let next = (p + 1).min(self.depth - 1);
+            interleave(
+                &mut pairs[..n],
+                &self.view.row(p, r)[x..x + n],
+                &self.view.row(next, r)[x..x + n],
+            );
+            wgpu::WriteOnly::<'_, [u8]>::from(piece)
+                .slice(..2 * n)
+                .copy_from_slice(bytemuck::cast_slice(&pairs[..n]));
+        }
     }
 }
 
