@@ -103,12 +103,13 @@ pub struct HostTarget {
     fallback: Option<String>,
 }
 
-// SAFETY: `Mapped::first` points into memory owned by the target's texture, which this struct
-// owns; the pixels are only read through `&self` while no device write is in flight (see the
-// module notes), and nothing in `Mapped` is tied to a thread.
-unsafe impl Send for HostTarget {}
-// SAFETY: as above; `&HostTarget` only reads the pixels.
-unsafe impl Sync for HostTarget {}
+// SAFETY: `first` points into memory owned by the target's texture, which the `HostTarget`
+// holding this `Mapped` owns; nothing in it is tied to a thread. The pixels are only read
+// through `HostTarget::bytes` (`&self`) while no device write is in flight (see the module
+// notes), and the host never writes them after creation.
+unsafe impl Send for Mapped {}
+// SAFETY: as above; a shared `Mapped` is only used to read the pixels under those rules.
+unsafe impl Sync for Mapped {}
 
 impl std::fmt::Debug for HostTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
