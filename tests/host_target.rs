@@ -192,6 +192,13 @@ fn pixels_are_readable_from_a_read_to_the_next_render_and_copied_targets_agree()
     assert_eq!(copied.to_packed().unwrap(), expected);
 }
 
+/// A host target may move to and be shared with other threads (Python, render threads).
+#[test]
+fn a_host_target_is_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<HostTarget>();
+}
+
 /// Errors name the numbers: no pixels, past the device's limit; a renderer on another device.
 #[test]
 fn bad_sizes_and_other_devices_are_refused_naming_them() {
