@@ -54,7 +54,7 @@ atexit.register(_wait_for_devices)
 if CUDA_SUPPORT:
     from ._sluice import CudaSource  # noqa: F401
 try:  # Linux only (GPU interop)
-    from ._sluice import HostBufferSource, HostFrame  # noqa: F401
+    from ._sluice import HostBufferSource, HostFrame, HostTarget  # noqa: F401
 except ImportError:
     pass
 
@@ -87,4 +87,4 @@ __all__ = [
 if CUDA_SUPPORT:
     __all__.append("CudaSource")
 if "HostBufferSource" in globals():
-    __all__ += ["HostBufferSource", "HostFrame"]
+    __all__ += ["HostBufferSource", "HostFrame", "HostTarget"]

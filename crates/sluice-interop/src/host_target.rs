@@ -30,7 +30,9 @@ use std::ptr::NonNull;
 use ash::vk;
 use wgpu::hal::api::Vulkan;
 
-use sluice_render::{Camera, RenderTarget, Renderer, Scene, TARGET_FORMAT, TARGET_USAGE};
+use sluice_render::{
+    Camera, FrameStats, RenderTarget, Renderer, Scene, TARGET_FORMAT, TARGET_USAGE,
+};
 
 use crate::error::InteropError;
 use crate::host_frame::HostFrame;
@@ -228,14 +230,15 @@ impl HostTarget {
     }
 
     /// Draws `scene` through `camera` into the target (as [`Renderer::render`] does: only what
-    /// changed since the last frame, unless [`HostTarget::invalidate`] was called). The pixels
-    /// are not readable again until the next [`HostTarget::read`].
+    /// changed since the last frame, unless [`HostTarget::invalidate`] was called) and returns
+    /// the frame's statistics. The pixels are not readable again until the next
+    /// [`HostTarget::read`].
     pub fn render(
         &mut self,
         renderer: &mut Renderer,
         scene: &Scene,
         camera: &dyn Camera,
-    ) -> Result<(), InteropError> {
+    ) -> Result<FrameStats, InteropError> {
         same_device(&self.interop, renderer)?;
         self.readable = false;
         if let Storage::InPlace(mapped) = &mut self.storage {
@@ -251,8 +254,7 @@ impl HostTarget {
                 mapped.general = false;
             }
         }
-        renderer.render(scene, camera, &self.target)?;
-        Ok(())
+        Ok(renderer.render(scene, camera, &self.target)?)
     }
 
     /// Makes the next [`HostTarget::render`] redraw the whole target

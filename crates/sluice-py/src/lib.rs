@@ -30,6 +30,8 @@ mod host_buffer_source;
 #[cfg(target_os = "linux")]
 mod host_frame;
 #[cfg(target_os = "linux")]
+mod host_target;
+#[cfg(target_os = "linux")]
 mod interop_device;
 mod lazy_source;
 mod mmap_source;
@@ -69,6 +71,8 @@ fn _sluice(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<host_buffer_source::PyHostBufferSource>()?;
     #[cfg(target_os = "linux")]
     m.add_class::<host_frame::PyHostFrame>()?;
+    #[cfg(target_os = "linux")]
+    m.add_class::<host_target::PyHostTarget>()?;
     m.add_class::<lazy_source::PyLazySource>()?;
     m.add_function(wrap_pyfunction!(mmap_source::open_npy, m)?)?;
     m.add_function(wrap_pyfunction!(mmap_source::open_raw, m)?)?;

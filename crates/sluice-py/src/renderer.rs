@@ -287,7 +287,7 @@ fn make_renderer(options: RendererOptions, cuda: bool, interop: bool) -> PyResul
     Renderer::with_options(options).map_err(render_error)
 }
 
-fn frame_stats(py: Python<'_>, s: FrameStats) -> PyResult<Bound<'_, PyDict>> {
+pub(crate) fn frame_stats(py: Python<'_>, s: FrameStats) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("bytes_uploaded", s.bytes_uploaded)?;
     d.set_item("copies_issued", s.copies_issued)?;
