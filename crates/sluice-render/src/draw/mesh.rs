@@ -112,9 +112,13 @@ impl DrawVisual for Mesh {
                     MeshProgram::OpaqueFinite => reordered(mesh, res),
                     _ => None,
                 };
-                let buffer = buffer.unwrap_or(indices.buffer());
+                // The reordered copy holds the source's current indices, all of them.
+                let (buffer, count) = match buffer {
+                    Some(b) => (b, (b.size() / 4) as u32),
+                    None => (indices.buffer(), indices.len() as u32),
+                };
                 pass.set_index_buffer(buffer.slice(..), wgpu::IndexFormat::Uint32);
-                pass.draw_indexed(0..indices.len() as u32, 0, 0..1);
+                pass.draw_indexed(0..count, 0, 0..1);
             }
             None => {
                 let vertices = res.buffers[&v.buffers[MESH_POSITIONS].expect("positions")].len();
