@@ -1040,7 +1040,7 @@ fn bench_readback(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     if let Some(target) = &ctx.host {
         let target = target.borrow();
         out["readback_1024x1024_rgba8_host_target"] = json!({
-            "what": "HostTarget::read of the 1024x1024 RGBA8 frame drawn in place in mapped host memory (a CPU device): a barrier making the device's writes visible to the host, and the wait; no copy. Alternating with the three above",
+            "what": "HostTarget::read of the 1024x1024 RGBA8 frame drawn in place in mapped host memory (a CPU device): a barrier making the device's writes visible to the host, and the wait; no copy. Alternating with the three above, so each read follows the one before with no frame drawn between (the barrier stays in GENERAL); the frame cases time the first read after a draw",
             "timing": stats(&in_place),
             "bytes": CANVAS * CANVAS * 4,
             "verified": target.to_packed().as_deref() == Some(reference.as_raw().as_slice()),

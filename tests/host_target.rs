@@ -280,3 +280,31 @@ fn a_target_on_a_texture_made_elsewhere_checks_the_texture() {
         assert_eq!(p.0, pattern(x as usize, y as usize, 9), "pixel ({x}, {y})");
     }
 }
+
+/// A target dropped right after a render that drew nothing (nothing changed since the frame
+/// read): the barrier back to drawing, which wgpu does not track, is waited for by the drop,
+/// and the device goes on working.
+#[test]
+fn a_target_dropped_after_a_render_that_drew_nothing_leaves_the_device_working() {
+    let interop = interop();
+    let mut renderer = interop.renderer();
+    let source = Arc::new(ArraySource::with_channels(data(12, 16, 1)).unwrap());
+    let mut scene = Scene::new();
+    scene.add(Image::new(source));
+    let camera = pixel_camera(16, 12);
+    for _ in 0..3 {
+        let mut host = HostTarget::new(&interop, &renderer, 16, 12).unwrap();
+        host.render(&mut renderer, &scene, &camera).unwrap();
+        host.read(&renderer).unwrap();
+        let stats = host.render(&mut renderer, &scene, &camera).unwrap();
+        assert_eq!(stats.visuals_drawn, 0, "nothing changed: nothing drawn");
+        drop(host);
+    }
+    let mut host = HostTarget::new(&interop, &renderer, 16, 12).unwrap();
+    host.render(&mut renderer, &scene, &camera).unwrap();
+    host.read(&renderer).unwrap();
+    let expected: Vec<u8> = (0..12)
+        .flat_map(|y| (0..16).flat_map(move |x| pattern(x, y, 1)))
+        .collect();
+    assert_eq!(host.to_packed().unwrap(), expected);
+}

@@ -66,6 +66,9 @@ struct Mapped {
     row_pitch: usize,
     /// Whether the image is in `GENERAL` (after a read), not where wgpu believes it is.
     general: bool,
+    /// The last barrier submitted and not waited for (the way back to drawing): wgpu does not
+    /// know it uses the texture, so dropping the target waits for it first.
+    pending: Option<wgpu::SubmissionIndex>,
 }
 
 /// Where a [`HostTarget`]'s frames are read.
@@ -249,8 +252,9 @@ impl HostTarget {
                     self.target.texture(),
                     Transition::BackToDrawing,
                 )?;
-                // Not waited for: the queue orders it before the frame's passes.
-                let _ = index;
+                // Not waited for: the queue orders it before the frame's passes. A drop of the
+                // target waits for it (wgpu does not track this use of the texture).
+                mapped.pending = Some(index);
                 mapped.general = false;
             }
         }
@@ -286,7 +290,14 @@ impl HostTarget {
                     transition,
                 )?;
                 mapped.general = true;
-                wait(renderer.device(), index, "reading a host target")?;
+                // Waiting for this submission also waits for every earlier one.
+                mapped.pending = Some(index);
+                wait(
+                    renderer.device(),
+                    mapped.pending.clone().expect("set"),
+                    "reading a host target",
+                )?;
+                mapped.pending = None;
             }
         }
         self.readable = true;
@@ -375,6 +386,23 @@ impl HostTarget {
     }
 }
 
+impl Drop for HostTarget {
+    fn drop(&mut self) {
+        // A barrier recorded outside wgpu's tracking may still use the texture, which wgpu
+        // would otherwise destroy as soon as it is dropped.
+        if let Storage::InPlace(Mapped {
+            pending: Some(index),
+            ..
+        }) = &self.storage
+        {
+            let _ = self.interop.device().poll(wgpu::PollType::Wait {
+                submission_index: Some(index.clone()),
+                timeout: None,
+            });
+        }
+    }
+}
+
 /// Refuses a renderer on another device than `interop`'s.
 fn same_device(interop: &Interop, renderer: &Renderer) -> Result<(), InteropError> {
     if renderer.device() != interop.device() {
@@ -445,6 +473,22 @@ fn in_place(
             e,
         )
     })?;
+    // SAFETY: the physical device is live; the query has no pointers.
+    let features = unsafe {
+        dev.instance
+            .get_physical_device_format_properties(dev.physical, IMAGE_FORMAT)
+    }
+    .linear_tiling_features;
+    let wanted = vk::FormatFeatureFlags::COLOR_ATTACHMENT
+        | vk::FormatFeatureFlags::COLOR_ATTACHMENT_BLEND
+        | vk::FormatFeatureFlags::TRANSFER_SRC
+        | vk::FormatFeatureFlags::SAMPLED_IMAGE;
+    if !features.contains(wanted) {
+        return Err(Refused::Other(format!(
+            "linear RGBA8 images have the features {features:?}, not all of {wanted:?} \
+             (the renderer blends into its target)"
+        )));
+    }
     let max = properties.max_extent;
     if width > max.width || height > max.height {
         return Err(Refused::Other(format!(
@@ -587,6 +631,7 @@ fn in_place(
             first,
             row_pitch: layout.row_pitch as usize,
             general: false,
+            pending: None,
         },
     ))
 }

@@ -27,7 +27,14 @@ use crate::scene::PyScene;
 /// pages on a GPU; seen as a numpy array with no copy.
 #[pyclass(name = "HostTarget", module = "sluice", frozen)]
 pub struct PyHostTarget {
+    /// Locked only with the GIL released: a draw holds it while Python sources may take the
+    /// GIL back.
     inner: Mutex<HostTarget>,
+    /// What never changes, read without the lock.
+    width: u32,
+    height: u32,
+    in_place: bool,
+    fallback: Option<String>,
 }
 
 #[pymethods]
@@ -55,6 +62,10 @@ impl PyHostTarget {
             .map_err(interop_error)
         })?;
         Ok(PyHostTarget {
+            width: target.width(),
+            height: target.height(),
+            in_place: target.is_in_place(),
+            fallback: target.fallback_reason().map(str::to_owned),
             inner: Mutex::new(target),
         })
     }
@@ -104,21 +115,30 @@ impl PyHostTarget {
     #[getter]
     fn array<'py>(this: Bound<'py, Self>) -> PyResult<Bound<'py, PyArray3<u8>>> {
         let py = this.py();
+        let me = this.get();
+        // The first pixel's address, where a frame was read (the lock taken without the GIL).
+        // The row pitch is read with it: a copied target whose read failed goes on with
+        // packed rows.
+        let first = py.detach(|| {
+            let target = me.inner.lock();
+            let pitch = target.bytes_per_row() as usize;
+            target.bytes().map(|b| (b.as_ptr() as usize, pitch))
+        });
         let view = {
-            let target = this.get().inner.lock();
-            let (w, h) = (target.width() as usize, target.height() as usize);
-            let strides = (target.bytes_per_row() as usize, 4, 1);
-            let bytes = target.bytes().ok_or_else(|| {
+            let (w, h) = (me.width as usize, me.height as usize);
+            let (first, pitch) = first.ok_or_else(|| {
                 crate::errors::DeviceError::new_err(
                     "no frame to look at: read the target after drawing it",
                 )
             })?;
-            // SAFETY: `bytes` runs from the first pixel to at least the last row's last pixel,
-            // rows `bytes_per_row` apart, so the strided view reads only the slice. The pointer
-            // outlives the lock: the memory belongs to the target (its texture's mapping in
-            // place, or the frame's pages, which are never freed before the target drops), and
-            // the array's base (below) keeps the target.
-            unsafe { ArrayView3::from_shape_ptr((h, w, 4).strides(strides), bytes.as_ptr()) }
+            // SAFETY: `first` starts the target's `bytes()`, which run to at least the last
+            // row's last pixel, rows `pitch` apart (read under the same lock), so the strided
+            // view reads only them. The pointer outlives the lock: the memory belongs to the target (its
+            // texture's mapping in place, or the frame's pages, which are never freed before
+            // the target drops), and the array's base (below) keeps the target.
+            unsafe {
+                ArrayView3::from_shape_ptr((h, w, 4).strides((pitch, 4, 1)), first as *const u8)
+            }
         };
         // SAFETY: the array's base is this target, which owns the memory `view` points at for
         // its whole life (see above), and the memory is never reallocated in place.
@@ -130,51 +150,46 @@ impl PyHostTarget {
     }
 
     /// Makes the next `draw` redraw the whole target.
-    fn invalidate(&self) {
-        self.inner.lock().invalidate();
+    fn invalidate(&self, py: Python<'_>) {
+        py.detach(|| self.inner.lock().invalidate());
     }
 
     /// Width in pixels.
     #[getter]
     fn width(&self) -> u32 {
-        self.inner.lock().width()
+        self.width
     }
 
     /// Height in pixels.
     #[getter]
     fn height(&self) -> u32 {
-        self.inner.lock().height()
+        self.height
     }
 
     /// Bytes from one row's start to the next.
     #[getter]
-    fn bytes_per_row(&self) -> u32 {
-        self.inner.lock().bytes_per_row()
+    fn bytes_per_row(&self, py: Python<'_>) -> u32 {
+        py.detach(|| self.inner.lock().bytes_per_row())
     }
 
     /// Whether frames are drawn in host memory in place (no copy per read).
     #[getter]
     fn is_in_place(&self) -> bool {
-        self.inner.lock().is_in_place()
+        self.in_place
     }
 
     /// Why frames are copied rather than drawn in place; `None` in place.
     #[getter]
     fn fallback_reason(&self) -> Option<String> {
-        self.inner.lock().fallback_reason().map(str::to_owned)
+        self.fallback.clone()
     }
 
     fn __repr__(&self) -> String {
-        let target = self.inner.lock();
         format!(
             "HostTarget({}x{}, {})",
-            target.width(),
-            target.height(),
-            if target.is_in_place() {
-                "in place"
-            } else {
-                "copied"
-            }
+            self.width,
+            self.height,
+            if self.in_place { "in place" } else { "copied" }
         )
     }
 }
