@@ -38,7 +38,7 @@ use crate::error::InteropError;
 use crate::host_frame::HostFrame;
 use crate::interop::Interop;
 use crate::vulkan::device::VulkanDevice;
-use crate::vulkan::texture::wrap_image;
+use crate::vulkan::texture::{wrap_image, RawImage};
 
 /// The in-place image's usages in Vulkan's words: [`TARGET_USAGE`].
 const IMAGE_USAGE: vk::ImageUsageFlags = vk::ImageUsageFlags::from_raw(
@@ -290,13 +290,10 @@ impl HostTarget {
                     transition,
                 )?;
                 mapped.general = true;
-                // Waiting for this submission also waits for every earlier one.
-                mapped.pending = Some(index);
-                wait(
-                    renderer.device(),
-                    mapped.pending.clone().expect("set"),
-                    "reading a host target",
-                )?;
+                // Pending until waited for (a failed wait leaves it to the drop); waiting for
+                // it also waits for every earlier submission.
+                mapped.pending = Some(index.clone());
+                wait(renderer.device(), index, "reading a host target")?;
                 mapped.pending = None;
             }
         }
@@ -515,9 +512,8 @@ fn in_place(
     // supported for this size above.
     let image = unsafe { dev.raw.create_image(&info, None) }
         .map_err(|e| fail("vkCreateImage (linear)", e))?;
-    let image = OwnedImage { dev, image };
-    // SAFETY: `image` is a live image of this device.
-    let requirements = unsafe { dev.raw.get_image_memory_requirements(image.image) };
+    let image = RawImage::adopt(dev, image);
+    let requirements = image.requirements();
     let wanted = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
     let Some(type_index) = dev.memory_types.iter().enumerate().position(|(i, t)| {
         requirements.memory_type_bits & (1 << i) != 0 && t.property_flags.contains(wanted)
@@ -531,7 +527,7 @@ fn in_place(
     // SAFETY: a live linear image of one colour subresource.
     let layout = unsafe {
         dev.raw.get_image_subresource_layout(
-            image.image,
+            image.handle(),
             vk::ImageSubresource {
                 aspect_mask: vk::ImageAspectFlags::COLOR,
                 mip_level: 0,
@@ -562,7 +558,7 @@ fn in_place(
             layout.row_pitch, layout.size, layout.offset, requirements.size
         )));
     }
-    let mut dedicated = vk::MemoryDedicatedAllocateInfo::default().image(image.image);
+    let mut dedicated = vk::MemoryDedicatedAllocateInfo::default().image(image.handle());
     let allocate = vk::MemoryAllocateInfo::default()
         .allocation_size(requirements.size)
         .memory_type_index(type_index as u32)
@@ -574,7 +570,7 @@ fn in_place(
     let memory = OwnedMemory { dev, memory };
     // SAFETY: image and memory are live, unbound and of this device; the memory is a
     // dedicated allocation of the image's size from a type its requirements allow.
-    unsafe { dev.raw.bind_image_memory(image.image, memory.memory, 0) }
+    unsafe { dev.raw.bind_image_memory(image.handle(), memory.memory, 0) }
         .map_err(|e| fail("vkBindImageMemory", e))?;
     // SAFETY: host-visible memory, not mapped before, mapped whole.
     let base = unsafe {
@@ -634,27 +630,6 @@ fn in_place(
             pending: None,
         },
     ))
-}
-
-/// An image not yet handed to wgpu, destroyed on drop unless released.
-struct OwnedImage<'a> {
-    dev: &'a VulkanDevice,
-    image: vk::Image,
-}
-
-impl OwnedImage<'_> {
-    fn release(mut self) -> vk::Image {
-        std::mem::replace(&mut self.image, vk::Image::null())
-    }
-}
-
-impl Drop for OwnedImage<'_> {
-    fn drop(&mut self) {
-        if self.image != vk::Image::null() {
-            // SAFETY: the image was never handed to wgpu or used by the device.
-            unsafe { self.dev.raw.destroy_image(self.image, None) };
-        }
-    }
 }
 
 /// Memory not yet handed to wgpu, freed on drop unless released.

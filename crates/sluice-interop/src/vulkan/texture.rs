@@ -272,14 +272,29 @@ fn check_exportable(
     Ok(())
 }
 
-/// A `VkImage` created for external memory and not yet handed to wgpu; destroyed on drop
-/// unless wrapped.
-struct RawImage<'a> {
+/// A `VkImage` not yet handed to wgpu (created for external memory here, or linear in host
+/// memory for `HostTarget`); destroyed on drop unless wrapped or released.
+pub(crate) struct RawImage<'a> {
     dev: &'a VulkanDevice,
     handle: vk::Image,
 }
 
 impl<'a> RawImage<'a> {
+    /// Takes over `handle`, a live image of `dev` that nothing else owns or uses yet.
+    pub(crate) fn adopt(dev: &'a VulkanDevice, handle: vk::Image) -> Self {
+        RawImage { dev, handle }
+    }
+
+    /// The image's handle (still owned by this guard).
+    pub(crate) fn handle(&self) -> vk::Image {
+        self.handle
+    }
+
+    /// Gives the image up without destroying it (to hand it to wgpu).
+    pub(crate) fn release(mut self) -> vk::Image {
+        std::mem::replace(&mut self.handle, vk::Image::null())
+    }
+
     fn create(
         dev: &'a VulkanDevice,
         format: vk::Format,
@@ -306,7 +321,7 @@ impl<'a> RawImage<'a> {
         Ok(RawImage { dev, handle })
     }
 
-    fn requirements(&self) -> vk::MemoryRequirements {
+    pub(crate) fn requirements(&self) -> vk::MemoryRequirements {
         // SAFETY: `handle` is a live image of this device.
         unsafe { self.dev.raw.get_image_memory_requirements(self.handle) }
     }
