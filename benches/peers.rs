@@ -51,6 +51,9 @@
 //! (and `_full_redraw`) shows one `HostBufferSource` in the 8 tiles. `mesh_update/mesh_1000000v_host_buffer` does the
 //! same for the mesh's positions (copied into the vertex buffer from the buffers' pages), and
 //! `volume_3d/u8_256^3_host_buffer` (and `512^3`) for the volumes (copied into the 3-D texture).
+//! On a CPU device the 2-D host-buffer cases draw each buffer straight from its pages (an
+//! image over them, nothing copied: `host_buffer.in_place_images`);
+//! `SLUICE_PEERS_IN_PLACE=0` copies from the pages instead, as on a GPU.
 //!
 //! Options: `--out FILE` (the JSON; without it, stdout), `--quick` (the peers' small sizes,
 //! a smoke test), `--only a,b` (benchmark names), `--iters N`. A table goes to stderr. The
@@ -1270,6 +1273,7 @@ fn host_buffer_run<T: sluice::Element + bytemuck::Pod + Clone>(
     let bytes = layout.total_bytes();
     // The source starts on B, so that the first update (variant 0) hands over A.
     let source = Arc::new(HostBufferSource::new(interop, layout, data(1)?)?);
+    source.set_sample_in_place(sampling_in_place_wanted());
     // The buffer not shown, with the variant it holds.
     let spare = Spare::new(HostBuffer::from(data(0)?));
     let (scene, camera, check) = build(source.clone())?;
@@ -1313,8 +1317,16 @@ fn host_buffer_run<T: sluice::Element + bytemuck::Pod + Clone>(
         "gpu_copies": stats.gpu_copies,
         "gpu_bytes": stats.gpu_bytes,
         "hand_back_waits": stats.waits,
+        "in_place_images": stats.in_place_images,
+        "in_place_refusal": source.in_place_refusal(),
     });
     Ok(res)
+}
+
+/// Whether `HostBufferSource`s may be drawn in place on CPU devices (the default; not with
+/// `SLUICE_PEERS_IN_PLACE=0`).
+fn sampling_in_place_wanted() -> bool {
+    std::env::var("SLUICE_PEERS_IN_PLACE").as_deref() != Ok("0")
 }
 
 /// An added variant's result, or its error in its place (printed too), so that a variant a
@@ -1808,6 +1820,7 @@ fn separate_host_buffers(
     let (scene, camera, centres) = tiled_images(n, arrays[0].shape()[0], |_| {
         // Each source starts on B, so that the first update (variant 0) hands over A.
         let source = Arc::new(HostBufferSource::new(interop, layout.clone(), data(1)?)?);
+        source.set_sample_in_place(sampling_in_place_wanted());
         spares.push(Spare::new(HostBuffer::from(data(0)?)));
         sources.push(source.clone());
         Ok(source as SharedSource)
@@ -1850,6 +1863,8 @@ fn separate_host_buffers(
         "imports_made": stats.iter().map(|s| s.imports_made).sum::<u64>(),
         "host_bytes_copied": stats.iter().map(|s| s.bytes_copied).sum::<u64>(),
         "gpu_bytes": stats.iter().map(|s| s.gpu_bytes).sum::<u64>(),
+        "in_place_images": stats.iter().map(|s| s.in_place_images).sum::<u64>(),
+        "in_place_refusal": sources.iter().find_map(|s| s.in_place_refusal()),
     });
     Ok(res)
 }

@@ -47,13 +47,33 @@ fn assert_frame(img: &image::RgbaImage, frame: usize) {
     }
 }
 
+/// Whether renderers of `interop` draw host buffers in place (CPU devices) rather than copy
+/// them.
+fn samples_in_place(interop: &Interop) -> bool {
+    interop.adapter().get_info().device_type == wgpu::DeviceType::Cpu
+}
+
 /// A, B, A, ... handed over in turn: each frame shows the buffer just handed over, each
 /// buffer is imported once (the import travels with it), the GPU copies from the user's own
 /// pages and nothing is staged or copied on the host. Sizes: one from the heap (80 KiB, its
-/// pages shared with other allocations), one mapped on its own (512 KiB).
+/// pages shared with other allocations), one mapped on its own (512 KiB). Sampling in place
+/// is turned off here (see the next test).
 #[test]
 fn alternating_buffers_are_copied_from_their_own_pages() {
+    alternate_buffers(false);
+}
+
+/// The same with sampling in place on (the default): on a CPU device each buffer handed over
+/// is drawn from its pages by an image made over them, with nothing copied at all; on a GPU
+/// the buffers are copied as above.
+#[test]
+fn alternating_buffers_are_drawn_in_place_on_cpu_devices() {
+    alternate_buffers(true);
+}
+
+fn alternate_buffers(in_place: bool) {
     let interop = interop();
+    let expect_in_place = in_place && samples_in_place(&interop);
     for (height, width) in [(128, 160), (512, 256)] {
         let bytes = height * width * 4;
         assert!(bytes >= MIN_IMPORT_BYTES);
@@ -61,6 +81,7 @@ fn alternating_buffers_are_copied_from_their_own_pages() {
         let source = Arc::new(
             HostBufferSource::new(&interop, layout, image_bytes(height, width, 0)).unwrap(),
         );
+        source.set_sample_in_place(in_place);
         assert_eq!(source.staged_reason(), None);
         assert!(source.is_imported(), "{:?}", source.fallback_reason());
         let mut renderer = interop.renderer();
@@ -90,11 +111,26 @@ fn alternating_buffers_are_copied_from_their_own_pages() {
             "one import per buffer, not per update"
         );
         assert_eq!((stats.buffers_copied, stats.bytes_copied), (0, 0));
-        assert_eq!(stats.gpu_copies, 6, "one GPU copy per update");
-        assert_eq!(stats.gpu_bytes, 6 * bytes as u64);
         let counters = renderer.counters();
         assert_eq!(counters.bytes_uploaded, 0, "nothing was staged");
-        assert_eq!(counters.device_bytes_copied, 6 * bytes as u64);
+        if expect_in_place {
+            assert_eq!(source.in_place_refusal(), None);
+            assert_eq!(stats.in_place_images, 6, "one image per hand-over");
+            assert_eq!(
+                (stats.gpu_copies, stats.gpu_bytes),
+                (0, 0),
+                "nothing copied"
+            );
+            assert_eq!(counters.device_bytes_copied, 0);
+            assert_eq!(counters.textures_in_place, 6);
+            assert_eq!(counters.in_place_fallbacks, 0);
+        } else {
+            assert_eq!(stats.in_place_images, 0);
+            assert_eq!(stats.gpu_copies, 6, "one GPU copy per update");
+            assert_eq!(stats.gpu_bytes, 6 * bytes as u64);
+            assert_eq!(counters.device_bytes_copied, 6 * bytes as u64);
+            assert_eq!(counters.textures_in_place, 0);
+        }
     }
 }
 
@@ -114,6 +150,17 @@ fn source_address(source: &HostBufferSource) -> usize {
 /// afterwards still shows the buffer's old contents.
 #[test]
 fn a_buffer_is_handed_back_only_after_its_copy_is_done() {
+    hand_back_after_the_gpu(false);
+}
+
+/// The same for a buffer sampled in place (CPU devices): the frame in flight draws from the
+/// buffer's pages themselves, so the hand-back waits for that frame.
+#[test]
+fn a_buffer_sampled_in_place_is_handed_back_only_after_its_frame_is_done() {
+    hand_back_after_the_gpu(true);
+}
+
+fn hand_back_after_the_gpu(in_place: bool) {
     let interop = interop();
     let (height, width) = (1024, 1024);
     let source = Arc::new(
@@ -124,6 +171,7 @@ fn a_buffer_is_handed_back_only_after_its_copy_is_done() {
         )
         .unwrap(),
     );
+    source.set_sample_in_place(in_place);
     let mut renderer = interop.renderer();
     let mut scene = Scene::new();
     scene.add(Image::new(source.clone()));
@@ -143,7 +191,17 @@ fn a_buffer_is_handed_back_only_after_its_copy_is_done() {
         y.copy_from_slice(&image_bytes(height, width, 1));
         spare = y;
     }
-    assert_eq!(renderer.counters().bytes_uploaded, 0);
+    let counters = renderer.counters();
+    assert_eq!(counters.bytes_uploaded, 0);
+    let drawn_in_place = in_place && samples_in_place(&interop);
+    assert_eq!(
+        counters.textures_in_place,
+        if drawn_in_place { 3 } else { 0 }
+    );
+    assert_eq!(
+        source.stats().gpu_copies,
+        if drawn_in_place { 0 } else { 3 }
+    );
 }
 
 /// Buffers that cannot be imported (fewer bytes than MIN_IMPORT_BYTES; a first sample off a
@@ -275,15 +333,23 @@ fn host_only_buffers_are_staged_by_the_renderer() {
     assert_eq!((stats.gpu_copies, stats.imports_made), (0, 0));
 }
 
-/// Typed vectors: f32 samples are imported as they are and come back as the same vector.
+/// Typed vectors: f32 samples are imported as they are and come back as the same vector,
+/// copied or drawn in place.
 #[test]
 fn typed_vectors_are_imported_and_come_back() {
+    for in_place in [false, true] {
+        typed_vectors_come_back(in_place);
+    }
+}
+
+fn typed_vectors_come_back(in_place: bool) {
     let interop = interop();
     let (height, width) = (128, 256);
     let layout = Layout::new(Shape::d2(height, width).unwrap(), ElementType::F32, 1).unwrap();
     let a: Vec<f32> = (0..height * width).map(|i| i as f32 / 1e4).collect();
     let b: Vec<f32> = a.iter().map(|v| 1.0 - v).collect();
     let source = Arc::new(HostBufferSource::new(&interop, layout, a.clone()).unwrap());
+    source.set_sample_in_place(in_place);
     assert!(source.is_imported(), "{:?}", source.fallback_reason());
     let mut renderer = interop.renderer();
     let mut scene = Scene::new();
@@ -294,7 +360,13 @@ fn typed_vectors_are_imported_and_come_back() {
     let back = back.into_vec::<u8>().expect_err("not a Vec<u8>");
     let back: Vec<f32> = back.into_vec().expect("the f32 vector back");
     assert_eq!(back, a);
-    assert_eq!(source.stats().gpu_copies, 2);
+    let drawn_in_place = in_place && samples_in_place(&interop);
+    assert_eq!(
+        (source.stats().gpu_copies, source.stats().in_place_images),
+        if drawn_in_place { (0, 2) } else { (2, 0) },
+        "{:?}",
+        source.in_place_refusal()
+    );
     assert_eq!(renderer.counters().bytes_uploaded, 0);
 }
 

@@ -15,7 +15,7 @@ use sluice::prelude::*;
 use sluice::{
     ChangeLog, Changes, CudaMemory, DeviceCopy, DeviceCopyOutcome, DeviceTexture,
     DeviceTextureRequest, DeviceUpload, DeviceUploadError, ReadRequest, ReadStatus, RenderError,
-    Residency, SourceError, Version,
+    Residency, SampledInPlace, SourceError, Version,
 };
 use wgpu::util::DeviceExt;
 
@@ -100,9 +100,33 @@ impl Drop for Lease {
     }
 }
 
+/// The frames counted on in-place textures, and whether they are refused (the memory handed
+/// back since the frame took the source's changes).
+#[derive(Default)]
+struct InPlaceFrames {
+    counted: AtomicUsize,
+    refused: AtomicUsize,
+    refuse: AtomicBool,
+}
+
+struct InPlace(Arc<InPlaceFrames>);
+
+impl SampledInPlace for InPlace {
+    fn begin_frame(&self) -> bool {
+        if self.0.refuse.load(Ordering::SeqCst) {
+            self.0.refused.fetch_add(1, Ordering::SeqCst);
+            return false;
+        }
+        self.0.counted.fetch_add(1, Ordering::SeqCst);
+        true
+    }
+}
+
 struct TestUpload {
     source: Arc<DeviceSide>,
     provide: AtomicBool,
+    /// Provide textures "sampled in place", which ask before each frame.
+    in_place: Option<Arc<InPlaceFrames>>,
     /// Provide textures of another format (a faulty upload).
     wrong_format: AtomicBool,
     leases: Arc<AtomicUsize>,
@@ -175,11 +199,21 @@ impl DeviceUpload for TestUpload {
             view: texture.create_view(&wgpu::TextureViewDescriptor::default()),
             texture,
             lease: Box::new(Lease(self.leases.clone())),
+            in_place: self
+                .in_place
+                .as_ref()
+                .map(|frames| Arc::new(InPlace(frames.clone())) as Arc<dyn SampledInPlace>),
         }))
     }
 }
 
 fn setup() -> (Renderer, Scene, Arc<DeviceSide>, Arc<TestUpload>) {
+    setup_with(None)
+}
+
+fn setup_with(
+    in_place: Option<Arc<InPlaceFrames>>,
+) -> (Renderer, Scene, Arc<DeviceSide>, Arc<TestUpload>) {
     let source = Arc::new(DeviceSide {
         log: Mutex::new(ChangeLog::new(1)),
         frame: AtomicUsize::new(0),
@@ -187,6 +221,7 @@ fn setup() -> (Renderer, Scene, Arc<DeviceSide>, Arc<TestUpload>) {
     let upload = Arc::new(TestUpload {
         source: source.clone(),
         provide: AtomicBool::new(true),
+        in_place,
         wrong_format: AtomicBool::new(false),
         leases: Arc::new(AtomicUsize::new(0)),
         copies: AtomicUsize::new(0),
@@ -294,4 +329,60 @@ fn a_provided_texture_of_another_format_is_refused_with_both_formats() {
         "{message}"
     );
     assert_eq!(upload.leases.load(Ordering::SeqCst), 0, "not kept");
+}
+
+/// Textures sampled in place (a CPU device drawing a host buffer where it lies): every frame
+/// that draws one is counted first, once per frame however many visuals show it; a frame whose
+/// texture was refused (its memory handed back after the frame took the source's changes)
+/// never draws it, and copies what the source shows then into the proxy's own texture.
+#[test]
+fn in_place_textures_count_each_frame_and_a_refused_one_is_never_drawn() {
+    let frames = Arc::new(InPlaceFrames::default());
+    let (mut renderer, scene, source, upload) = setup_with(Some(frames.clone()));
+    assert_shows(&mut renderer, &scene, 0);
+    let c = renderer.counters();
+    assert_eq!((c.textures_provided, c.textures_in_place), (1, 1));
+    assert_eq!(
+        (c.device_bytes_copied, c.copies_issued, c.bytes_uploaded),
+        (0, 0, 0),
+        "nothing copied for a texture sampled in place"
+    );
+    assert_eq!(
+        frames.counted.load(Ordering::SeqCst),
+        1,
+        "one count per frame"
+    );
+    // Unchanged frames are counted too: they sample the memory as much as the first.
+    assert_shows(&mut renderer, &scene, 0);
+    assert_shows(&mut renderer, &scene, 0);
+    assert_eq!(frames.counted.load(Ordering::SeqCst), 3);
+    assert_eq!(upload.requests.lock().len(), 1, "nothing asked again");
+
+    // The memory is handed back while the source shows frame 5 and the texture still holds
+    // frame 0: the texture is refused, so the frame copies frame 5 instead of drawing it.
+    source.frame.store(5, Ordering::SeqCst);
+    frames.refuse.store(true, Ordering::SeqCst);
+    assert_shows(&mut renderer, &scene, 5);
+    assert_eq!(frames.refused.load(Ordering::SeqCst), 1);
+    assert_eq!(upload.copies.load(Ordering::SeqCst), 1, "one whole copy");
+    assert_eq!(
+        upload.leases.load(Ordering::SeqCst),
+        0,
+        "the refused texture was released"
+    );
+    let c = renderer.counters();
+    assert_eq!(c.in_place_fallbacks, 1);
+    assert_eq!(c.textures_in_place, 1);
+    // The copy stays until the source changes; nothing more is asked of the refused texture.
+    assert_shows(&mut renderer, &scene, 5);
+    assert_eq!(frames.refused.load(Ordering::SeqCst), 1);
+
+    // A new version is offered in place again, and counted again.
+    frames.refuse.store(false, Ordering::SeqCst);
+    source.show(6);
+    assert_shows(&mut renderer, &scene, 6);
+    let c = renderer.counters();
+    assert_eq!((c.textures_provided, c.textures_in_place), (2, 2));
+    assert_eq!(frames.counted.load(Ordering::SeqCst), 4);
+    assert_eq!(upload.copies.load(Ordering::SeqCst), 1);
 }

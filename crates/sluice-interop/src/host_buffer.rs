@@ -55,8 +55,10 @@ use sluice_core::{
 
 use crate::error::InteropError;
 use crate::host_import::{
-    import_host_range, next_id, registry, CopyDirection, GpuUse, HostCopy, ImportedHost, Pages,
+    import_host_memory, import_host_range, next_id, registry, CopyDirection, GpuUse, HostCopy,
+    ImportedHost, ImportedMemory, InPlaceAsk, InPlaceTexture, Pages,
 };
+use crate::in_place::{sampled_image, ImageUse, InPlaceRequest};
 use crate::interop::Interop;
 use crate::source::check_texture_layout;
 
@@ -136,12 +138,36 @@ unsafe impl Sync for StorageCell {}
 /// The import of a buffer's enclosing pages on one device.
 struct BufferImport {
     buffer: wgpu::Buffer,
+    /// The imported memory, for images sampled in place.
+    memory: Arc<ImportedMemory>,
+    /// The image sampled in place over the pages while a source shows the buffer (CPU
+    /// devices), made on a renderer's first request and retired when the source hands the
+    /// buffer back.
+    image: Mutex<Option<CachedImage>>,
     /// Where the buffer's first sample lies in `buffer`.
     first_sample: u64,
     interop: Interop,
     /// The address and length of the bytes it was made for.
     key: (usize, usize),
     gpu: Arc<GpuUse>,
+}
+
+/// An image over a buffer's pages, what it was made for, and its frame counts.
+struct CachedImage {
+    key: (wgpu::TextureFormat, u32, u32),
+    texture: wgpu::Texture,
+    view: wgpu::TextureView,
+    usage: Arc<ImageUse>,
+}
+
+impl BufferImport {
+    /// Retires the image sampled in place over the pages, if any: no frame draws it from now
+    /// on. Returns it, to be destroyed once the frames counted before are done.
+    fn retire_image(&self) -> Option<wgpu::Texture> {
+        let cached = self.image.lock().take()?;
+        cached.usage.retire();
+        Some(cached.texture)
+    }
 }
 
 /// A buffer the user owns and hands to a [`HostBufferSource`]: a `Vec` of plain samples (and
@@ -343,8 +369,8 @@ impl HostBuffer {
         // reallocate meanwhile: only slices of it are lent). Copies from the buffer are ordered
         // before the owner's writes by `GpuUse` (sources hand it back only when its copies are
         // done; `imported_buffer`'s callers order their own).
-        let buffer = unsafe {
-            import_host_range(
+        let (buffer, memory) = unsafe {
+            import_host_memory(
                 interop,
                 start,
                 size,
@@ -356,6 +382,8 @@ impl HostBuffer {
         .map_err(|e| e.to_string())?;
         self.import = Some(Box::new(BufferImport {
             buffer,
+            memory,
+            image: Mutex::new(None),
             first_sample: first_sample as u64,
             interop: interop.clone(),
             key: (addr, len),
@@ -486,6 +514,9 @@ pub struct HostBufferStats {
     pub gpu_bytes: u64,
     /// Hand-backs that had to wait for the GPU to finish reading the buffer.
     pub waits: u64,
+    /// Images made to sample buffers in place (CPU devices): one per buffer handed over and
+    /// drawn.
+    pub in_place_images: u64,
 }
 
 #[derive(Default)]
@@ -497,6 +528,7 @@ struct Stats {
     gpu_copies: AtomicU64,
     gpu_bytes: AtomicU64,
     waits: AtomicU64,
+    in_place_images: AtomicU64,
 }
 
 struct Inner {
@@ -507,9 +539,99 @@ struct Inner {
     state: RwLock<State>,
     pages: Mutex<Option<Arc<OwnPages>>>,
     stats: Stats,
+    /// Whether renderers on CPU devices may sample the buffers in place.
+    in_place: std::sync::atomic::AtomicBool,
+    /// Why the last request for an in-place texture was refused (`None` after one was made).
+    in_place_refused: Mutex<Option<String>>,
+}
+
+impl Inner {
+    /// The in-place texture of the buffer shown now for `ask`, made on first request: `Err`
+    /// says why there is none.
+    fn in_place_texture(&self, ask: &InPlaceAsk<'_>) -> Result<InPlaceTexture, String> {
+        if !self.in_place.load(Ordering::Relaxed) {
+            return Err(
+                "sampling in place turned off (HostBufferSource::set_sample_in_place)".into(),
+            );
+        }
+        let state = self.state.read();
+        let import = match (state.from, &state.buffer.import) {
+            (CopyFrom::Buffer, Some(import)) => import,
+            _ => {
+                return Err(format!(
+                    "the buffer shown is not imported where it lies ({})",
+                    state.fallback.as_deref().unwrap_or("copied")
+                ))
+            }
+        };
+        let key = (ask.format, ask.width, ask.height);
+        let mut slot = import.image.lock();
+        if let Some(cached) = slot.as_ref().filter(|c| c.key == key) {
+            return Ok(InPlaceTexture {
+                texture: cached.texture.clone(),
+                view: cached.view.clone(),
+                usage: cached.usage.clone(),
+            });
+        }
+        let shape = self.layout.shape();
+        let [depth, height, width] = shape.padded();
+        if depth != 1 || (height, width) != (ask.height as usize, ask.width as usize) {
+            return Err(format!(
+                "only 2-D sources are sampled in place, not a {shape} one into a {} x {} texture",
+                ask.width, ask.height
+            ));
+        }
+        let row_bytes = (width * self.layout.sample_bytes()) as u64;
+        let request = InPlaceRequest {
+            device: ask.device,
+            queue: ask.queue,
+            format: ask.format,
+            width: ask.width,
+            height: ask.height,
+            row_bytes,
+            offset: import.first_sample,
+        };
+        // SAFETY: the memory was imported on this source's device (the renderer asking is on
+        // it: `host_import::lookup` checked), and the pages hold the layout's packed rows
+        // from the first sample. The host writes them again only after the source hands the
+        // buffer back, which retires the image and waits for every frame counted on it
+        // (`replace`), and frames count themselves before drawing it (`ImageUse`).
+        let image = unsafe { sampled_image(self.interop.vulkan(), &import.memory, &request) }?;
+        let usage = Arc::new(ImageUse::new(import.gpu.clone()));
+        self.stats.in_place_images.fetch_add(1, Ordering::Relaxed);
+        *slot = Some(CachedImage {
+            key,
+            texture: image.texture.clone(),
+            view: image.view.clone(),
+            usage: usage.clone(),
+        });
+        Ok(InPlaceTexture {
+            texture: image.texture,
+            view: image.view,
+            usage,
+        })
+    }
 }
 
 impl ImportedHost for Inner {
+    fn sampled_in_place(&self, ask: &InPlaceAsk<'_>) -> Option<InPlaceTexture> {
+        let made = self.in_place_texture(ask);
+        let mut refused = self.in_place_refused.lock();
+        match made {
+            Ok(texture) => {
+                *refused = None;
+                Some(texture)
+            }
+            Err(reason) => {
+                if refused.as_deref() != Some(reason.as_str()) {
+                    log::debug!("HostBufferSource: not sampled in place: {reason}");
+                }
+                *refused = Some(reason);
+                None
+            }
+        }
+    }
+
     fn interop(&self) -> &Interop {
         &self.interop
     }
@@ -655,6 +777,8 @@ impl HostBufferSource {
             state: RwLock::new(placeholder),
             pages: Mutex::new(None),
             stats: Stats::default(),
+            in_place: std::sync::atomic::AtomicBool::new(true),
+            in_place_refused: Mutex::new(None),
         });
         let id = next_id();
         let source = HostBufferSource { inner, id };
@@ -735,13 +859,19 @@ impl HostBufferSource {
             state.log.record_all();
             break (old, old_from);
         };
-        // No copy of `old` can be recorded any more (it is no longer current): wait for the
-        // ones recorded.
+        // No copy of `old` can be recorded any more (it is no longer current), and no frame
+        // may draw its in-place image from now on: wait for the copies recorded and the
+        // frames counted. The image is then destroyed, so that its hold on the memory goes
+        // with the last of those frames, not with the renderers' next frames.
         if old_from == CopyFrom::Buffer {
             if let Some(import) = &old.import {
+                let image = import.retire_image();
                 if import.gpu.outstanding() {
                     inner.stats.waits.fetch_add(1, Ordering::Relaxed);
                     import.gpu.wait(inner.interop.device());
+                }
+                if let Some(image) = image {
+                    image.destroy();
                 }
             }
         }
@@ -794,6 +924,20 @@ impl HostBufferSource {
         self.inner.state.read().fallback.clone()
     }
 
+    /// Whether renderers on CPU devices may draw the buffers straight from their pages
+    /// (default: yes). Turned off, they copy from the pages as GPUs do (for comparisons). Takes
+    /// effect from the next buffer handed over.
+    pub fn set_sample_in_place(&self, on: bool) {
+        self.inner.in_place.store(on, Ordering::Relaxed);
+    }
+
+    /// Why the last renderer that asked could not draw the buffer shown from its pages
+    /// (`None` if it could, or none asked): a GPU never asks; on a CPU device, the reason
+    /// names the layout, alignment or driver feature that did not fit.
+    pub fn in_place_refusal(&self) -> Option<String> {
+        self.inner.in_place_refused.lock().clone()
+    }
+
     /// Why the source stages every buffer (`None` where it imports them).
     pub fn staged_reason(&self) -> Option<&str> {
         self.inner.staged.as_deref()
@@ -811,6 +955,7 @@ impl HostBufferSource {
             gpu_copies: get(&s.gpu_copies),
             gpu_bytes: get(&s.gpu_bytes),
             waits: get(&s.waits),
+            in_place_images: get(&s.in_place_images),
         }
     }
 }

@@ -148,6 +148,31 @@ pub(crate) trait ImportedHost: Send + Sync {
     /// write of them is in progress) and says where to copy from. Samples are packed in C
     /// order from `first_sample`.
     fn record_copy(&self, bytes: u64) -> Result<HostCopy, InteropError>;
+
+    /// A texture sampling the pages the source shows now in place, for a CPU device's
+    /// renderer (see `in_place`): `None` where the source does not offer one (the renderer
+    /// copies), with the reason kept by the source.
+    fn sampled_in_place(&self, ask: &InPlaceAsk<'_>) -> Option<InPlaceTexture> {
+        let _ = ask;
+        None
+    }
+}
+
+/// What a renderer asks of an in-place texture.
+pub(crate) struct InPlaceAsk<'a> {
+    pub device: &'a wgpu::Device,
+    pub queue: &'a wgpu::Queue,
+    pub format: wgpu::TextureFormat,
+    pub width: u32,
+    pub height: u32,
+}
+
+/// A texture over a source's pages and the frame counts that keep them from being handed
+/// back while frames draw it.
+pub(crate) struct InPlaceTexture {
+    pub texture: wgpu::Texture,
+    pub view: wgpu::TextureView,
+    pub usage: Arc<crate::in_place::ImageUse>,
 }
 
 /// What the renderer's upload path needs of an imported source.
@@ -505,6 +530,62 @@ pub(crate) unsafe fn import_host_range(
     direction: CopyDirection,
     keep: impl Send + Sync + 'static,
 ) -> Result<wgpu::Buffer, InteropError> {
+    // SAFETY: the caller's contract is this function's.
+    unsafe { import_host_memory(interop, ptr, len, size, direction, keep) }
+        .map(|(buffer, _)| buffer)
+}
+
+/// Imported host memory, shared by the wgpu buffer bound to it and by any image bound to it
+/// later (`in_place`): freed when the last of them is gone, and only then is `keep` (what
+/// keeps the host range mapped) dropped.
+pub(crate) struct ImportedMemory {
+    raw: ash::Device,
+    memory: vk::DeviceMemory,
+    type_index: u32,
+    len: u64,
+    _keep: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl ImportedMemory {
+    /// The memory object (owned by this; valid while it lives).
+    pub fn handle(&self) -> vk::DeviceMemory {
+        self.memory
+    }
+
+    /// Its memory type.
+    pub fn type_index(&self) -> u32 {
+        self.type_index
+    }
+
+    /// Its size in bytes (the whole imported range).
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl Drop for ImportedMemory {
+    fn drop(&mut self) {
+        // SAFETY: the last holder is gone: the buffer's and every image's drop callbacks ran
+        // (wgpu runs them once no submission uses the object), so nothing is bound to the
+        // memory any more. `_keep` is dropped after this, so the range outlives the memory.
+        unsafe { self.raw.free_memory(self.memory, None) };
+    }
+}
+
+/// [`import_host_range`], also returning the memory for images to be bound to.
+///
+/// # Safety
+///
+/// As for [`import_host_range`]; images bound to the memory later read the range too, and
+/// the same ordering rules hold for their reads.
+pub(crate) unsafe fn import_host_memory(
+    interop: &Interop,
+    ptr: NonNull<u8>,
+    len: usize,
+    size: u64,
+    direction: CopyDirection,
+    keep: impl Send + Sync + 'static,
+) -> Result<(wgpu::Buffer, Arc<ImportedMemory>), InteropError> {
     let dev = interop.vulkan();
     let host = dev
         .host_memory
@@ -592,14 +673,20 @@ pub(crate) unsafe fn import_host_range(
         return Err(InteropError::vulkan("vkBindBufferMemory (host pointer)", e));
     }
     let raw = dev.raw.clone();
+    let shared = Arc::new(ImportedMemory {
+        raw: raw.clone(),
+        memory,
+        type_index: index,
+        len: len as u64,
+        _keep: Box::new(keep),
+    });
+    let held = shared.clone();
     let callback: wgpu::hal::DropCallback = Box::new(move || {
         // SAFETY: wgpu runs this once the buffer is destroyed and no submission uses it; the
-        // device outlives its buffers. `keep` is dropped after the memory is freed.
-        unsafe {
-            raw.destroy_buffer(buffer, None);
-            raw.free_memory(memory, None);
-        }
-        drop(keep);
+        // device outlives its buffers. The memory is freed once images bound to it are gone
+        // too (`ImportedMemory`'s drop), and the range kept mapped until then.
+        unsafe { raw.destroy_buffer(buffer, None) };
+        drop(held);
     });
     // SAFETY: wgpu never destroys the buffer itself (the callback does) and never maps it;
     // the buffer is bound to memory for its whole life.
@@ -616,7 +703,8 @@ pub(crate) unsafe fn import_host_range(
     // SAFETY: the buffer was created on this device with at least `size` bytes and the
     // transfer usage matching wgpu's (`COPY_SRC` or `COPY_DST`), and is bound to memory whose
     // contents are the range's.
-    Ok(unsafe { dev.device.create_buffer_from_hal::<Vulkan>(hal, &desc) })
+    let buffer = unsafe { dev.device.create_buffer_from_hal::<Vulkan>(hal, &desc) };
+    Ok((buffer, shared))
 }
 
 impl Drop for HostImportSource {

@@ -34,11 +34,12 @@
 //!
 //! # Unsafe code
 //!
-//! sluice's `unsafe` code is in this crate, in ten modules, and in `sluice-core`'s file
+//! sluice's `unsafe` code is in this crate, in eleven modules, and in `sluice-core`'s file
 //! mapping (`MmapSource`): `pipeline_cache` (pipeline caches from saved bytes),
 //! `host_import` (host pages imported as device memory, `VK_EXT_external_memory_host`),
 //! `host_buffer` (buffers the user hands over, imported where they lie), `host_frame` (frames
 //! read back into imported pages), `host_target` (targets drawn in mapped host memory),
+//! `in_place` (images sampled straight from imported host pages),
 //! `vulkan::device` (device creation and queries under wgpu),
 //! `vulkan::memory` (buffers and fds), `vulkan::semaphore` (shared timeline semaphores),
 //! `vulkan::texture` (exported images) and `cuda::driver` (CUDA driver calls). Every other
@@ -58,6 +59,8 @@ mod host_frame;
 mod host_import;
 #[allow(unsafe_code)]
 mod host_target;
+#[allow(unsafe_code)]
+mod in_place;
 mod interop;
 #[allow(unsafe_code)]
 mod pipeline_cache;

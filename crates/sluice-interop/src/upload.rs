@@ -47,7 +47,10 @@ pub(crate) struct InteropUpload {
     frame: Mutex<HashMap<(usize, u64), bool>>,
     /// Host-imported sources copied from in the frame being recorded, told when it was
     /// submitted (so their writers can wait for the copies).
-    host_frame: Mutex<Vec<Arc<crate::host_import::GpuUse>>>,
+    /// (Frames drawing host pages in place count themselves here too.)
+    host_frame: Arc<Mutex<Vec<Arc<crate::host_import::GpuUse>>>>,
+    /// Whether the device is a CPU one, where host pages are sampled in place.
+    cpu_device: bool,
     #[cfg(feature = "cuda")]
     cuda: crate::cuda::staging::CudaStaging,
     #[cfg(feature = "cuda")]
@@ -61,11 +64,12 @@ impl InteropUpload {
             cuda: crate::cuda::staging::CudaStaging::new(interop.clone()),
             #[cfg(feature = "cuda")]
             cuda_textures: crate::cuda::textures::CudaTextures::new(interop.clone()),
-            interop,
             imports: Mutex::new(HashMap::new()),
             semaphores: Mutex::new(HashMap::new()),
             frame: Mutex::new(HashMap::new()),
-            host_frame: Mutex::new(Vec::new()),
+            host_frame: Arc::new(Mutex::new(Vec::new())),
+            cpu_device: interop.adapter().get_info().device_type == wgpu::DeviceType::Cpu,
+            interop,
         }
     }
 
@@ -138,6 +142,38 @@ impl InteropUpload {
         );
         self.host_frame.lock().push(host.gpu);
         Ok(())
+    }
+
+    /// On a CPU device, a texture over a host-imported 2-D source's pages, drawn where the
+    /// data lies (see `in_place`); `None` elsewhere, or where the source cannot offer one (the
+    /// proxy then copies from the pages).
+    fn host_in_place(
+        &self,
+        request: &DeviceTextureRequest<'_>,
+        memory: &sluice_core::HostImportedMemory,
+    ) -> Result<Option<DeviceTexture>, InteropError> {
+        let flat = request.dimension == wgpu::TextureDimension::D2
+            && request.size.depth_or_array_layers == 1;
+        if !self.cpu_device || !flat {
+            return Ok(None);
+        }
+        let imported = crate::host_import::lookup(&self.interop, memory)?;
+        let ask = crate::host_import::InPlaceAsk {
+            device: request.device,
+            queue: request.queue,
+            format: request.format,
+            width: request.size.width,
+            height: request.size.height,
+        };
+        Ok(imported.sampled_in_place(&ask).map(|t| DeviceTexture {
+            texture: t.texture,
+            view: t.view,
+            lease: Box::new(()),
+            in_place: Some(Arc::new(FrameUse {
+                usage: t.usage,
+                frame: self.host_frame.clone(),
+            })),
+        }))
     }
 
     /// The imported buffer for `memory`, importing it on first use.
@@ -339,6 +375,19 @@ fn check_copy_aligned(what: &str, value: u64) -> Result<(), InteropError> {
     Ok(())
 }
 
+/// A renderer's hold on an in-place texture: counts the frames that draw it on the
+/// renderer's list, settled when each is submitted.
+struct FrameUse {
+    usage: Arc<crate::in_place::ImageUse>,
+    frame: Arc<Mutex<Vec<Arc<crate::host_import::GpuUse>>>>,
+}
+
+impl sluice_render::SampledInPlace for FrameUse {
+    fn begin_frame(&self) -> bool {
+        self.usage.begin_frame(&self.frame)
+    }
+}
+
 /// `error` as the renderer reports it: a render error inside stays as it is; the rest keeps
 /// its numbers in a [`DeviceUploadError`].
 fn device_error(error: InteropError, visual: &'static str, source: &dyn DataSource) -> RenderError {
@@ -393,7 +442,11 @@ impl DeviceUpload for InteropUpload {
                 .and_then(|cuda| self.cuda_textures.provide(&cuda, &request, memory));
             return provided.map_err(|e| device_error(e, "TextureProxy", request.source));
         }
-        let _ = request;
+        if let Residency::HostImported(memory) = request.residency {
+            return self
+                .host_in_place(&request, memory)
+                .map_err(|e| device_error(e, "TextureProxy", request.source));
+        }
         Ok(None)
     }
 

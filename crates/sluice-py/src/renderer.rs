@@ -305,6 +305,8 @@ pub(crate) fn counters_dict<'py>(py: Python<'py>, c: &Counters) -> PyResult<Boun
         ("device_bytes_copied", c.device_bytes_copied),
         ("copies_issued", c.copies_issued),
         ("compute_copies", c.compute_copies),
+        ("textures_in_place", c.textures_in_place),
+        ("in_place_fallbacks", c.in_place_fallbacks),
         ("textures_provided", c.textures_provided),
         ("resident_bytes", c.resident_bytes),
         ("textures_alive", c.textures_alive),

@@ -22,6 +22,13 @@ pub struct Counters {
     /// texture the device upload path provided (a CUDA copy into a CUDA array mapped onto a
     /// Vulkan image), with nothing copied on the renderer's queue.
     pub textures_provided: u64,
+    /// Of the textures provided, those sampled in place from the source's host pages (a CPU
+    /// device: see `docs/gpu-interop.md`), one per hand-over drawn: nothing is copied at all.
+    pub textures_in_place: u64,
+    /// Frames that found the host pages they sample in place handed back since their
+    /// changes were taken (another thread replaced the data meanwhile), and copied what the
+    /// source showed then instead.
+    pub in_place_fallbacks: u64,
     /// Bytes of GPU memory held by source textures and buffers now.
     pub resident_bytes: u64,
     /// Source textures alive now: one per source shown, however many visuals show it (a
@@ -136,6 +143,8 @@ impl Counters {
             copies_issued: self.copies_issued - earlier.copies_issued,
             compute_copies: self.compute_copies - earlier.compute_copies,
             textures_provided: self.textures_provided - earlier.textures_provided,
+            textures_in_place: self.textures_in_place - earlier.textures_in_place,
+            in_place_fallbacks: self.in_place_fallbacks - earlier.in_place_fallbacks,
             textures_created: self.textures_created - earlier.textures_created,
             staging_buffers_created: self.staging_buffers_created - earlier.staging_buffers_created,
             bind_groups_created: self.bind_groups_created - earlier.bind_groups_created,

@@ -263,6 +263,20 @@ pub struct DeviceTexture {
     /// Kept by the proxy while it binds `texture`; dropping it tells the upload path that
     /// frames submitted from then on no longer read the texture, so it may be refilled.
     pub lease: Box<dyn std::any::Any + Send + Sync>,
+    /// For a texture over memory its owner takes back later (a host buffer sampled in place
+    /// on a CPU device): asked before every frame that draws the texture. `None`: the texture
+    /// stays valid while the proxy holds it.
+    pub in_place: Option<std::sync::Arc<dyn SampledInPlace>>,
+}
+
+/// A provided texture that reads memory the source's owner gets back once the source moved on
+/// (see [`DeviceTexture::in_place`]).
+pub trait SampledInPlace: Send + Sync {
+    /// Counts the frame being recorded as one that samples the texture (the owner waits for
+    /// it to finish before taking the memory back) and returns `true`; or returns `false`,
+    /// counting nothing, if the memory no longer holds the source's data. The proxy then must
+    /// not draw the texture: it copies what the source shows now into its own instead.
+    fn begin_frame(&self) -> bool;
 }
 
 impl std::fmt::Debug for DeviceTexture {

@@ -67,7 +67,7 @@ pub use counters::{Counters, DevicePoolCounters, FrameStats};
 pub use device::{optional_features, wait_for_devices};
 pub use device_upload::{
     DeviceBufferCopy, DeviceCopy, DeviceCopyOutcome, DeviceTexture, DeviceTextureRequest,
-    DeviceUpload, DeviceUploadError,
+    DeviceUpload, DeviceUploadError, SampledInPlace,
 };
 pub use error::RenderError;
 pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV, PIPELINE_CACHE_ENV};

@@ -292,6 +292,47 @@ impl TextureProxy {
     /// Host data for all of the frame's copies is lent in one `lend_many` call, so the frame
     /// shows one version of the source even when a write spans several copies.
     pub fn upload(&mut self, ctx: &mut UploadContext<'_>) -> Result<bool, RenderError> {
+        let pending = self.upload_changes(ctx)?;
+        self.keep_in_place(ctx)?;
+        Ok(pending)
+    }
+
+    /// A texture sampled in place from the source's host pages is counted as drawn by this
+    /// frame, so that the pages are not handed back before it is done. If they were handed
+    /// back since the frame took the source's changes (another thread replaced the data), the
+    /// texture must not be drawn: what the source shows now is copied into the proxy's own.
+    fn keep_in_place(&mut self, ctx: &mut UploadContext<'_>) -> Result<(), RenderError> {
+        let in_place = self.bricks[0]
+            .provided
+            .as_ref()
+            .and_then(|p| p.in_place.clone());
+        let Some(in_place) = in_place else {
+            return Ok(());
+        };
+        if in_place.begin_frame() {
+            return Ok(());
+        }
+        ctx.counters.in_place_fallbacks += 1;
+        let whole = self.layout.shape().full_region();
+        // The regions taken for this frame stand for the old data: the source's version moved
+        // with the hand-over, so the next frame takes all of it again.
+        let copied = self.copy_device(ctx, std::slice::from_ref(&whole), false);
+        self.log_damage(std::slice::from_ref(&whole));
+        match copied {
+            Ok(true) => Ok(()),
+            // The proxy's own texture was made again but not filled: retry it all.
+            Ok(false) => {
+                self.state.defer([whole]);
+                Ok(())
+            }
+            Err(e) => {
+                self.state.defer([whole]);
+                Err(e)
+            }
+        }
+    }
+
+    fn upload_changes(&mut self, ctx: &mut UploadContext<'_>) -> Result<bool, RenderError> {
         let Some(begun) = self.state.begin(self.source.as_ref(), &self.layout) else {
             return Ok(false);
         };
@@ -347,7 +388,7 @@ impl TextureProxy {
         let copied = if host {
             self.copy_host(ctx, &batch, &mut grid)
         } else {
-            let copied = self.copy_device(ctx, &batch);
+            let copied = self.copy_device(ctx, &batch, true);
             if matches!(copied, Ok(true))
                 && matches!(self.source.residency(), Residency::HostImported(_))
             {
@@ -684,12 +725,14 @@ impl TextureProxy {
     }
 
     /// Device-resident data: one GPU-side copy per region and brick, by the renderer's device
-    /// upload path. Returns false if the data was not ready (copies recorded before that
-    /// stand; the regions are retried).
+    /// upload path, or (where `provided` allows) a texture the path provides for the whole.
+    /// Returns false if the data was not ready (copies recorded before that stand; the
+    /// regions are retried).
     fn copy_device(
         &mut self,
         ctx: &mut UploadContext<'_>,
         regions: &[Region],
+        provided: bool,
     ) -> Result<bool, RenderError> {
         let residency = self.source.residency();
         let upload = ctx
@@ -697,7 +740,7 @@ impl TextureProxy {
             .ok_or_else(|| no_device_upload(&self.source))?;
         ctx.staging.note_device_copy();
         let whole = self.layout.shape().full_region();
-        if self.bricks.len() == 1 && regions == [whole] {
+        if provided && self.bricks.len() == 1 && regions == [whole] {
             let texture = &self.bricks[0].texture;
             let provided = upload.provide_texture(DeviceTextureRequest {
                 device: ctx.device,
@@ -710,11 +753,17 @@ impl TextureProxy {
                 dimension: texture.dimension(),
             })?;
             if let Some(provided) = provided {
+                let in_place = provided.in_place.is_some();
                 self.bind_provided(provided)?;
-                let bytes = (whole.len() * self.format.sample_bytes()) as u64;
-                ctx.counters.device_bytes_copied += bytes;
-                ctx.counters.copies_issued += 1;
                 ctx.counters.textures_provided += 1;
+                if in_place {
+                    // Sampled where the data lies: nothing is copied.
+                    ctx.counters.textures_in_place += 1;
+                } else {
+                    let bytes = (whole.len() * self.format.sample_bytes()) as u64;
+                    ctx.counters.device_bytes_copied += bytes;
+                    ctx.counters.copies_issued += 1;
+                }
                 return Ok(true);
             }
         }

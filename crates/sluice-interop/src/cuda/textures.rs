@@ -304,6 +304,7 @@ impl CudaTextures {
                 textures: textures.clone(),
                 slot: Some(slot),
             }),
+            in_place: None,
         }))
     }
 
