@@ -494,3 +494,43 @@ fn imported_volumes_keep_their_grid_with_each_buffer() {
     let grids = (counters.volume_grids_written, counters.volume_grids_built);
     assert_eq!(grids, if cpu { (4, 0) } else { (0, 4) });
 }
+
+/// A buffer the driver cannot lay a linear image over as it lies (on lavapipe, RGBA8 rows of
+/// 100 pixels, 400 bytes, which the driver pads to 448) is copied from its pages instead, with
+/// the same pixels, and the refusal names both row pitches.
+#[test]
+fn buffers_whose_rows_the_driver_pads_are_copied_instead_of_drawn_in_place() {
+    let interop = interop();
+    let (height, width) = (200, 100);
+    let source = Arc::new(
+        HostBufferSource::new(
+            &interop,
+            rgba_layout(height, width),
+            image_bytes(height, width, 0),
+        )
+        .unwrap(),
+    );
+    assert!(source.is_imported(), "{:?}", source.fallback_reason());
+    let mut renderer = interop.renderer();
+    let mut scene = Scene::new();
+    scene.add(Image::new(source.clone()));
+    assert_frame(
+        &render_pixels(&mut renderer, &scene, width as u32, height as u32),
+        0,
+    );
+    let _ = source.replace(image_bytes(height, width, 1)).unwrap();
+    assert_frame(
+        &render_pixels(&mut renderer, &scene, width as u32, height as u32),
+        1,
+    );
+    let stats = source.stats();
+    if samples_in_place(&interop) {
+        let reason = source.in_place_refusal().expect("refused");
+        assert!(
+            reason.contains("rows 448 bytes apart") && reason.contains("rows are 400 bytes apart"),
+            "{reason}"
+        );
+    }
+    assert_eq!((stats.in_place_images, stats.gpu_copies), (0, 2));
+    assert_eq!(renderer.counters().textures_in_place, 0);
+}

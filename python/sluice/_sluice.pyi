@@ -37,11 +37,16 @@ class ArraySource:
 
 class HostBufferSource:
     """numpy arrays handed over whole (``replace``) and copied by the GPU from their own pages
-    (Linux, Vulkan ``VK_EXT_external_memory_host``; staged where the driver lacks it). Show it
-    with ``Renderer(interop=True)``."""
+    (Linux, Vulkan ``VK_EXT_external_memory_host``; staged where the driver lacks it), or on a
+    CPU device (lavapipe) drawn straight from them. Show it with ``Renderer(interop=True)``."""
 
     def __init__(
-        self, array: np.ndarray, *, channels: bool | None = None, host_only: bool = False
+        self,
+        array: np.ndarray,
+        *,
+        channels: bool | None = None,
+        host_only: bool = False,
+        sample_in_place: bool = True,
     ) -> None: ...
     def replace(self, array: np.ndarray) -> np.ndarray: ...
     @property
@@ -50,6 +55,8 @@ class HostBufferSource:
     def fallback_reason(self) -> str | None: ...
     @property
     def staged_reason(self) -> str | None: ...
+    @property
+    def in_place_refusal(self) -> str | None: ...
     @property
     def shape(self) -> list[int]: ...
     def stats(self) -> dict[str, int]: ...

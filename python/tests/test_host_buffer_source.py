@@ -28,11 +28,18 @@ def show(renderer, source, h, w):
     return scene
 
 
-def test_alternating_arrays_are_copied_from_their_own_pages(interop_renderer):
+def cpu_device(renderer):
+    return renderer.adapter_info()["device_type"] == "Cpu"
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_alternating_arrays_are_copied_from_their_own_pages(interop_renderer, in_place):
+    """Copied from their pages by the GPU, or (on a CPU device, by default) drawn from them
+    with nothing copied at all."""
     h, w = 256, 256  # 256 KiB: imported
     a, b = rgba(h, w, 0), rgba(h, w, 1)
     expected = {id(a): a.copy(), id(b): b.copy()}
-    src = sluice.HostBufferSource(a)
+    src = sluice.HostBufferSource(a, sample_in_place=in_place)
     assert src.staged_reason is None
     assert src.imported, src.fallback_reason
     scene = show(interop_renderer, src, h, w)
@@ -48,7 +55,11 @@ def test_alternating_arrays_are_copied_from_their_own_pages(interop_renderer):
     stats = src.stats()
     assert stats["imports_made"] == 2, stats  # one per array, not per update
     assert stats["bytes_copied"] == 0
-    assert stats["gpu_copies"] == 6
+    if in_place and cpu_device(interop_renderer):
+        assert src.in_place_refusal is None
+        assert (stats["gpu_copies"], stats["in_place_images"]) == (0, 6), stats
+    else:
+        assert (stats["gpu_copies"], stats["in_place_images"]) == (6, 0), stats
     assert interop_renderer.counters()["bytes_uploaded"] == before, "nothing was staged"
 
 
@@ -87,17 +98,28 @@ def test_small_arrays_and_host_only_show_the_same_pixels(interop_renderer):
 
 
 def test_float_images_are_imported(interop_renderer):
+    """float32 arrays: copied from their pages or drawn in place, the same pixels both ways
+    (tolerance 0), the array handed back being the one shown before."""
     h, w = 128, 256
     a = np.linspace(0, 1, h * w, dtype=np.float32).reshape(h, w)
-    src = sluice.HostBufferSource(a)
-    assert src.imported, src.fallback_reason
-    scene = sluice.Scene()
-    scene.add(sluice.Image(src, clim=(0, 1)))
-    render(interop_renderer, scene, w, h)
-    back = src.replace(1 - a)
-    assert back is a
-    render(interop_renderer, scene, w, h)
-    assert src.stats()["gpu_copies"] == 2
+    frames = {}
+    for in_place in (False, True):
+        src = sluice.HostBufferSource(a, sample_in_place=in_place)
+        assert src.imported, src.fallback_reason
+        scene = sluice.Scene()
+        scene.add(sluice.Image(src, clim=(0, 1)))
+        first = render(interop_renderer, scene, w, h)
+        back = src.replace(1 - a)
+        assert back is a
+        frames[in_place] = (first, render(interop_renderer, scene, w, h))
+        drawn_in_place = in_place and cpu_device(interop_renderer)
+        stats = src.stats()
+        expected = (0, 2) if drawn_in_place else (2, 0)
+        assert (stats["gpu_copies"], stats["in_place_images"]) == expected, src.in_place_refusal
+    for copied, drawn in zip(frames[False], frames[True]):
+        np.testing.assert_array_equal(drawn, copied)
+    # The two frames differ (a, then 1 - a), so the comparison above sees both versions.
+    assert not np.array_equal(frames[True][0], frames[True][1])
 
 
 def test_bad_arrays_raise_with_the_numbers():

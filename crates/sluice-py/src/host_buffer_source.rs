@@ -88,13 +88,16 @@ impl PyHostBufferSource {
     /// which defaults to true for a 3-D array of 3 or 4 entries on its last axis, as images
     /// take it), imported on the interop device where the driver allows it. Show it with
     /// renderers made by `Renderer(interop=True)`. `host_only=True` stages every array instead.
+    /// On a CPU device (lavapipe) a 2-D array is drawn straight from its own pages, with
+    /// nothing copied; `sample_in_place=False` copies from them instead, as on a GPU.
     #[new]
-    #[pyo3(signature = (array, *, channels = None, host_only = false))]
+    #[pyo3(signature = (array, *, channels = None, host_only = false, sample_in_place = true))]
     fn new(
         py: Python<'_>,
         array: &Bound<'_, PyAny>,
         channels: Option<bool>,
         host_only: bool,
+        sample_in_place: bool,
     ) -> PyResult<Self> {
         let array = as_array(array)?;
         let dims = array.shape().to_vec();
@@ -123,6 +126,7 @@ impl PyHostBufferSource {
                 .map_err(interop_error)
             })
         })?;
+        inner.set_sample_in_place(sample_in_place);
         Ok(PyHostBufferSource {
             inner: Arc::new(inner),
             shape: dims,
@@ -133,8 +137,9 @@ impl PyHostBufferSource {
     }
 
     /// Shows `array` from now on (same shape and dtype as the first, C-contiguous) and returns
-    /// the array shown before, once no GPU copy reads it any more: write your next data into
-    /// that one. Do not write an array while the source shows it.
+    /// the array shown before, once no GPU copy or frame reads it any more: write your next
+    /// data into that one. Do not write an array while the source shows it (on a CPU device
+    /// frames are drawn from its pages, so such a write shows up in them).
     fn replace(&self, py: Python<'_>, array: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let array = as_array(array)?;
         let dtype = descr_str(&array.dtype());
@@ -194,8 +199,16 @@ impl PyHostBufferSource {
         self.inner.staged_reason().map(str::to_owned)
     }
 
+    /// Why the last renderer that asked could not draw the array shown from its own pages
+    /// (`None` if it could, or none asked; GPUs never ask).
+    #[getter]
+    fn in_place_refusal(&self) -> Option<String> {
+        self.inner.in_place_refusal()
+    }
+
     /// Counts so far: `buffers_handed`, `imports_made`, `buffers_copied`, `bytes_copied` (on
-    /// the host, for arrays that could not be imported), `gpu_copies`, `gpu_bytes`, `waits`.
+    /// the host, for arrays that could not be imported), `gpu_copies`, `gpu_bytes`, `waits`,
+    /// `in_place_images` (arrays drawn from their own pages, CPU devices).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.inner.stats();
         let d = PyDict::new(py);
@@ -206,6 +219,7 @@ impl PyHostBufferSource {
         d.set_item("gpu_copies", s.gpu_copies)?;
         d.set_item("gpu_bytes", s.gpu_bytes)?;
         d.set_item("waits", s.waits)?;
+        d.set_item("in_place_images", s.in_place_images)?;
         Ok(d)
     }
 
