@@ -9,7 +9,11 @@
 //!   staging ring, then the GPU copy).
 //! - **replace**: a `HostBufferSource` handed two prebuilt `HostBuffer`s (A, B) in turn, the
 //!   other handed back each time: the data replaced by another array, with one GPU copy from
-//!   the user's own pages and no host copy.
+//!   the user's own pages and no host copy. Sampling in place is turned off for it, so that it
+//!   stays the copy its ceiling measures.
+//! - **in place**: the same with sampling in place (the default): on a CPU device (lavapipe)
+//!   each buffer handed over is drawn from its own pages, nothing copied; elsewhere the same
+//!   copy as replace. Its ratio is against replace.
 //! - **bare copy** (the ceiling of replace): one wgpu `copy_buffer_to_texture` of 64 MiB from a
 //!   buffer's imported pages (`HostBuffer::imported_buffer`) into a 4096^2 texture, submit,
 //!   wait: what the replace path costs without sluice (no source, proxy or draw).
@@ -61,10 +65,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let layout = staged.layout();
     let replaced = Arc::new(HostBufferSource::new(
         &interop,
-        layout,
+        layout.clone(),
         (0..bytes).map(|i| i as u8).collect::<Vec<u8>>(),
     )?);
+    replaced.set_sample_in_place(false);
     let spare = std::cell::RefCell::new(Some(HostBuffer::from(
+        (0..bytes).map(|i| (i as u8) ^ 0x55).collect::<Vec<u8>>(),
+    )));
+    let in_place = Arc::new(HostBufferSource::new(
+        &interop,
+        layout.clone(),
+        (0..bytes).map(|i| i as u8).collect::<Vec<u8>>(),
+    )?);
+    let in_place_spare = std::cell::RefCell::new(Some(HostBuffer::from(
         (0..bytes).map(|i| (i as u8) ^ 0x55).collect::<Vec<u8>>(),
     )));
     // The ceiling: a bare copy from imported pages into a texture of the same size.
@@ -95,6 +108,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     staged_scene.add(Image::new(staged.clone()));
     let mut replace_scene = Scene::new();
     replace_scene.add(Image::new(replaced.clone()));
+    let mut in_place_scene = Scene::new();
+    in_place_scene.add(Image::new(in_place.clone()));
 
     let frame = |r: &mut Renderer, scene: &Scene| -> common::Res<()> {
         let _ = r.render(scene, &camera, &target)?;
@@ -132,6 +147,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         *spare.borrow_mut() = Some(back);
         Ok(elapsed)
     };
+    let mut in_place_step = |r: &mut Renderer, _: usize| -> common::Res<Duration> {
+        let buffer = in_place_spare.borrow_mut().take().ok_or("no spare buffer")?;
+        let t = Instant::now();
+        let back = in_place.replace(buffer).map_err(|e| e.to_string())?;
+        frame(r, &in_place_scene)?;
+        let elapsed = t.elapsed();
+        *in_place_spare.borrow_mut() = Some(back);
+        Ok(elapsed)
+    };
     let mut bare_step = |_: &mut Renderer, _: usize| -> common::Res<Duration> {
         let t = Instant::now();
         let mut encoder = interop
@@ -166,14 +190,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             &mut staged_step as &mut Step<'_>,
             &mut replace_step as &mut Step<'_>,
             &mut bare_step as &mut Step<'_>,
+            &mut in_place_step as &mut Step<'_>,
         ],
     )?;
     let (copies, copied) = imported.gpu_copies();
-    let (import_t, staged_t, replace_t, bare_t) = (
+    let (import_t, staged_t, replace_t, bare_t, in_place_t) = (
         timing.medians[0],
         timing.medians[1],
         timing.medians[2],
         timing.medians[3],
+        timing.medians[4],
     );
 
     let src = vec![1u8; bytes];
@@ -205,6 +231,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ms(replace_t)
     );
     println!(
+        "  in place (A/B drawn from the pages)  {:8.2} ms",
+        ms(in_place_t)
+    );
+    println!(
         "  ceiling: bare wgpu copy from pages   {:8.2} ms",
         ms(bare_t)
     );
@@ -228,6 +258,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "  import / memcpy                      {:8.2}",
         ms(import_t) / ms(memcpy)
     );
+    println!(
+        "  replace / in place                   {:8.2}",
+        ms(replace_t) / ms(in_place_t)
+    );
     let stats = replaced.stats();
     println!(
         "  replace: {} buffers handed, {} imports, {} MiB copied on the host, {} GPU copies, imported: {}",
@@ -236,6 +270,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         stats.bytes_copied >> 20,
         stats.gpu_copies,
         replaced.is_imported()
+    );
+    let drawn = in_place.stats();
+    println!(
+        "  in place: {} buffers handed, {} images over their pages, {} GPU copies{}",
+        drawn.buffers_handed,
+        drawn.in_place_images,
+        drawn.gpu_copies,
+        in_place
+            .in_place_refusal()
+            .map(|r| format!(" (copied: {r})"))
+            .unwrap_or_default()
     );
     println!(
         "  GPU copies from the pages: {} ({} MiB); staged bytes over the run: {} MiB",
