@@ -148,7 +148,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok(elapsed)
     };
     let mut in_place_step = |r: &mut Renderer, _: usize| -> common::Res<Duration> {
-        let buffer = in_place_spare.borrow_mut().take().ok_or("no spare buffer")?;
+        let buffer = in_place_spare
+            .borrow_mut()
+            .take()
+            .ok_or("no spare buffer")?;
         let t = Instant::now();
         let back = in_place.replace(buffer).map_err(|e| e.to_string())?;
         frame(r, &in_place_scene)?;
