@@ -377,12 +377,22 @@ fn in_place_textures_count_each_frame_and_a_refused_one_is_never_drawn() {
     assert_shows(&mut renderer, &scene, 5);
     assert_eq!(frames.refused.load(Ordering::SeqCst), 1);
 
+    // Provided and refused in the same frame (replaced again before the frame counted it):
+    // the own texture given up for the provided one is made again and filled.
+    source.show(7);
+    frames.refuse.store(true, Ordering::SeqCst);
+    assert_shows(&mut renderer, &scene, 7);
+    assert_eq!(frames.refused.load(Ordering::SeqCst), 2);
+    assert_eq!(upload.copies.load(Ordering::SeqCst), 2);
+    assert_eq!(renderer.counters().in_place_fallbacks, 2);
+    assert_eq!(upload.leases.load(Ordering::SeqCst), 0);
+
     // A new version is offered in place again, and counted again.
     frames.refuse.store(false, Ordering::SeqCst);
     source.show(6);
     assert_shows(&mut renderer, &scene, 6);
     let c = renderer.counters();
-    assert_eq!((c.textures_provided, c.textures_in_place), (2, 2));
+    assert_eq!((c.textures_provided, c.textures_in_place), (3, 3));
     assert_eq!(frames.counted.load(Ordering::SeqCst), 4);
-    assert_eq!(upload.copies.load(Ordering::SeqCst), 1);
+    assert_eq!(upload.copies.load(Ordering::SeqCst), 2);
 }

@@ -38,7 +38,7 @@ class ArraySource:
 class HostBufferSource:
     """numpy arrays handed over whole (``replace``) and copied by the GPU from their own pages
     (Linux, Vulkan ``VK_EXT_external_memory_host``; staged where the driver lacks it), or on a
-    CPU device (lavapipe) drawn straight from them. Show it with ``Renderer(interop=True)``."""
+    CPU driver lavapipe drawn straight from them. Show it with ``Renderer(interop=True)``."""
 
     def __init__(
         self,

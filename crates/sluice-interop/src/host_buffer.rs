@@ -514,7 +514,7 @@ pub struct HostBufferStats {
     pub gpu_bytes: u64,
     /// Hand-backs that had to wait for the GPU to finish reading the buffer.
     pub waits: u64,
-    /// Images made to sample buffers in place (CPU devices): one per buffer handed over and
+    /// Images made to sample buffers in place (lavapipe): one per buffer handed over and
     /// drawn.
     pub in_place_images: u64,
 }
@@ -539,7 +539,7 @@ struct Inner {
     state: RwLock<State>,
     pages: Mutex<Option<Arc<OwnPages>>>,
     stats: Stats,
-    /// Whether renderers on CPU devices may sample the buffers in place.
+    /// Whether renderers on lavapipe may sample the buffers in place.
     in_place: std::sync::atomic::AtomicBool,
     /// Why the last request for an in-place texture was refused (`None` after one was made).
     in_place_refused: Mutex<Option<String>>,
@@ -566,7 +566,15 @@ impl Inner {
         };
         let key = (ask.format, ask.width, ask.height);
         let mut slot = import.image.lock();
-        if let Some(cached) = slot.as_ref().filter(|c| c.key == key) {
+        if let Some(cached) = slot.as_ref() {
+            if cached.key != key {
+                // One image per hand-over, retired with it: a second one would not be.
+                return Err(format!(
+                    "the buffer is drawn in place as a {:?} {} x {} image already; a {:?} {} x {} \
+                     one is copied",
+                    cached.key.0, cached.key.1, cached.key.2, key.0, key.1, key.2
+                ));
+            }
             return Ok(InPlaceTexture {
                 texture: cached.texture.clone(),
                 view: cached.view.clone(),
@@ -596,7 +604,8 @@ impl Inner {
         // from the first sample. The host writes them again only after the source hands the
         // buffer back, which retires the image and waits for every frame counted on it
         // (`replace`), and frames count themselves before drawing it (`ImageUse`).
-        let image = unsafe { sampled_image(self.interop.vulkan(), &import.memory, &request) }?;
+        let image =
+            unsafe { sampled_image(self.interop.vulkan(), &import.memory, &import.gpu, &request) }?;
         let usage = Arc::new(ImageUse::new(import.gpu.clone()));
         self.stats.in_place_images.fetch_add(1, Ordering::Relaxed);
         *slot = Some(CachedImage {
@@ -924,16 +933,17 @@ impl HostBufferSource {
         self.inner.state.read().fallback.clone()
     }
 
-    /// Whether renderers on CPU devices may draw the buffers straight from their pages
-    /// (default: yes). Turned off, they copy from the pages as GPUs do (for comparisons). Takes
-    /// effect from the next buffer handed over.
+    /// Whether renderers on lavapipe may draw the buffers straight from their pages (default:
+    /// yes). Turned off, they copy from the pages as GPUs do (for comparisons). Renderers ask
+    /// when a buffer is handed over (or first drawn), so this takes effect from the next
+    /// hand-over; an image already made for the buffer shown keeps being drawn until then.
     pub fn set_sample_in_place(&self, on: bool) {
         self.inner.in_place.store(on, Ordering::Relaxed);
     }
 
     /// Why the last renderer that asked could not draw the buffer shown from its pages
-    /// (`None` if it could, or none asked): a GPU never asks; on a CPU device, the reason
-    /// names the layout, alignment or driver feature that did not fit.
+    /// (`None` if it could, or none asked): only renderers on lavapipe ask; the reason names
+    /// the layout, alignment or driver feature that did not fit.
     pub fn in_place_refusal(&self) -> Option<String> {
         self.inner.in_place_refused.lock().clone()
     }

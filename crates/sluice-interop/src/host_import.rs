@@ -121,11 +121,15 @@ impl GpuUse {
         });
     }
 
-    /// Polls `device` until no recorded copy is outstanding.
+    /// Polls `device` until no recorded copy (or counted frame) is outstanding. A poll
+    /// returns at once while the frame that carries one is still being recorded on another
+    /// thread; the wait then sleeps a little between polls rather than spin.
     pub fn wait(&self, device: &wgpu::Device) {
         while self.outstanding() {
             let _ = device.poll(wgpu::PollType::wait_indefinitely());
-            std::thread::yield_now();
+            if self.outstanding() {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
         }
     }
 }

@@ -1,11 +1,12 @@
-//! Images sampled straight from imported host pages, on CPU devices.
+//! Images sampled straight from imported host pages, on lavapipe.
 //!
 //! One of the crate's `unsafe` modules. On a CPU device (lavapipe) "device memory" is host
 //! memory, and a linear image is laid out like a packed array when its rows are the array's
 //! rows. So a 2-D source whose pages are imported (`host_import`) can be drawn from a linear
 //! `VkImage` bound to the imported memory at the first sample: a full update is no copy at all.
 //! On a GPU this would read every sample across the bus on every frame, so it is never offered
-//! there (the upload path asks only on CPU devices).
+//! there (the upload path asks only on lavapipe: `upload::samples_host_pages`, which also says
+//! why not on other CPU drivers).
 //!
 //! The image is made when a source hands its pages to a renderer and lives no longer than the
 //! pages show the source's data ([`SampledInPlace`]'s use counting and retiring in
@@ -84,6 +85,7 @@ pub(crate) struct InPlaceRequest<'a> {
 pub(crate) unsafe fn sampled_image(
     dev: &VulkanDevice,
     memory: &Arc<ImportedMemory>,
+    gpu: &Arc<crate::host_import::GpuUse>,
     request: &InPlaceRequest<'_>,
 ) -> Result<InPlaceImage, String> {
     let format = sampled_format(request.format)
@@ -131,13 +133,21 @@ pub(crate) unsafe fn sampled_image(
         )
     })?;
     let max = props2.image_format_properties.max_extent;
-    let importable = external_props
-        .external_memory_properties
+    let external_memory = external_props.external_memory_properties;
+    let importable = external_memory
         .external_memory_features
-        .contains(vk::ExternalMemoryFeatureFlags::IMPORTABLE);
+        .contains(vk::ExternalMemoryFeatureFlags::IMPORTABLE)
+        && !external_memory
+            .external_memory_features
+            .contains(vk::ExternalMemoryFeatureFlags::DEDICATED_ONLY)
+        && external_memory
+            .compatible_handle_types
+            .contains(handle_type);
     if !importable {
         return Err(format!(
-            "linear {format:?} images cannot be bound to imported host memory"
+            "linear {format:?} images cannot be bound to imported host memory (features {:?}, \
+             compatible handle types {:?})",
+            external_memory.external_memory_features, external_memory.compatible_handle_types
         ));
     }
     if request.width > max.width || request.height > max.height {
@@ -179,7 +189,23 @@ pub(crate) unsafe fn sampled_image(
             },
         )
     };
-    let requirements = image.requirements();
+    let mut dedicated = vk::MemoryDedicatedRequirements::default();
+    let mut requirements2 = vk::MemoryRequirements2::default().push_next(&mut dedicated);
+    // SAFETY: a live image of this device and a valid output chain that lives until the call
+    // returns.
+    unsafe {
+        dev.raw.get_image_memory_requirements2(
+            &vk::ImageMemoryRequirementsInfo2::default().image(image.handle()),
+            &mut requirements2,
+        )
+    };
+    let requirements = requirements2.memory_requirements;
+    if dedicated.requires_dedicated_allocation == vk::TRUE {
+        return Err(format!(
+            "the driver wants a {format:?} linear image in memory of its own, not in the data's \
+             imported pages"
+        ));
+    }
     let fits = layout.offset == 0
         && layout.row_pitch == request.row_bytes
         && requirements.alignment.is_power_of_two()
@@ -268,6 +294,10 @@ pub(crate) unsafe fn sampled_image(
     // and the guard destroys the image.
     let hal = hal.ok_or("the device is not a Vulkan one")?;
     image.release();
+    // wgpu reports what it refuses to the innermost error scope: this one, not the frame's.
+    let scope = request
+        .device
+        .push_error_scope(wgpu::ErrorFilter::Validation);
     // SAFETY: the texture was made on this device as `desc` describes and is bound to memory
     // holding the data; the barrier submitted next, before anything can use the texture, puts
     // it in the shader-read layout, which is what `RESOURCE` means to wgpu. wgpu only ever
@@ -277,8 +307,16 @@ pub(crate) unsafe fn sampled_image(
             .device
             .create_texture_from_hal::<Vulkan>(hal, &desc, wgpu::TextureUses::RESOURCE)
     };
-    request.queue.submit([barrier]);
     let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
+    if let Some(error) = pollster::block_on(scope.pop()) {
+        // Nothing was submitted: the texture's drop destroys the image.
+        return Err(format!("wgpu refused the image over the pages: {error}"));
+    }
+    // The barrier reads the image: it is counted on the pages like a frame, so that a hand-back
+    // racing this request waits for it before the image is destroyed.
+    gpu.recorded();
+    request.queue.submit([barrier]);
+    gpu.settle_after_submitted(request.queue);
     Ok(InPlaceImage { texture, view })
 }
 
@@ -320,9 +358,11 @@ unsafe fn shader_read_barrier(
     let recorded = unsafe {
         encoder.as_hal_mut::<Vulkan, _, _>(|hal| {
             hal.map(|hal| {
+                // From the host's writes, and from every earlier command (copies from the same
+                // memory through the pages' buffer): the layout change is a write.
                 dev.raw.cmd_pipeline_barrier(
                     hal.raw_handle(),
-                    vk::PipelineStageFlags::HOST,
+                    vk::PipelineStageFlags::HOST | vk::PipelineStageFlags::ALL_COMMANDS,
                     vk::PipelineStageFlags::ALL_COMMANDS,
                     vk::DependencyFlags::empty(),
                     &[],

@@ -49,7 +49,7 @@ pub(crate) struct InteropUpload {
     /// submitted (so their writers can wait for the copies).
     /// (Frames drawing host pages in place count themselves here too.)
     host_frame: Arc<Mutex<Vec<Arc<crate::host_import::GpuUse>>>>,
-    /// Whether the device is a CPU one, where host pages are sampled in place.
+    /// Whether host pages are sampled in place on this device (`samples_host_pages`).
     cpu_device: bool,
     #[cfg(feature = "cuda")]
     cuda: crate::cuda::staging::CudaStaging,
@@ -68,7 +68,7 @@ impl InteropUpload {
             semaphores: Mutex::new(HashMap::new()),
             frame: Mutex::new(HashMap::new()),
             host_frame: Arc::new(Mutex::new(Vec::new())),
-            cpu_device: interop.adapter().get_info().device_type == wgpu::DeviceType::Cpu,
+            cpu_device: samples_host_pages(&interop.adapter().get_info()),
             interop,
         }
     }
@@ -373,6 +373,15 @@ fn check_copy_aligned(what: &str, value: u64) -> Result<(), InteropError> {
         });
     }
     Ok(())
+}
+
+/// Whether a renderer on `info`'s adapter draws 2-D host-imported sources from their pages
+/// (`in_place`): only on lavapipe. On a GPU every frame would read the samples across the bus;
+/// and Vulkan defines the host's view of a linear image's memory only in the `GENERAL` and
+/// `PREINITIALIZED` layouts, while wgpu samples in the shader-read layout. On lavapipe (Mesa's
+/// llvmpipe) layouts are bookkeeping only: a linear image is the same bytes in every layout.
+pub(crate) fn samples_host_pages(info: &wgpu::AdapterInfo) -> bool {
+    info.device_type == wgpu::DeviceType::Cpu && info.driver.eq_ignore_ascii_case("llvmpipe")
 }
 
 /// A renderer's hold on an in-place texture: counts the frames that draw it on the

@@ -88,7 +88,7 @@ impl PyHostBufferSource {
     /// which defaults to true for a 3-D array of 3 or 4 entries on its last axis, as images
     /// take it), imported on the interop device where the driver allows it. Show it with
     /// renderers made by `Renderer(interop=True)`. `host_only=True` stages every array instead.
-    /// On a CPU device (lavapipe) a 2-D array is drawn straight from its own pages, with
+    /// On lavapipe a 1-D or 2-D array is drawn straight from its own pages, with
     /// nothing copied; `sample_in_place=False` copies from them instead, as on a GPU.
     #[new]
     #[pyo3(signature = (array, *, channels = None, host_only = false, sample_in_place = true))]
@@ -138,7 +138,7 @@ impl PyHostBufferSource {
 
     /// Shows `array` from now on (same shape and dtype as the first, C-contiguous) and returns
     /// the array shown before, once no GPU copy or frame reads it any more: write your next
-    /// data into that one. Do not write an array while the source shows it (on a CPU device
+    /// data into that one. Do not write an array while the source shows it (on lavapipe
     /// frames are drawn from its pages, so such a write shows up in them).
     fn replace(&self, py: Python<'_>, array: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let array = as_array(array)?;
@@ -208,7 +208,7 @@ impl PyHostBufferSource {
 
     /// Counts so far: `buffers_handed`, `imports_made`, `buffers_copied`, `bytes_copied` (on
     /// the host, for arrays that could not be imported), `gpu_copies`, `gpu_bytes`, `waits`,
-    /// `in_place_images` (arrays drawn from their own pages, CPU devices).
+    /// `in_place_images` (arrays drawn from their own pages, lavapipe).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.inner.stats();
         let d = PyDict::new(py);

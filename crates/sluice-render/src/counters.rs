@@ -22,8 +22,8 @@ pub struct Counters {
     /// texture the device upload path provided (a CUDA copy into a CUDA array mapped onto a
     /// Vulkan image), with nothing copied on the renderer's queue.
     pub textures_provided: u64,
-    /// Of the textures provided, those sampled in place from the source's host pages (a CPU
-    /// device: see `docs/gpu-interop.md`), one per hand-over drawn: nothing is copied at all.
+    /// Of the textures provided, those sampled in place from the source's host pages
+    /// (lavapipe: see `docs/gpu-interop.md`), one per hand-over drawn: nothing is copied at all.
     pub textures_in_place: u64,
     /// Frames that found the host pages they sample in place handed back since their
     /// changes were taken (another thread replaced the data meanwhile), and copied what the

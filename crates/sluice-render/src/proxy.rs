@@ -293,24 +293,24 @@ impl TextureProxy {
     /// shows one version of the source even when a write spans several copies.
     pub fn upload(&mut self, ctx: &mut UploadContext<'_>) -> Result<bool, RenderError> {
         let pending = self.upload_changes(ctx)?;
-        self.keep_in_place(ctx)?;
-        Ok(pending)
+        Ok(self.keep_in_place(ctx)? || pending)
     }
 
     /// A texture sampled in place from the source's host pages is counted as drawn by this
     /// frame, so that the pages are not handed back before it is done. If they were handed
     /// back since the frame took the source's changes (another thread replaced the data), the
     /// texture must not be drawn: what the source shows now is copied into the proxy's own.
-    fn keep_in_place(&mut self, ctx: &mut UploadContext<'_>) -> Result<(), RenderError> {
+    /// Returns whether that copy was deferred to a later frame.
+    fn keep_in_place(&mut self, ctx: &mut UploadContext<'_>) -> Result<bool, RenderError> {
         let in_place = self.bricks[0]
             .provided
             .as_ref()
             .and_then(|p| p.in_place.clone());
         let Some(in_place) = in_place else {
-            return Ok(());
+            return Ok(false);
         };
         if in_place.begin_frame() {
-            return Ok(());
+            return Ok(false);
         }
         ctx.counters.in_place_fallbacks += 1;
         let whole = self.layout.shape().full_region();
@@ -319,11 +319,11 @@ impl TextureProxy {
         let copied = self.copy_device(ctx, std::slice::from_ref(&whole), false);
         self.log_damage(std::slice::from_ref(&whole));
         match copied {
-            Ok(true) => Ok(()),
+            Ok(true) => Ok(false),
             // The proxy's own texture was made again but not filled: retry it all.
             Ok(false) => {
                 self.state.defer([whole]);
-                Ok(())
+                Ok(true)
             }
             Err(e) => {
                 self.state.defer([whole]);

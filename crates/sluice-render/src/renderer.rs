@@ -507,6 +507,13 @@ impl Renderer {
                 label: Some("sluice frame"),
             });
         let before = self.res.counters;
+        // From the first upload on, the device upload path may count this frame against data
+        // it reads (host pages drawn in place): it is told the frame was submitted even if
+        // something panics before the submit, so that no count is left for a writer to wait on.
+        let submitted = SubmittedGuard {
+            upload: self.res.device_upload.clone(),
+            queue: self.res.queue.clone(),
+        };
         let list = self.upload_list(&draws);
         let paged_pending = self.visibility_pass(&draws);
         let upload = self
@@ -523,9 +530,7 @@ impl Renderer {
         self.staging.recall();
         self.unpack.frame_submitted();
         crate::pipeline_cache::save_if_changed(&self.res.device);
-        if let Some(upload) = &self.res.device_upload {
-            upload.frame_submitted(&self.res.queue);
-        }
+        drop(submitted);
         let error = pollster::block_on(scope.pop());
         if let (Some(target), true) = (target, error.is_some() || drawn.is_err()) {
             // What the target holds is not known: the next frame redraws all of it.
@@ -898,6 +903,21 @@ impl Drop for Renderer {
         }
         for (_, proxy) in self.res.buffers.drain() {
             proxy.retire(&mut counters);
+        }
+    }
+}
+
+/// Calls the device upload path's `frame_submitted` when dropped: after the frame's submit, or
+/// while unwinding from a panic before it (see `Renderer::frame`).
+struct SubmittedGuard {
+    upload: Option<Arc<dyn DeviceUpload>>,
+    queue: wgpu::Queue,
+}
+
+impl Drop for SubmittedGuard {
+    fn drop(&mut self) {
+        if let Some(upload) = &self.upload {
+            upload.frame_submitted(&self.queue);
         }
     }
 }
