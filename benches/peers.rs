@@ -1306,6 +1306,7 @@ fn host_buffer_run<T: sluice::Element + bytemuck::Pod + Clone>(
         res["upload_only"] =
             upload_only(&mut ctx, &scene, cfg, cfg.warmup, bytes, prepare, update)?;
     }
+    res["mesh_draws_reordered"] = json!(ctx.renderer.counters().mesh_draws_reordered);
     let stats = source.stats();
     res["host_buffer"] = json!({
         "imported": imported,
@@ -1596,6 +1597,7 @@ fn bench_mesh_update(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     res["uploaded_per_update"] =
         ctx.account_update(false, &scene, &camera, true, prepare(0), update)?;
     res["upload_only"] = upload_only(ctx, &scene, cfg, cfg.warmup, bytes, prepare, update)?;
+    res["mesh_draws_reordered"] = json!(ctx.renderer.counters().mesh_draws_reordered);
     let variant = mesh_host_buffer_case(cfg, &arrays, faces_again);
     Ok(json!({
         format!("mesh_{}v", g * g): res,
