@@ -48,10 +48,20 @@ fn assert_frame(img: &image::RgbaImage, frame: usize) {
 }
 
 /// Whether renderers of `interop` draw 2-D host buffers in place (lavapipe) rather than copy
-/// them.
+/// them. With `SLUICE_REQUIRE_IN_PLACE` (set by `.ci/run`, whose device is lavapipe) a device
+/// where they would not fails the test rather than test the copy only.
 fn samples_in_place(interop: &Interop) -> bool {
     let info = interop.adapter().get_info();
-    info.device_type == wgpu::DeviceType::Cpu && info.driver.eq_ignore_ascii_case("llvmpipe")
+    let in_place =
+        info.device_type == wgpu::DeviceType::Cpu && info.driver.eq_ignore_ascii_case("llvmpipe");
+    if std::env::var_os("SLUICE_REQUIRE_IN_PLACE").is_some_and(|v| v != "0") {
+        assert!(
+            in_place,
+            "SLUICE_REQUIRE_IN_PLACE: host buffers would be copied on {} ({:?}, driver {:?})",
+            info.name, info.device_type, info.driver
+        );
+    }
+    in_place
 }
 
 /// A, B, A, ... handed over in turn: each frame shows the buffer just handed over, each

@@ -3,6 +3,8 @@ from their own pages on lavapipe (VK_EXT_external_memory_host), with nothing sta
 that cannot be imported and host_only give the same pixels; bad arrays raise ValueError or
 TypeError with the numbers."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -29,9 +31,14 @@ def show(renderer, source, h, w):
 
 
 def cpu_device(renderer):
-    """Whether 2-D arrays are drawn from their pages (lavapipe) rather than copied."""
+    """Whether 2-D arrays are drawn from their pages (lavapipe) rather than copied. With
+    SLUICE_REQUIRE_IN_PLACE (set by .ci/run, whose device is lavapipe) a device where they
+    would not fails the test rather than test the copy only."""
     info = renderer.adapter_info()
-    return info["device_type"] == "Cpu" and info["driver"].lower().startswith("llvmpipe")
+    in_place = info["device_type"] == "Cpu" and info["driver"].lower().startswith("llvmpipe")
+    if os.environ.get("SLUICE_REQUIRE_IN_PLACE", "0") != "0":
+        assert in_place, f"SLUICE_REQUIRE_IN_PLACE: arrays would be copied on {info}"
+    return in_place
 
 
 @pytest.mark.parametrize("in_place", [False, True])
