@@ -58,7 +58,7 @@ use crate::host_import::{
     import_host_memory, import_host_range, next_id, registry, CopyDirection, GpuUse, HostCopy,
     ImportedHost, ImportedMemory, InPlaceAsk, InPlaceTexture, Pages,
 };
-use crate::in_place::{sampled_image, ImageUse, InPlaceRequest};
+use crate::in_place::{sampled_image, ImageUse, InPlaceData};
 use crate::interop::Interop;
 use crate::source::check_texture_layout;
 
@@ -590,12 +590,7 @@ impl Inner {
             ));
         }
         let row_bytes = (width * self.layout.sample_bytes()) as u64;
-        let request = InPlaceRequest {
-            device: ask.device,
-            queue: ask.queue,
-            format: ask.format,
-            width: ask.width,
-            height: ask.height,
+        let data = InPlaceData {
             row_bytes,
             offset: import.first_sample,
         };
@@ -604,8 +599,15 @@ impl Inner {
         // from the first sample. The host writes them again only after the source hands the
         // buffer back, which retires the image and waits for every frame counted on it
         // (`replace`), and frames count themselves before drawing it (`ImageUse`).
-        let image =
-            unsafe { sampled_image(self.interop.vulkan(), &import.memory, &import.gpu, &request) }?;
+        let image = unsafe {
+            sampled_image(
+                self.interop.vulkan(),
+                &import.memory,
+                &import.gpu,
+                ask,
+                &data,
+            )
+        }?;
         let usage = Arc::new(ImageUse::new(import.gpu.clone()));
         self.stats.in_place_images.fetch_add(1, Ordering::Relaxed);
         *slot = Some(CachedImage {

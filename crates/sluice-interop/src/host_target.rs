@@ -38,7 +38,7 @@ use crate::error::InteropError;
 use crate::host_frame::HostFrame;
 use crate::interop::Interop;
 use crate::vulkan::device::VulkanDevice;
-use crate::vulkan::texture::{wrap_image, RawImage};
+use crate::vulkan::texture::{image_barrier_commands, wrap_image, RawImage};
 
 /// The in-place image's usages in Vulkan's words: [`TARGET_USAGE`].
 const IMAGE_USAGE: vk::ImageUsageFlags = vk::ImageUsageFlags::from_raw(
@@ -524,17 +524,7 @@ fn in_place(
             requirements.memory_type_bits
         )));
     };
-    // SAFETY: a live linear image of one colour subresource.
-    let layout = unsafe {
-        dev.raw.get_image_subresource_layout(
-            image.handle(),
-            vk::ImageSubresource {
-                aspect_mask: vk::ImageAspectFlags::COLOR,
-                mip_level: 0,
-                array_layer: 0,
-            },
-        )
-    };
+    let layout = image.linear_layout();
     let row = u64::from(width) * 4;
     let needed = layout
         .row_pitch
@@ -548,7 +538,7 @@ fn in_place(
                 .is_some_and(|end| end <= requirements.size)
     });
     if layout.row_pitch < row
-        || layout.row_pitch % 4 != 0
+        || !layout.row_pitch.is_multiple_of(4)
         || u32::try_from(layout.row_pitch).is_err()
         || !fits
     {
@@ -718,35 +708,24 @@ fn submit_barrier(
         .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
         .image(image)
         .subresource_range(COLOR);
-    let mut encoder = renderer
-        .device()
-        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some("sluice host target barrier"),
-        });
-    // SAFETY: the raw command buffer is open (wgpu opens it for the callback) and only a
-    // barrier is recorded into it; wgpu ends and submits it. The image is the target's, alive,
-    // and in `old` (see the module notes: wgpu's tracked colour-attachment layout, or
-    // `GENERAL` after a read). The encoder is not touched through wgpu meanwhile.
-    let recorded = unsafe {
-        encoder.as_hal_mut::<Vulkan, _, _>(|hal| {
-            hal.map(|hal| {
-                dev.raw.cmd_pipeline_barrier(
-                    hal.raw_handle(),
-                    src_stage,
-                    dst_stage,
-                    vk::DependencyFlags::empty(),
-                    &[],
-                    &[],
-                    std::slice::from_ref(&barrier),
-                )
-            })
-        })
-    };
-    if recorded.is_none() {
-        return Err(InteropError::vulkan(
+    // SAFETY: the image is the target's, alive, and in `old` (see the module notes: wgpu's
+    // tracked colour-attachment layout, or `GENERAL` after a read); `BackToDrawing` leaves it
+    // in the layout wgpu tracks, and a read's transition is undone by the next render's.
+    let commands = unsafe {
+        image_barrier_commands(
+            dev,
+            renderer.device(),
+            "sluice host target barrier",
+            &barrier,
+            src_stage,
+            dst_stage,
+        )
+    }
+    .ok_or_else(|| {
+        InteropError::vulkan(
             "recording a host target barrier (the encoder is not a Vulkan one)",
             "",
-        ));
-    }
-    Ok(renderer.queue().submit([encoder.finish()]))
+        )
+    })?;
+    Ok(renderer.queue().submit([commands]))
 }

@@ -24,9 +24,9 @@ use std::sync::Arc;
 use ash::vk;
 use wgpu::hal::api::Vulkan;
 
-use crate::host_import::ImportedMemory;
+use crate::host_import::{ImportedMemory, InPlaceAsk};
 use crate::vulkan::device::VulkanDevice;
-use crate::vulkan::texture::{vk_format, RawImage};
+use crate::vulkan::texture::{image_barrier_commands, vk_format, RawImage};
 
 /// A 2-D texture over imported host memory and a view of it.
 pub(crate) struct InPlaceImage {
@@ -56,29 +56,24 @@ fn sampled_format(format: wgpu::TextureFormat) -> Option<vk::Format> {
     })
 }
 
-/// What an in-place image needs of the memory and the data.
-pub(crate) struct InPlaceRequest<'a> {
-    pub device: &'a wgpu::Device,
-    pub queue: &'a wgpu::Queue,
-    pub format: wgpu::TextureFormat,
-    pub width: u32,
-    pub height: u32,
-    /// Bytes from one row to the next in the memory (the packed row).
+/// Where the data lies in the memory: rows `row_bytes` apart from byte `offset`.
+pub(crate) struct InPlaceData {
+    /// Bytes from one row to the next (the packed row).
     pub row_bytes: u64,
     /// Where the first sample lies in the memory.
     pub offset: u64,
 }
 
-/// A linear image of `request` bound to `memory` at `request.offset`, moved to the
-/// shader-read layout (the barrier is submitted on `request.queue`) and handed to wgpu as a
+/// A linear image of `ask` bound to `memory` at `data.offset`, moved to the
+/// shader-read layout (the barrier is submitted on `ask.queue`) and handed to wgpu as a
 /// sampled texture. `Err`: why not (a format, size, row pitch or alignment the driver lays out
 /// otherwise, or a missing feature), for the caller to copy instead.
 ///
 /// # Safety
 ///
-/// - `memory` was imported on `dev`'s device, and `request.device` and `request.queue` are
+/// - `memory` was imported on `dev`'s device, and `ask.device` and `ask.queue` are
 ///   that device's;
-/// - the memory holds the data as packed rows of `request.row_bytes` from `request.offset`, and
+/// - the memory holds the data as packed rows of `data.row_bytes` from `data.offset`, and
 ///   the host does not write those bytes again while a submission that samples the returned
 ///   texture may run (the caller counts frames that draw it and waits for them before the host
 ///   writes again).
@@ -86,14 +81,13 @@ pub(crate) unsafe fn sampled_image(
     dev: &VulkanDevice,
     memory: &Arc<ImportedMemory>,
     gpu: &Arc<crate::host_import::GpuUse>,
-    request: &InPlaceRequest<'_>,
+    ask: &InPlaceAsk<'_>,
+    data: &InPlaceData,
 ) -> Result<InPlaceImage, String> {
-    let format = sampled_format(request.format)
-        .ok_or_else(|| format!("{:?} has no Vulkan format here", request.format))?;
+    let format = sampled_format(ask.format)
+        .ok_or_else(|| format!("{:?} has no Vulkan format here", ask.format))?;
     let filterable = matches!(
-        request
-            .format
-            .sample_type(None, Some(request.device.features())),
+        ask.format.sample_type(None, Some(ask.device.features())),
         Some(wgpu::TextureSampleType::Float { filterable: true })
     );
     let mut wanted = vk::FormatFeatureFlags::SAMPLED_IMAGE;
@@ -150,10 +144,10 @@ pub(crate) unsafe fn sampled_image(
             external_memory.external_memory_features, external_memory.compatible_handle_types
         ));
     }
-    if request.width > max.width || request.height > max.height {
+    if ask.width > max.width || ask.height > max.height {
         return Err(format!(
             "a {} x {} image is larger than the driver's largest linear {format:?} image ({} x {})",
-            request.width, request.height, max.width, max.height
+            ask.width, ask.height, max.width, max.height
         ));
     }
     let mut external = vk::ExternalMemoryImageCreateInfo::default().handle_types(handle_type);
@@ -161,8 +155,8 @@ pub(crate) unsafe fn sampled_image(
         .image_type(vk::ImageType::TYPE_2D)
         .format(format)
         .extent(vk::Extent3D {
-            width: request.width,
-            height: request.height,
+            width: ask.width,
+            height: ask.height,
             depth: 1,
         })
         .mip_levels(1)
@@ -178,17 +172,7 @@ pub(crate) unsafe fn sampled_image(
     let image = unsafe { dev.raw.create_image(&info, None) }
         .map_err(|e| format!("vkCreateImage (linear, on host memory) answered {e:?}"))?;
     let image = RawImage::adopt(dev, image);
-    // SAFETY: a live linear image of one colour subresource.
-    let layout = unsafe {
-        dev.raw.get_image_subresource_layout(
-            image.handle(),
-            vk::ImageSubresource {
-                aspect_mask: vk::ImageAspectFlags::COLOR,
-                mip_level: 0,
-                array_layer: 0,
-            },
-        )
-    };
+    let layout = image.linear_layout();
     let mut dedicated = vk::MemoryDedicatedRequirements::default();
     let mut requirements2 = vk::MemoryRequirements2::default().push_next(&mut dedicated);
     // SAFETY: a live image of this device and a valid output chain that lives until the call
@@ -207,10 +191,10 @@ pub(crate) unsafe fn sampled_image(
         ));
     }
     let fits = layout.offset == 0
-        && layout.row_pitch == request.row_bytes
+        && layout.row_pitch == data.row_bytes
         && requirements.alignment.is_power_of_two()
-        && request.offset.is_multiple_of(requirements.alignment)
-        && request
+        && data.offset.is_multiple_of(requirements.alignment)
+        && data
             .offset
             .checked_add(requirements.size)
             .is_some_and(|end| end <= memory.len())
@@ -220,15 +204,15 @@ pub(crate) unsafe fn sampled_image(
             "the driver lays a {} x {} {format:?} image out with rows {} bytes apart from offset \
              {}, in {} bytes at an alignment of {} (memory types {:#x}); the data's rows are {} \
              bytes apart from byte {} of {} imported bytes (memory type {})",
-            request.width,
-            request.height,
+            ask.width,
+            ask.height,
             layout.row_pitch,
             layout.offset,
             requirements.size,
             requirements.alignment,
             requirements.memory_type_bits,
-            request.row_bytes,
-            request.offset,
+            data.row_bytes,
+            data.offset,
             memory.len(),
             memory.type_index()
         ));
@@ -238,12 +222,12 @@ pub(crate) unsafe fn sampled_image(
     // image's alignment (checked above).
     unsafe {
         dev.raw
-            .bind_image_memory(image.handle(), memory.handle(), request.offset)
+            .bind_image_memory(image.handle(), memory.handle(), data.offset)
     }
     .map_err(|e| format!("vkBindImageMemory (host memory) answered {e:?}"))?;
     // SAFETY: the image is live, bound, and in `PREINITIALIZED` (never used yet); the
     // commands are submitted below, before anything that samples it.
-    let barrier = unsafe { shader_read_barrier(dev, request, image.handle()) }?;
+    let barrier = unsafe { shader_read_barrier(dev, ask, image.handle()) }?;
     let handle = image.handle();
     let held = memory.clone();
     let raw = dev.raw.clone();
@@ -256,14 +240,14 @@ pub(crate) unsafe fn sampled_image(
     let desc = wgpu::TextureDescriptor {
         label: Some("sluice data sampled in place"),
         size: wgpu::Extent3d {
-            width: request.width,
-            height: request.height,
+            width: ask.width,
+            height: ask.height,
             depth_or_array_layers: 1,
         },
         mip_level_count: 1,
         sample_count: 1,
         dimension: wgpu::TextureDimension::D2,
-        format: request.format,
+        format: ask.format,
         usage: wgpu::TextureUsages::TEXTURE_BINDING,
         view_formats: &[],
     };
@@ -295,16 +279,13 @@ pub(crate) unsafe fn sampled_image(
     let hal = hal.ok_or("the device is not a Vulkan one")?;
     image.release();
     // wgpu reports what it refuses to the innermost error scope: this one, not the frame's.
-    let scope = request
-        .device
-        .push_error_scope(wgpu::ErrorFilter::Validation);
+    let scope = ask.device.push_error_scope(wgpu::ErrorFilter::Validation);
     // SAFETY: the texture was made on this device as `desc` describes and is bound to memory
     // holding the data; the barrier submitted next, before anything can use the texture, puts
     // it in the shader-read layout, which is what `RESOURCE` means to wgpu. wgpu only ever
     // samples it (its only usage), so it never moves it from there.
     let texture = unsafe {
-        request
-            .device
+        ask.device
             .create_texture_from_hal::<Vulkan>(hal, &desc, wgpu::TextureUses::RESOURCE)
     };
     let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
@@ -315,8 +296,8 @@ pub(crate) unsafe fn sampled_image(
     // The barrier reads the image: it is counted on the pages like a frame, so that a hand-back
     // racing this request waits for it before the image is destroyed.
     gpu.recorded();
-    request.queue.submit([barrier]);
-    gpu.settle_after_submitted(request.queue);
+    ask.queue.submit([barrier]);
+    gpu.settle_after_submitted(ask.queue);
     Ok(InPlaceImage { texture, view })
 }
 
@@ -326,10 +307,10 @@ pub(crate) unsafe fn sampled_image(
 /// # Safety
 ///
 /// `image` is a live, bound image of `dev`'s device, in `PREINITIALIZED` when the commands
-/// run, and `request.device` is that device.
+/// run, and `ask.device` is that device.
 unsafe fn shader_read_barrier(
     dev: &VulkanDevice,
-    request: &InPlaceRequest<'_>,
+    ask: &InPlaceAsk<'_>,
     image: vk::Image,
 ) -> Result<wgpu::CommandBuffer, String> {
     let barrier = vk::ImageMemoryBarrier::default()
@@ -347,35 +328,21 @@ unsafe fn shader_read_barrier(
             base_array_layer: 0,
             layer_count: 1,
         });
-    let mut encoder = request
-        .device
-        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some("sluice in-place image layout"),
-        });
-    // SAFETY: the raw command buffer is open (wgpu opens it for the callback) and only a
-    // barrier of an image wgpu does not know yet is recorded into it; wgpu ends and submits
-    // it. The encoder is not touched through wgpu meanwhile.
-    let recorded = unsafe {
-        encoder.as_hal_mut::<Vulkan, _, _>(|hal| {
-            hal.map(|hal| {
-                // From the host's writes, and from every earlier command (copies from the same
-                // memory through the pages' buffer): the layout change is a write.
-                dev.raw.cmd_pipeline_barrier(
-                    hal.raw_handle(),
-                    vk::PipelineStageFlags::HOST | vk::PipelineStageFlags::ALL_COMMANDS,
-                    vk::PipelineStageFlags::ALL_COMMANDS,
-                    vk::DependencyFlags::empty(),
-                    &[],
-                    &[],
-                    std::slice::from_ref(&barrier),
-                )
-            })
-        })
-    };
-    if recorded.is_none() {
-        return Err("the encoder is not a Vulkan one".into());
+    // From the host's writes, and from every earlier command (copies from the same memory
+    // through the pages' buffer): the layout change is a write.
+    // SAFETY: the image is live, of this device, and in `PREINITIALIZED` when the commands run
+    // (the caller's contract); wgpu does not know it yet.
+    unsafe {
+        image_barrier_commands(
+            dev,
+            ask.device,
+            "sluice in-place image layout",
+            &barrier,
+            vk::PipelineStageFlags::HOST | vk::PipelineStageFlags::ALL_COMMANDS,
+            vk::PipelineStageFlags::ALL_COMMANDS,
+        )
     }
-    Ok(encoder.finish())
+    .ok_or_else(|| "the encoder is not a Vulkan one".to_string())
 }
 
 /// The frames drawing one in-place image, and whether its pages still show the source's

@@ -321,6 +321,23 @@ impl<'a> RawImage<'a> {
         Ok(RawImage { dev, handle })
     }
 
+    /// Where the driver lays out the first colour subresource (mip 0, layer 0) of a linear
+    /// image: its offset and row pitch in the memory bound to it.
+    pub(crate) fn linear_layout(&self) -> vk::SubresourceLayout {
+        // SAFETY: `handle` is a live image of this device; the caller made it linear with one
+        // colour subresource.
+        unsafe {
+            self.dev.raw.get_image_subresource_layout(
+                self.handle,
+                vk::ImageSubresource {
+                    aspect_mask: vk::ImageAspectFlags::COLOR,
+                    mip_level: 0,
+                    array_layer: 0,
+                },
+            )
+        }
+    }
+
     pub(crate) fn requirements(&self) -> vk::MemoryRequirements {
         // SAFETY: `handle` is a live image of this device.
         unsafe { self.dev.raw.get_image_memory_requirements(self.handle) }
@@ -417,6 +434,45 @@ pub(crate) unsafe fn wrap_image(
         dev.device
             .create_texture_from_hal::<Vulkan>(hal, desc, wgpu::TextureUses::UNINITIALIZED)
     })
+}
+
+/// Records `barrier` (one image's, from `src` to `dst` stages) on a command buffer of its own,
+/// for the caller to submit on `device`'s queue; `None` where the device is not a Vulkan one.
+///
+/// # Safety
+///
+/// The barrier's image is a live image of `dev`'s device, in the barrier's old layout when the
+/// commands run (a layout wgpu does not track, or the one it tracks, which the barrier must
+/// then leave it in or be undone before wgpu uses it), and `device` is `dev`'s wgpu device.
+pub(crate) unsafe fn image_barrier_commands(
+    dev: &VulkanDevice,
+    device: &wgpu::Device,
+    label: &str,
+    barrier: &vk::ImageMemoryBarrier<'_>,
+    src: vk::PipelineStageFlags,
+    dst: vk::PipelineStageFlags,
+) -> Option<wgpu::CommandBuffer> {
+    let mut encoder =
+        device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) });
+    // SAFETY: the raw command buffer is open (wgpu opens it for the callback) and only the
+    // barrier is recorded into it (its image and layouts are the caller's contract); wgpu ends
+    // and submits it. The encoder is not touched through wgpu meanwhile.
+    let recorded = unsafe {
+        encoder.as_hal_mut::<Vulkan, _, _>(|hal| {
+            hal.map(|hal| {
+                dev.raw.cmd_pipeline_barrier(
+                    hal.raw_handle(),
+                    src,
+                    dst,
+                    vk::DependencyFlags::empty(),
+                    &[],
+                    &[],
+                    std::slice::from_ref(barrier),
+                )
+            })
+        })
+    };
+    recorded.map(|()| encoder.finish())
 }
 
 impl Drop for RawImage<'_> {
