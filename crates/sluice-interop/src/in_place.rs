@@ -65,8 +65,8 @@ pub(crate) struct InPlaceData {
 }
 
 /// A linear image of `ask` bound to `memory` at `data.offset`, moved to the
-/// shader-read layout (the barrier is submitted on `ask.queue`) and handed to wgpu as a
-/// sampled texture. `Err`: why not (a format, size, row pitch or alignment the driver lays out
+/// shader-read layout (the barrier is submitted on `ask.queue` and counted on `gpu`, the
+/// pages' count of GPU work reading them) and handed to wgpu as a sampled texture. `Err`: why not (a format, size, row pitch or alignment the driver lays out
 /// otherwise, or a missing feature), for the caller to copy instead.
 ///
 /// # Safety
