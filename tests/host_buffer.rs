@@ -650,3 +650,42 @@ fn buffers_replaced_from_another_thread_are_never_drawn_after_their_hand_back() 
     );
     assert!(frames > 1);
 }
+
+/// A 1-D source shown as an image (one row) is copied from its pages, with the same pixels:
+/// lavapipe lays an image out over whole groups of four rows, so one row of 64 KiB needs
+/// 256 KiB, more than the buffer's pages hold. The refusal names both sizes.
+#[test]
+fn a_1d_buffer_shown_as_an_image_is_copied_with_the_reason() {
+    let interop = interop();
+    let width = 16384; // 64 KiB of RGBA8: imported
+    let layout = Layout::new(Shape::new(&[width]).unwrap(), ElementType::U8, 4).unwrap();
+    let source =
+        Arc::new(HostBufferSource::new(&interop, layout, image_bytes(1, width, 0)).unwrap());
+    assert!(source.is_imported(), "{:?}", source.fallback_reason());
+    let mut renderer = interop.renderer();
+    let mut scene = Scene::new();
+    scene.add(Image::new(source.clone()));
+    // The first 256 samples, one pixel each.
+    let (w, h) = (256u32, 1u32);
+    let camera = common::pixel_camera(w, h);
+    let target = renderer.create_target(w, h).unwrap();
+    for frame in 0..2 {
+        if frame > 0 {
+            let _ = source.replace(image_bytes(1, width, frame)).unwrap();
+        }
+        renderer.render(&scene, &camera, &target).unwrap();
+        let img = renderer.read_image(&target).unwrap();
+        for x in 0..w {
+            assert_pixel(&img, x, 0, pattern(x as usize, 0, frame), 0);
+        }
+    }
+    let stats = source.stats();
+    assert_eq!((stats.in_place_images, stats.gpu_copies), (0, 2));
+    if samples_in_place(&interop) {
+        let reason = source.in_place_refusal().expect("refused");
+        assert!(
+            reason.contains("16384 x 1") && reason.contains("in 262144 bytes"),
+            "{reason}"
+        );
+    }
+}

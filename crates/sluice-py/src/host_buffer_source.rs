@@ -88,7 +88,7 @@ impl PyHostBufferSource {
     /// which defaults to true for a 3-D array of 3 or 4 entries on its last axis, as images
     /// take it), imported on the interop device where the driver allows it. Show it with
     /// renderers made by `Renderer(interop=True)`. `host_only=True` stages every array instead.
-    /// On lavapipe a 1-D or 2-D array is drawn straight from its own pages, with
+    /// On lavapipe a 2-D array is drawn straight from its own pages, with
     /// nothing copied; `sample_in_place=False` copies from them instead, as on a GPU.
     #[new]
     #[pyo3(signature = (array, *, channels = None, host_only = false, sample_in_place = true))]
