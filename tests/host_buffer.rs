@@ -52,8 +52,7 @@ fn assert_frame(img: &image::RgbaImage, frame: usize) {
 /// where they would not fails the test rather than test the copy only.
 fn samples_in_place(interop: &Interop) -> bool {
     let info = interop.adapter().get_info();
-    let in_place =
-        info.device_type == wgpu::DeviceType::Cpu && info.driver.eq_ignore_ascii_case("llvmpipe");
+    let in_place = interop.draws_host_buffers_in_place();
     if std::env::var_os("SLUICE_REQUIRE_IN_PLACE").is_some_and(|v| v != "0") {
         assert!(
             in_place,
@@ -593,8 +592,12 @@ fn two_renderers_draw_one_buffer_in_place() {
 /// One thread hands buffers over and refills each one handed back at once; another renders.
 /// Every buffer holds one colour, so a frame that read a buffer while it was refilled (handed
 /// back too early) shows two. Every frame must show exactly one of the colours handed over.
+/// The writer hands a buffer over once a frame has been drawn since its last one (so the two
+/// interleave however loaded the machine is), then refills the one it got back in two halves.
 #[test]
 fn buffers_replaced_from_another_thread_are_never_drawn_after_their_hand_back() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     let interop = interop();
     let (height, width) = (256, 256);
     let colour = |k: usize| [(k * 4) as u8, (k * 3 + 1) as u8, (250 - k) as u8, 255];
@@ -602,12 +605,19 @@ fn buffers_replaced_from_another_thread_are_never_drawn_after_their_hand_back() 
         move |k: usize| -> Vec<u8> { (0..height * width).flat_map(|_| colour(k)).collect() };
     let source =
         Arc::new(HostBufferSource::new(&interop, rgba_layout(height, width), filled(0)).unwrap());
+    let mut renderer = interop.renderer();
+    let mut scene = Scene::new();
+    scene.add(Image::new(source.clone()));
     let updates = 60;
+    let drawn = Arc::new(AtomicUsize::new(0));
     let writer = {
-        let source = source.clone();
+        let (source, drawn) = (source.clone(), drawn.clone());
         std::thread::spawn(move || {
             let mut spare = HostBuffer::from(filled(1));
-            for k in 2..updates + 2 {
+            for (i, k) in (2..updates + 2).enumerate() {
+                while drawn.load(Ordering::Acquire) <= i {
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                }
                 let mut back = source.replace(spare).unwrap();
                 // Refilled the moment it comes back, in two halves with a pause between, so
                 // that a frame still reading it would catch it half old, half new.
@@ -623,11 +633,8 @@ fn buffers_replaced_from_another_thread_are_never_drawn_after_their_hand_back() 
             }
         })
     };
-    let mut renderer = interop.renderer();
-    let mut scene = Scene::new();
-    scene.add(Image::new(source.clone()));
     let mut frames = 0;
-    while !writer.is_finished() || frames == 0 {
+    while !writer.is_finished() {
         let img = render_pixels(&mut renderer, &scene, width as u32, height as u32);
         let first = img.get_pixel(0, 0).0;
         assert!(
@@ -641,6 +648,7 @@ fn buffers_replaced_from_another_thread_are_never_drawn_after_their_hand_back() 
             );
         }
         frames += 1;
+        drawn.store(frames, Ordering::Release);
     }
     writer.join().unwrap();
     let counters = renderer.counters();
@@ -648,12 +656,18 @@ fn buffers_replaced_from_another_thread_are_never_drawn_after_their_hand_back() 
         "{frames} frames, {} drawn in place, {} fell back to a copy",
         counters.textures_in_place, counters.in_place_fallbacks
     );
-    assert!(frames > 1);
+    assert!(
+        frames >= updates,
+        "{frames} frames for {updates} hand-overs"
+    );
+    if samples_in_place(&interop) {
+        assert!(counters.textures_in_place > 0, "no frame drew in place");
+    }
 }
 
 /// A 1-D source shown as an image (one row) is copied from its pages, with the same pixels:
 /// lavapipe lays an image out over whole groups of four rows, so one row of 64 KiB needs
-/// 256 KiB, more than the buffer's pages hold. The refusal names both sizes.
+/// 256 KiB, more than the buffer's pages hold. The refusal names the image's size.
 #[test]
 fn a_1d_buffer_shown_as_an_image_is_copied_with_the_reason() {
     let interop = interop();
@@ -680,12 +694,17 @@ fn a_1d_buffer_shown_as_an_image_is_copied_with_the_reason() {
         }
     }
     let stats = source.stats();
-    assert_eq!((stats.in_place_images, stats.gpu_copies), (0, 2));
-    if samples_in_place(&interop) {
-        let reason = source.in_place_refusal().expect("refused");
-        assert!(
-            reason.contains("16384 x 1") && reason.contains("in 262144 bytes"),
-            "{reason}"
-        );
+    match source.in_place_refusal() {
+        // lavapipe today: one row laid out over four (262144 bytes).
+        Some(reason) => {
+            assert!(reason.contains("16384 x 1"), "{reason}");
+            assert_eq!((stats.in_place_images, stats.gpu_copies), (0, 2));
+        }
+        // A driver that lays a one-row image out as one row draws it in place (the pixels
+        // above are then the image's), or a GPU copies it without asking.
+        None if samples_in_place(&interop) => {
+            assert_eq!((stats.in_place_images, stats.gpu_copies), (2, 0))
+        }
+        None => assert_eq!((stats.in_place_images, stats.gpu_copies), (0, 2)),
     }
 }

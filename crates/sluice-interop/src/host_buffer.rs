@@ -140,8 +140,8 @@ struct BufferImport {
     buffer: wgpu::Buffer,
     /// The imported memory, for images sampled in place.
     memory: Arc<ImportedMemory>,
-    /// The image sampled in place over the pages while a source shows the buffer (CPU
-    /// devices), made on a renderer's first request and retired when the source hands the
+    /// The image sampled in place over the pages while a source shows the buffer
+    /// (lavapipe), made on a renderer's first request and retired when the source hands the
     /// buffer back.
     image: Mutex<Option<CachedImage>>,
     /// Where the buffer's first sample lies in `buffer`.

@@ -125,10 +125,22 @@ impl GpuUse {
     /// returns at once while the frame that carries one is still being recorded on another
     /// thread; the wait then sleeps a little between polls rather than spin.
     pub fn wait(&self, device: &wgpu::Device) {
+        let start = std::time::Instant::now();
+        let mut warned = false;
         while self.outstanding() {
             let _ = device.poll(wgpu::PollType::wait_indefinitely());
             if self.outstanding() {
                 std::thread::sleep(std::time::Duration::from_micros(50));
+                // A count nobody settles (a frame recorded and never submitted, on a path
+                // that skips `DeviceUpload::frame_submitted`) would hang here: say so.
+                if !warned && start.elapsed() > std::time::Duration::from_secs(10) {
+                    warned = true;
+                    log::warn!(
+                        "sluice: waiting {:.0} s for GPU work counted against host pages that no \
+                         submitted frame has settled yet",
+                        start.elapsed().as_secs_f64()
+                    );
+                }
             }
         }
     }
@@ -153,7 +165,7 @@ pub(crate) trait ImportedHost: Send + Sync {
     /// order from `first_sample`.
     fn record_copy(&self, bytes: u64) -> Result<HostCopy, InteropError>;
 
-    /// A texture sampling the pages the source shows now in place, for a CPU device's
+    /// A texture sampling the pages the source shows now in place, for a lavapipe
     /// renderer (see `in_place`): `None` where the source does not offer one (the renderer
     /// copies), with the reason kept by the source.
     fn sampled_in_place(&self, ask: &InPlaceAsk<'_>) -> Option<InPlaceTexture> {

@@ -524,7 +524,8 @@ fn in_place(
             requirements.memory_type_bits
         )));
     };
-    let layout = image.linear_layout();
+    // SAFETY: the image was just created with linear tiling and a colour format.
+    let layout = unsafe { image.linear_layout() };
     let row = u64::from(width) * 4;
     let needed = layout
         .row_pitch

@@ -172,7 +172,8 @@ pub(crate) unsafe fn sampled_image(
     let image = unsafe { dev.raw.create_image(&info, None) }
         .map_err(|e| format!("vkCreateImage (linear, on host memory) answered {e:?}"))?;
     let image = RawImage::adopt(dev, image);
-    let layout = image.linear_layout();
+    // SAFETY: the image was just created with linear tiling and a colour format.
+    let layout = unsafe { image.linear_layout() };
     let mut dedicated = vk::MemoryDedicatedRequirements::default();
     let mut requirements2 = vk::MemoryRequirements2::default().push_next(&mut dedicated);
     // SAFETY: a live image of this device and a valid output chain that lives until the call
@@ -278,7 +279,9 @@ pub(crate) unsafe fn sampled_image(
     // and the guard destroys the image.
     let hal = hal.ok_or("the device is not a Vulkan one")?;
     image.release();
-    // wgpu reports what it refuses to the innermost error scope: this one, not the frame's.
+    // wgpu reports what it refuses to the innermost error scope of its kind: these, not the
+    // frame's.
+    let out_of_memory = ask.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
     let scope = ask.device.push_error_scope(wgpu::ErrorFilter::Validation);
     // SAFETY: the texture was made on this device as `desc` describes and is bound to memory
     // holding the data; the barrier submitted next, before anything can use the texture, puts
@@ -289,7 +292,9 @@ pub(crate) unsafe fn sampled_image(
             .create_texture_from_hal::<Vulkan>(hal, &desc, wgpu::TextureUses::RESOURCE)
     };
     let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
-    if let Some(error) = pollster::block_on(scope.pop()) {
+    let refused = pollster::block_on(scope.pop());
+    let refused = refused.or(pollster::block_on(out_of_memory.pop()));
+    if let Some(error) = refused {
         // Nothing was submitted: the texture's drop destroys the image.
         return Err(format!("wgpu refused the image over the pages: {error}"));
     }

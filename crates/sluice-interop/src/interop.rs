@@ -111,6 +111,13 @@ impl Interop {
         &self.shared.vulkan.adapter
     }
 
+    /// Whether renderers on this device draw 2-D [`crate::HostBufferSource`] buffers straight
+    /// from their pages rather than copy them: on lavapipe only (docs/gpu-interop.md, "Drawn
+    /// where they lie, on lavapipe").
+    pub fn draws_host_buffers_in_place(&self) -> bool {
+        crate::upload::samples_host_pages(&self.adapter().get_info())
+    }
+
     /// Chooses how renderers on this device bring [`crate::cuda::CudaSource`]s shown as images
     /// and volumes to the GPU: `true` (the default), CUDA copies the source straight into a
     /// texture it maps as a CUDA array, which the proxy binds; `false`, CUDA copies it into a

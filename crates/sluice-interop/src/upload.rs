@@ -50,7 +50,7 @@ pub(crate) struct InteropUpload {
     /// (Frames drawing host pages in place count themselves here too.)
     host_frame: Arc<Mutex<Vec<Arc<crate::host_import::GpuUse>>>>,
     /// Whether host pages are sampled in place on this device (`samples_host_pages`).
-    cpu_device: bool,
+    in_place: bool,
     #[cfg(feature = "cuda")]
     cuda: crate::cuda::staging::CudaStaging,
     #[cfg(feature = "cuda")]
@@ -68,7 +68,7 @@ impl InteropUpload {
             semaphores: Mutex::new(HashMap::new()),
             frame: Mutex::new(HashMap::new()),
             host_frame: Arc::new(Mutex::new(Vec::new())),
-            cpu_device: samples_host_pages(&interop.adapter().get_info()),
+            in_place: interop.draws_host_buffers_in_place(),
             interop,
         }
     }
@@ -144,8 +144,8 @@ impl InteropUpload {
         Ok(())
     }
 
-    /// On a CPU device, a texture over a host-imported 2-D source's pages, drawn where the
-    /// data lies (see `in_place`); `None` elsewhere, or where the source cannot offer one (the
+    /// On lavapipe, a texture over a host-imported 2-D source's pages, drawn where the data
+    /// lies (see `in_place`); `None` elsewhere, or where the source cannot offer one (the
     /// proxy then copies from the pages).
     fn host_in_place(
         &self,
@@ -154,7 +154,7 @@ impl InteropUpload {
     ) -> Result<Option<DeviceTexture>, InteropError> {
         let flat = request.dimension == wgpu::TextureDimension::D2
             && request.size.depth_or_array_layers == 1;
-        if !self.cpu_device || !flat {
+        if !self.in_place || !flat {
             return Ok(None);
         }
         let imported = crate::host_import::lookup(&self.interop, memory)?;

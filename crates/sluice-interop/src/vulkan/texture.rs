@@ -323,9 +323,14 @@ impl<'a> RawImage<'a> {
 
     /// Where the driver lays out the first colour subresource (mip 0, layer 0) of a linear
     /// image: its offset and row pitch in the memory bound to it.
-    pub(crate) fn linear_layout(&self) -> vk::SubresourceLayout {
-        // SAFETY: `handle` is a live image of this device; the caller made it linear with one
-        // colour subresource.
+    ///
+    /// # Safety
+    ///
+    /// The image was created with linear tiling and a colour format (Vulkan defines the
+    /// query for those only).
+    pub(crate) unsafe fn linear_layout(&self) -> vk::SubresourceLayout {
+        // SAFETY: `handle` is a live image of this device, linear with a colour subresource
+        // (the caller's contract).
         unsafe {
             self.dev.raw.get_image_subresource_layout(
                 self.handle,
