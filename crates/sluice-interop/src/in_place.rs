@@ -26,7 +26,7 @@ use wgpu::hal::api::Vulkan;
 
 use crate::host_import::{ImportedMemory, InPlaceAsk};
 use crate::vulkan::device::VulkanDevice;
-use crate::vulkan::texture::{image_barrier_commands, vk_format, RawImage};
+use crate::vulkan::texture::{hal_texture, image_barrier_commands, vk_format, RawImage};
 
 /// A 2-D texture over imported host memory and a view of it.
 pub(crate) struct InPlaceImage {
@@ -252,28 +252,17 @@ pub(crate) unsafe fn sampled_image(
         usage: wgpu::TextureUsages::TEXTURE_BINDING,
         view_formats: &[],
     };
-    let hal_desc = wgpu::hal::TextureDescriptor {
-        label: desc.label,
-        size: desc.size,
-        mip_level_count: 1,
-        sample_count: 1,
-        dimension: desc.dimension,
-        format: desc.format,
-        usage: wgpu::TextureUses::RESOURCE,
-        memory_flags: wgpu::hal::MemoryFlags::empty(),
-        view_formats: Vec::new(),
-    };
-    // SAFETY: the image was created on this device as `hal_desc` describes (sampled usage);
+    // SAFETY: the image was created on this device as `desc` describes (sampled usage);
     // the drop callback destroys it and keeps the memory alive until then (`External`).
     let hal = unsafe {
-        dev.device.as_hal::<Vulkan>().map(|device| {
-            device.texture_from_raw(
-                handle,
-                &hal_desc,
-                Some(callback),
-                wgpu::hal::vulkan::TextureMemory::External,
-            )
-        })
+        hal_texture(
+            dev,
+            handle,
+            &desc,
+            wgpu::TextureUses::RESOURCE,
+            Some(callback),
+            wgpu::hal::vulkan::TextureMemory::External,
+        )
     };
     // Without a Vulkan device the callback was dropped unrun, the barrier is never submitted,
     // and the guard destroys the image.

@@ -397,29 +397,18 @@ pub(crate) unsafe fn wrap_image(
     desc: &wgpu::TextureDescriptor<'_>,
     usage: wgpu::TextureUses,
 ) -> Result<wgpu::Texture, InteropError> {
-    let hal_desc = wgpu::hal::TextureDescriptor {
-        label: desc.label,
-        size: desc.size,
-        mip_level_count: desc.mip_level_count,
-        sample_count: desc.sample_count,
-        dimension: desc.dimension,
-        format: desc.format,
-        usage,
-        memory_flags: wgpu::hal::MemoryFlags::empty(),
-        view_formats: Vec::new(),
-    };
-    // SAFETY: the image was created on this device as `hal_desc` describes and is bound to
+    // SAFETY: the image was created on this device as `desc` describes and is bound to
     // `memory` (the caller's contract); wgpu takes ownership of both (no drop callback: wgpu
     // destroys the image, and frees the dedicated memory).
     let hal = unsafe {
-        dev.device.as_hal::<Vulkan>().map(|device| {
-            device.texture_from_raw(
-                image,
-                &hal_desc,
-                None,
-                wgpu::hal::vulkan::TextureMemory::Dedicated(memory),
-            )
-        })
+        hal_texture(
+            dev,
+            image,
+            desc,
+            usage,
+            None,
+            wgpu::hal::vulkan::TextureMemory::Dedicated(memory),
+        )
     };
     let Some(hal) = hal else {
         // SAFETY: neither was handed to wgpu; nothing uses them.
@@ -439,6 +428,43 @@ pub(crate) unsafe fn wrap_image(
         dev.device
             .create_texture_from_hal::<Vulkan>(hal, desc, wgpu::TextureUses::UNINITIALIZED)
     })
+}
+
+/// `image` as wgpu-hal's texture of `desc` (its usages `usage` in wgpu-hal's words), with the
+/// drop callback and memory `texture_from_raw` takes; `None` where the device is not a Vulkan
+/// one (nothing is taken over then: a callback is dropped unrun).
+///
+/// # Safety
+///
+/// As for `texture_from_raw`: `image` was created on `dev`'s device as `desc` describes, with
+/// the Vulkan usages `usage` names; without a callback wgpu destroys it, with one it stays
+/// valid until the callback runs; memory other than `External` is taken over by wgpu, and
+/// `External` memory stays valid until the callback runs.
+pub(crate) unsafe fn hal_texture(
+    dev: &VulkanDevice,
+    image: vk::Image,
+    desc: &wgpu::TextureDescriptor<'_>,
+    usage: wgpu::TextureUses,
+    drop_callback: Option<wgpu::hal::DropCallback>,
+    memory: wgpu::hal::vulkan::TextureMemory,
+) -> Option<wgpu::hal::vulkan::Texture> {
+    let hal_desc = wgpu::hal::TextureDescriptor {
+        label: desc.label,
+        size: desc.size,
+        mip_level_count: desc.mip_level_count,
+        sample_count: desc.sample_count,
+        dimension: desc.dimension,
+        format: desc.format,
+        usage,
+        memory_flags: wgpu::hal::MemoryFlags::empty(),
+        view_formats: Vec::new(),
+    };
+    // SAFETY: the caller's contract is `texture_from_raw`'s.
+    unsafe {
+        dev.device
+            .as_hal::<Vulkan>()
+            .map(|device| device.texture_from_raw(image, &hal_desc, drop_callback, memory))
+    }
 }
 
 /// Records `barrier` (one image's, from `src` to `dst` stages) on a command buffer of its own,
