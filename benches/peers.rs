@@ -53,7 +53,9 @@
 //! `volume_3d/u8_256^3_host_buffer` (and `512^3`) for the volumes (copied into the 3-D texture).
 //! On a CPU device the 2-D host-buffer cases draw each buffer straight from its pages (an
 //! image over them, nothing copied: `host_buffer.in_place_images`);
-//! `SLUICE_PEERS_IN_PLACE=0` copies from the pages instead, as on a GPU.
+//! `SLUICE_PEERS_IN_PLACE=0` copies from the pages instead, as on a GPU. The mesh's
+//! triangles that cover no pixel centre are left out of its draw (`mesh_draws_culled`,
+//! `RendererOptions::mesh_cull`); `SLUICE_PEERS_MESH_CULL=0` draws every one.
 //!
 //! Options: `--out FILE` (the JSON; without it, stdout), `--quick` (the peers' small sizes,
 //! a smoke test), `--only a,b` (benchmark names), `--iters N`. A table goes to stderr. The
@@ -385,7 +387,7 @@ impl Ctx {
     /// The bench's context: on an `Interop` device with `HostFrame` readback where there is
     /// one (and `host_frames_wanted`), else a plain renderer reading with `read_into`.
     fn new() -> Res<Self> {
-        let options = RendererOptions::from_env()?;
+        let options = bench_options()?;
         if host_frames_wanted() {
             if let Ok(interop) = sluice::interop::Interop::with_options(&options) {
                 return Ctx::on_interop(&interop, &options);
@@ -1256,7 +1258,7 @@ fn host_buffer_run<T: sluice::Element + bytemuck::Pod + Clone>(
     } = run;
     use sluice::interop::{HostBuffer, HostBufferSource};
 
-    let options = RendererOptions::from_env()?;
+    let options = bench_options()?;
     let interop = match interop {
         Ok(interop) => interop,
         Err(e) => return Ok(json!({ "skipped": format!("no Vulkan interop device: {e}") })),
@@ -1307,6 +1309,7 @@ fn host_buffer_run<T: sluice::Element + bytemuck::Pod + Clone>(
             upload_only(&mut ctx, &scene, cfg, cfg.warmup, bytes, prepare, update)?;
     }
     res["mesh_draws_reordered"] = json!(ctx.renderer.counters().mesh_draws_reordered);
+    res["mesh_draws_culled"] = json!(ctx.renderer.counters().mesh_draws_culled);
     let stats = source.stats();
     res["host_buffer"] = json!({
         "imported": imported,
@@ -1339,6 +1342,17 @@ fn case_or_error(result: Res<Value>) -> Value {
     })
 }
 
+/// The renderer options of every context: `RendererOptions::from_env`, with dense meshes
+/// drawn whole (every triangle, as without `RendererOptions::mesh_cull`) where
+/// `SLUICE_PEERS_MESH_CULL=0` (for A/B runs).
+fn bench_options() -> Result<RendererOptions, sluice::RenderError> {
+    let mut options = RendererOptions::from_env()?;
+    if std::env::var("SLUICE_PEERS_MESH_CULL").as_deref() == Ok("0") {
+        options.mesh_cull = false;
+    }
+    Ok(options)
+}
+
 fn bench_full_update_2d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     let mut out = serde_json::Map::new();
     let n = cfg.rgba_size;
@@ -1347,7 +1361,7 @@ fn bench_full_update_2d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     let rgb_check = |f: &Frame, v: usize| check_rgb_marker(f, v, None);
     // One interop device for the host_buffer variants (opened once: NVIDIA's driver is safer
     // with few device creations), beside the context's renderer.
-    let interop = RendererOptions::from_env()
+    let interop = bench_options()
         .map_err(|e| e.to_string())
         .and_then(|o| sluice::interop::Interop::with_options(&o).map_err(|e| e.to_string()));
     for (suffix, how, full) in [
@@ -1453,7 +1467,7 @@ fn bench_partial_update_2d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
 fn bench_volume_3d(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     let mut out = serde_json::Map::new();
     // One interop device for the host_buffer variants, beside the context's renderer.
-    let interop = RendererOptions::from_env()
+    let interop = bench_options()
         .map_err(|e| e.to_string())
         .and_then(|o| sluice::interop::Interop::with_options(&o).map_err(|e| e.to_string()));
     for &n in &cfg.volumes {
@@ -1598,6 +1612,7 @@ fn bench_mesh_update(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
         ctx.account_update(false, &scene, &camera, true, prepare(0), update)?;
     res["upload_only"] = upload_only(ctx, &scene, cfg, cfg.warmup, bytes, prepare, update)?;
     res["mesh_draws_reordered"] = json!(ctx.renderer.counters().mesh_draws_reordered);
+    res["mesh_draws_culled"] = json!(ctx.renderer.counters().mesh_draws_culled);
     let variant = mesh_host_buffer_case(cfg, &arrays, faces_again);
     Ok(json!({
         format!("mesh_{}v", g * g): res,
@@ -1609,7 +1624,7 @@ fn bench_mesh_update(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
 /// two `HostBuffer`s handed to a `HostBufferSource` in turn, copied by the GPU from their pages
 /// into the vertex buffer; on a renderer of an `Interop` on the same adapter.
 fn mesh_host_buffer_case(cfg: &Config, pair: &[Array2<f32>; 2], faces: Array2<u32>) -> Res<Value> {
-    let interop = RendererOptions::from_env()
+    let interop = bench_options()
         .map_err(|e| e.to_string())
         .and_then(|o| sluice::interop::Interop::with_options(&o).map_err(|e| e.to_string()));
     let (n, triangles) = (pair[0].nrows(), faces.nrows());
@@ -1763,7 +1778,7 @@ fn bench_shared_source(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     }
     // The shared source through `HostBufferSource` (the user's A/B arrays handed over in
     // turn, copied by the GPU from their pages), on a renderer of an interop device.
-    let interop = RendererOptions::from_env()
+    let interop = bench_options()
         .map_err(|e| e.to_string())
         .and_then(|o| sluice::interop::Interop::with_options(&o).map_err(|e| e.to_string()));
     let pair = [arrays[0].clone().into_dyn(), arrays[1].clone().into_dyn()];
@@ -1813,7 +1828,7 @@ fn separate_host_buffers(
         Ok(interop) => interop,
         Err(e) => return Ok(json!({ "skipped": format!("no Vulkan interop device: {e}") })),
     };
-    let mut ctx = Ctx::on_interop(interop, &RendererOptions::from_env()?)?;
+    let mut ctx = Ctx::on_interop(interop, &bench_options()?)?;
     let layout = ArraySource::with_channels(arrays[0].clone())?.layout();
     let data = |v: usize| -> Res<Vec<u8>> {
         Ok(arrays[v].as_slice().ok_or("array not contiguous")?.to_vec())
@@ -2022,7 +2037,7 @@ fn child_first_frame(args: &BTreeMap<String, String>) -> Res<()> {
     let n = child_arg(args, "size")?;
     let (a, _) = rgba_pair(n, 0);
     let t_data = epoch_s();
-    let renderer = Renderer::with_options(RendererOptions::from_env()?)?;
+    let renderer = Renderer::with_options(bench_options()?)?;
     let t_device = epoch_s();
     let mut ctx = Ctx::on(renderer)?;
     let mut scene = new_scene();

@@ -460,17 +460,22 @@ fn mesh_display_settings_apply_gamma_opacity_and_nearest_sampling() {
     );
 }
 
-/// A `g` x `g` grid over 0..32 (z a ripple about 10), its quads' first triangles, then
-/// their second ones (the order numpy code stacking two triangle arrays makes): positions
-/// and indices.
-fn grid_in_two_halves(g: u32) -> (Arc<ArraySource>, Vec<u32>) {
+/// The vertices of a `g` x `g` grid over 0..32, z a ripple about 10.
+fn grid_points(g: u32) -> Vec<[f32; 3]> {
     let s = 32.0 / (g - 1) as f32;
-    let points: Vec<[f32; 3]> = (0..g * g)
+    (0..g * g)
         .map(|i| {
             let (x, y) = ((i % g) as f32 * s, (i / g) as f32 * s);
             [x, y, 10.0 + 3.0 * (x * 0.4).sin() * (y * 0.3).cos()]
         })
-        .collect();
+        .collect()
+}
+
+/// A `g` x `g` grid over 0..32 (z a ripple about 10), its quads' first triangles, then
+/// their second ones (the order numpy code stacking two triangle arrays makes): positions
+/// and indices.
+fn grid_in_two_halves(g: u32) -> (Arc<ArraySource>, Vec<u32>) {
+    let points = grid_points(g);
     let quads: Vec<u32> = (0..g - 1)
         .flat_map(|r| (0..g - 1).map(move |c| r * g + c))
         .collect();
@@ -539,4 +544,108 @@ fn reordered_triangles_draw_the_pixels_of_the_given_order() {
         );
         assert_eq!(given.counters().mesh_draws_reordered, 0);
     }
+}
+
+/// A dense mesh leaves out of its draw the triangles that cover no pixel centre
+/// (`RendererOptions::mesh_cull`, found on the device before the draw): every pixel equals
+/// the whole draw's (tolerance 0: a left-out triangle gives no fragment, and the kept ones
+/// keep their order), for a 200 x 200 grid (79,202 triangles, most under a tenth of a pixel
+/// here) drawn as one opaque colour, translucent (blending sees the order), smoothly shaded
+/// with vertex colours, with NaN vertices (their triangles' fragments discarded), seen from
+/// inside the grid's box (vertices behind the eye: their triangles are kept) and zoomed in so
+/// that most of it lies off the target (triangles off the target are left out). A renderer
+/// with the option off, and a mesh under 65,536 triangles, draw every triangle.
+/// (`mesh_cull`'s unit test checks which triangles the cull keeps.)
+#[test]
+fn dense_meshes_leave_out_the_triangles_that_cover_no_pixel_centre() {
+    let g = 200u32;
+    let (positions, indices) = grid_in_two_halves(g);
+    let index_source = Arc::new(ArraySource::new(Array1::from_vec(indices.clone())).unwrap());
+    let options = RendererOptions::from_env().unwrap();
+    let mut culling = Renderer::with_options(options.clone()).unwrap();
+    let mut whole = Renderer::with_options(RendererOptions {
+        mesh_cull: false,
+        ..options
+    })
+    .unwrap();
+    let n = (g * g) as usize;
+    let colors = Arc::new(
+        ArraySource::with_channels(Array2::from_shape_fn((n, 4), |(i, c)| {
+            ((i * 37 + c * 91) % 256) as u8
+        }))
+        .unwrap(),
+    );
+    let with_nan = {
+        let mut p = grid_points(g);
+        for i in (0..n).step_by(23) {
+            p[i][i % 3] = f32::NAN;
+        }
+        vertices(&p)
+    };
+    let orbit = OrbitCamera::fit(Vec3::ZERO, Vec3::new(32.0, 32.0, 16.0), 40.0, 50.0);
+    let mut inside = orbit;
+    inside.target = Vec3::new(16.0, 16.0, 10.0);
+    inside.distance = 6.0;
+    inside.near = 0.05;
+    let mut zoomed = orbit;
+    zoomed.distance *= 0.3;
+    zoomed.near = 0.05;
+    let on_grid = |p: &Arc<ArraySource>| Mesh::new(p.clone()).with_indices(index_source.clone());
+    let unlit =
+        |p: &Arc<ArraySource>, rgba| on_grid(p).with_color(rgba).with_shading(Shading::Unlit);
+    let coloured = |shading| {
+        on_grid(&positions)
+            .with_vertex_colors(colors.clone())
+            .with_shading(shading)
+    };
+    let meshes: Vec<(&str, Mesh, &OrbitCamera)> = vec![
+        ("opaque", unlit(&positions, [0.9, 0.5, 0.1, 1.0]), &orbit),
+        (
+            "translucent",
+            unlit(&positions, [0.9, 0.5, 0.1, 0.5]),
+            &orbit,
+        ),
+        ("smooth, vertex colours", coloured(Shading::Smooth), &orbit),
+        (
+            "NaN vertices",
+            unlit(&with_nan, [0.2, 0.7, 0.3, 1.0]),
+            &orbit,
+        ),
+        ("eye inside", coloured(Shading::Flat), &inside),
+        (
+            "mostly off the target",
+            unlit(&positions, [0.9, 0.5, 0.1, 1.0]),
+            &zoomed,
+        ),
+    ];
+    for (what, mesh, camera) in meshes {
+        let mut scene = Scene::new();
+        scene.add(mesh);
+        let before = (culling.counters(), whole.counters());
+        let a = render(&mut culling, &scene, camera, 96, 80);
+        let b = render(&mut whole, &scene, camera, 96, 80);
+        let lit = b.pixels().filter(|p| p.0 != BG).count();
+        assert!(lit > 96 * 80 / 8, "{what}: the mesh covers {lit} pixels");
+        let differing = a.pixels().zip(b.pixels()).filter(|(p, q)| p != q).count();
+        assert_eq!(differing, 0, "{what}: pixels differing from the whole draw");
+        assert_eq!(
+            culling.counters().since(&before.0).mesh_draws_culled,
+            1,
+            "{what}: culled draws"
+        );
+        assert_eq!(whole.counters().since(&before.1).mesh_draws_culled, 0);
+    }
+    // Under 65,536 triangles: drawn whole.
+    let (small, small_indices) = grid_in_two_halves(100);
+    let mut scene = Scene::new();
+    scene.add(
+        Mesh::new(small)
+            .with_indices(Arc::new(
+                ArraySource::new(Array1::from_vec(small_indices)).unwrap(),
+            ))
+            .with_shading(Shading::Unlit),
+    );
+    let before = culling.counters();
+    render(&mut culling, &scene, &orbit, 96, 80);
+    assert_eq!(culling.counters().since(&before).mesh_draws_culled, 0);
 }

@@ -90,6 +90,9 @@ pub struct Counters {
     /// Mesh draws whose triangles went in an order reordered for vertex reuse (opaque
     /// one-colour meshes on CPU devices, `RendererOptions::mesh_reorder`).
     pub mesh_draws_reordered: u64,
+    /// Mesh draws that left out the triangles covering no pixel centre (dense meshes,
+    /// `RendererOptions::mesh_cull`; the pixels are the same).
+    pub mesh_draws_culled: u64,
     /// What the device upload path's pools did (CUDA destinations: host waits, GPU-side
     /// waits, destinations made), as the path reports it; zero without one.
     pub device_pools: DevicePoolCounters,
@@ -163,6 +166,7 @@ impl Counters {
             mesh_draws_without_nan_test: self.mesh_draws_without_nan_test
                 - earlier.mesh_draws_without_nan_test,
             mesh_draws_reordered: self.mesh_draws_reordered - earlier.mesh_draws_reordered,
+            mesh_draws_culled: self.mesh_draws_culled - earlier.mesh_draws_culled,
             device_pools: self.device_pools.since(&earlier.device_pools),
             ..*self
         }

@@ -40,6 +40,7 @@ mod error;
 mod format;
 mod host_grid;
 mod image_pipeline;
+mod mesh_cull;
 mod mesh_order;
 mod mesh_pipeline;
 mod options;

@@ -54,6 +54,12 @@ pub struct RendererOptions {
     /// keeps the nearest fragment whatever the order). `false` draws the given order. GPUs
     /// never reorder. Default `true`.
     pub mesh_reorder: bool,
+    /// Leave out of a dense mesh's draw the triangles that cover no pixel centre, found on
+    /// the device each frame before the draw (`docs/volumes-and-meshes.md`, "Dense meshes"):
+    /// meshes with at least 65,536 triangles and a quarter as many as the target has pixels.
+    /// The pixels are the same; sub-pixel triangles no longer cost the rasterizer their setup.
+    /// `false` draws every triangle. Default `true`.
+    pub mesh_cull: bool,
 }
 
 impl Default for RendererOptions {
@@ -70,6 +76,7 @@ impl Default for RendererOptions {
             pipeline_cache_dir: crate::pipeline_cache::default_dir(),
             volume_pairs: true,
             mesh_reorder: true,
+            mesh_cull: true,
         }
     }
 }

@@ -377,6 +377,21 @@ impl PipelineKey {
 }
 
 /// The uniform block's layout entry (binding 0) for a block of `size` bytes.
+/// A layout entry for a storage buffer of a compute pass (the z-paired copy's build, the mesh
+/// cull).
+pub(crate) fn compute_storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage { read_only },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    }
+}
+
 pub(crate) fn uniform_entry(
     size: usize,
     visibility: wgpu::ShaderStages,

@@ -208,6 +208,8 @@ impl Renderer {
                 texture_limits,
                 paged,
                 reorder_triangles: options.mesh_reorder && cpu,
+                cull_meshes: options.mesh_cull,
+                cull_pipelines: None,
             },
             staging: StagingRing::new(max_buffer),
             upload_budget,
@@ -231,6 +233,12 @@ impl Renderer {
     /// The wgpu adapter, for callers that add their own GPU work.
     pub fn adapter(&self) -> &wgpu::Adapter {
         &self.adapter
+    }
+
+    /// The GPU resources, for the crate's tests to look at derived data.
+    #[cfg(test)]
+    pub(crate) fn resources(&self) -> &Resources {
+        &self.res
     }
 
     /// The wgpu device, for callers that add their own GPU work.
@@ -681,6 +689,11 @@ impl Renderer {
         };
         if let Damage::Rects(_) = redraw {
             self.ensure_clear_rect(scene.background());
+        }
+        // Passes visuals record before the opaque one (dense meshes find their triangles that
+        // cover no pixel centre).
+        for draw in draws {
+            kind(draw.visual).record_before(&self.res, encoder);
         }
         let [r, g, b, a] = scene.background().map(f64::from);
         let mut drawn = 0;

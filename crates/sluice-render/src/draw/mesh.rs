@@ -11,7 +11,7 @@ use crate::mesh_pipeline::{
 };
 use crate::pipeline::{PassKind, PipelineKey, COLORMAP_GROUP};
 use crate::visual::{Mesh, Shading};
-use wgpu::RenderPass;
+use wgpu::{CommandEncoder, RenderPass};
 
 use super::{BindState, Draw, DrawVisual, PassNeed, Resources};
 
@@ -68,7 +68,17 @@ impl DrawVisual for Mesh {
                 res.counters.mesh_draws_reordered += 1;
             }
         }
+        prepare_cull(self, res, draw);
         Ok(())
+    }
+
+    fn record_before(&self, res: &Resources, enc: &mut CommandEncoder) {
+        let derived = &res.visuals[&self.token.id].derived;
+        if let (true, Some(cull), Some(pipelines)) =
+            (derived.culled, &derived.cull, &res.cull_pipelines)
+        {
+            cull.record(pipelines, enc);
+        }
     }
 
     fn pass_need(&self, _res: &Resources) -> PassNeed {
@@ -103,27 +113,23 @@ impl DrawVisual for Mesh {
         pass.set_pipeline(res.meshes.pipeline(kind, program(mesh, res), mode));
         pass.set_bind_group(0, &bind.group, &[]);
         pass.set_bind_group(COLORMAP_GROUP, res.colormap_group(mesh.colormap()), &[]);
-        match v.buffers[MESH_INDICES] {
-            Some(key) => {
-                let indices = &res.buffers[&key];
-                // Opaque triangles in the order that reuses vertices, where there is one: the
-                // same pixels (see `mesh_order`).
-                let buffer = match program(mesh, res) {
-                    MeshProgram::OpaqueFinite => reordered(mesh, res),
-                    _ => None,
-                };
-                // The reordered copy holds the source's current indices, all of them.
-                let (buffer, count) = match buffer {
-                    Some(b) => (b, (b.size() / 4) as u32),
-                    None => (indices.buffer(), indices.len() as u32),
-                };
-                pass.set_index_buffer(buffer.slice(..), wgpu::IndexFormat::Uint32);
-                pass.draw_indexed(0..count, 0, 0..1);
+        match (&v.derived.cull, v.derived.culled) {
+            (Some(cull), true) => {
+                // The triangles that may cover a pixel centre, as many as the cull found.
+                pass.set_index_buffer(cull.culled.slice(..), wgpu::IndexFormat::Uint32);
+                pass.draw_indexed_indirect(&cull.args, 0);
             }
-            None => {
-                let vertices = res.buffers[&v.buffers[MESH_POSITIONS].expect("positions")].len();
-                pass.draw(0..vertices as u32, 0..1);
-            }
+            _ => match draw_indices(mesh, res) {
+                Some((buffer, count)) => {
+                    pass.set_index_buffer(buffer.slice(..), wgpu::IndexFormat::Uint32);
+                    pass.draw_indexed(0..count, 0, 0..1);
+                }
+                None => {
+                    let vertices =
+                        res.buffers[&v.buffers[MESH_POSITIONS].expect("positions")].len();
+                    pass.draw(0..vertices as u32, 0..1);
+                }
+            },
         }
         if let (Some(_), Some((edges, count, _, _))) = (mesh.wireframe(), &v.derived.edges) {
             pass.set_pipeline(res.meshes.pipeline(kind, MeshProgram::Wire, mode));
@@ -156,6 +162,78 @@ fn program(mesh: &Mesh, res: &Resources) -> MeshProgram {
     } else {
         MeshProgram::Shaded
     }
+}
+
+/// The index buffer the mesh's triangles are drawn from and its count of indices: opaque
+/// triangles in the order that reuses vertices where there is one (the same pixels, see
+/// `mesh_order`), else the source's; `None` for a mesh without indices.
+fn draw_indices<'a>(mesh: &Mesh, res: &'a Resources) -> Option<(&'a wgpu::Buffer, u32)> {
+    let v = &res.visuals[&mesh.token.id];
+    let indices = &res.buffers[&v.buffers[MESH_INDICES]?];
+    let reordered = match program(mesh, res) {
+        MeshProgram::OpaqueFinite => reordered(mesh, res),
+        _ => None,
+    };
+    // The reordered copy holds the source's current indices, all of them.
+    Some(match reordered {
+        Some(b) => (b, (b.size() / 4) as u32),
+        None => (indices.buffer(), indices.len() as u32),
+    })
+}
+
+/// Decides whether this frame draws `mesh` culled (`mesh_cull`: a dense indexed mesh, the
+/// option on, a target to draw on), and makes its cull and writes its parameters if so.
+fn prepare_cull(mesh: &Mesh, res: &mut Resources, draw: &Draw<'_>) {
+    let id = mesh.token.id;
+    let [w, h] = draw.viewport;
+    if w == 0 || h == 0 {
+        // A frame that only uploads: nothing is drawn, the cull is kept for the next.
+        return;
+    }
+    let input = if res.cull_meshes {
+        let v = &res.visuals[&id];
+        let positions = &res.buffers[&v.buffers[MESH_POSITIONS].expect("positions")];
+        draw_indices(mesh, res).and_then(|(indices, count)| {
+            let triangles = count as usize / 3;
+            crate::mesh_cull::worth_culling(triangles, u64::from(w) * u64::from(h)).then(|| {
+                (
+                    positions.buffer().clone(),
+                    positions.len(),
+                    indices.clone(),
+                    triangles,
+                )
+            })
+        })
+    } else {
+        None
+    };
+    let old = res
+        .visuals
+        .get_mut(&id)
+        .expect("prepared")
+        .derived
+        .cull
+        .take();
+    let cull = input.and_then(|(positions, vertices, indices, triangles)| {
+        crate::mesh_cull::MeshCull::ensure(
+            &res.device,
+            &mut res.cull_pipelines,
+            old,
+            crate::mesh_cull::CullInput {
+                positions: &positions,
+                vertices,
+                indices: &indices,
+                triangles,
+            },
+        )
+    });
+    if let Some(cull) = &cull {
+        cull.write_params(&res.queue, draw.mvp, draw.viewport);
+        crate::mesh_cull::count(&mut res.counters);
+    }
+    let derived = &mut res.visuals.get_mut(&id).expect("prepared").derived;
+    derived.culled = cull.is_some();
+    derived.cull = cull;
 }
 
 /// The mesh's triangles reordered for vertex reuse, where they were and the copy is of the
@@ -197,7 +275,10 @@ fn derive_order(mesh: &Mesh, res: &mut Resources) -> Result<(), RenderError> {
         let buffer = res.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("sluice reordered triangles"),
             size: (ordered.len() * 4) as u64,
-            usage: wgpu::BufferUsages::INDEX | wgpu::BufferUsages::COPY_DST,
+            // Storage too: a dense mesh's cull reads it (`mesh_cull`).
+            usage: wgpu::BufferUsages::INDEX
+                | wgpu::BufferUsages::COPY_DST
+                | wgpu::BufferUsages::STORAGE,
             mapped_at_creation: false,
         });
         res.queue

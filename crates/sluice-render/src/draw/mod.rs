@@ -76,6 +76,12 @@ pub(crate) trait DrawVisual {
         false
     }
 
+    /// Records passes of its own before the opaque pass (dense meshes cull their triangles
+    /// there).
+    fn record_before(&self, res: &Resources, enc: &mut CommandEncoder) {
+        let _ = (res, enc);
+    }
+
     /// Records passes of its own after the opaque pass (volumes march rays there); whether it
     /// drew anything.
     fn record_after(&self, res: &Resources, enc: &mut CommandEncoder, out: &RenderTarget) -> bool {
@@ -137,6 +143,10 @@ pub(crate) struct MeshDerived {
     /// The triangles reordered for vertex reuse (`mesh_order`), for the indices' version and
     /// the vertex count they were checked against; no buffer where the order was kept.
     pub ordered: Option<(Option<wgpu::Buffer>, Version, usize)>,
+    /// The cull of a dense mesh's triangles (`mesh_cull`), kept between frames.
+    pub cull: Option<crate::mesh_cull::MeshCull>,
+    /// Whether this frame draws the culled triangles.
+    pub culled: bool,
 }
 
 /// A visual's group 0 (its uniforms and textures) and what it was made for; the colormap is
@@ -195,6 +205,11 @@ pub(crate) struct Resources {
     /// Whether opaque one-colour meshes draw their triangles reordered for vertex reuse (CPU
     /// devices, `RendererOptions::mesh_reorder`).
     pub reorder_triangles: bool,
+    /// Whether dense meshes leave out the triangles that cover no pixel centre
+    /// (`RendererOptions::mesh_cull`).
+    pub cull_meshes: bool,
+    /// The cull's pipelines, built for the first culled mesh.
+    pub cull_pipelines: Option<crate::mesh_cull::CullPipelines>,
 }
 
 impl Resources {
