@@ -1310,6 +1310,7 @@ fn host_buffer_run<T: sluice::Element + bytemuck::Pod + Clone>(
     }
     res["mesh_draws_reordered"] = json!(ctx.renderer.counters().mesh_draws_reordered);
     res["mesh_draws_culled"] = json!(ctx.renderer.counters().mesh_draws_culled);
+    res["mesh_culls_run"] = json!(ctx.renderer.counters().mesh_culls_run);
     let stats = source.stats();
     res["host_buffer"] = json!({
         "imported": imported,
@@ -1613,6 +1614,7 @@ fn bench_mesh_update(ctx: &mut Ctx, cfg: &Config) -> Res<Value> {
     res["upload_only"] = upload_only(ctx, &scene, cfg, cfg.warmup, bytes, prepare, update)?;
     res["mesh_draws_reordered"] = json!(ctx.renderer.counters().mesh_draws_reordered);
     res["mesh_draws_culled"] = json!(ctx.renderer.counters().mesh_draws_culled);
+    res["mesh_culls_run"] = json!(ctx.renderer.counters().mesh_culls_run);
     let variant = mesh_host_buffer_case(cfg, &arrays, faces_again);
     Ok(json!({
         format!("mesh_{}v", g * g): res,

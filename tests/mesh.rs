@@ -635,6 +635,55 @@ fn dense_meshes_leave_out_the_triangles_that_cover_no_pixel_centre() {
         );
         assert_eq!(whole.counters().since(&before.1).mesh_draws_culled, 0);
     }
+    // The cull runs again only when what it depends on changes: not for a frame of the same
+    // mesh, view and target size; for new positions, a new view, another target size.
+    let moving = Arc::new(
+        ArraySource::with_channels(
+            Array2::from_shape_vec((n, 3), grid_points(g).concat()).unwrap(),
+        )
+        .unwrap(),
+    );
+    let mut scene = Scene::new();
+    scene.add(
+        on_grid(&moving)
+            .with_vertex_colors(colors.clone())
+            .with_shading(Shading::Smooth),
+    );
+    let mut turned = orbit;
+    turned.azimuth += 0.4;
+    let shifted: Vec<f32> = grid_points(g)
+        .iter()
+        .flat_map(|[x, y, z]| [x + 3.0, y * 0.8, z * 1.5])
+        .collect();
+    for (step, camera, size, new_positions, runs) in [
+        (0, &orbit, (96, 80), None, 1),
+        (1, &orbit, (96, 80), None, 0),
+        (2, &orbit, (96, 80), Some(shifted), 1),
+        (3, &orbit, (96, 80), None, 0),
+        (4, &turned, (96, 80), None, 1),
+        (5, &turned, (80, 96), None, 1),
+        (6, &turned, (80, 96), None, 0),
+    ] {
+        if let Some(p) = new_positions {
+            moving
+                .replace(Array2::from_shape_vec((n, 3), p).unwrap())
+                .unwrap();
+        }
+        let before = culling.counters();
+        let a = render(&mut culling, &scene, camera, size.0, size.1);
+        let b = render(&mut whole, &scene, camera, size.0, size.1);
+        let counted = culling.counters().since(&before);
+        let differing = a.pixels().zip(b.pixels()).filter(|(p, q)| p != q).count();
+        assert_eq!(
+            differing, 0,
+            "step {step}: pixels differing from the whole draw"
+        );
+        assert_eq!(
+            (counted.mesh_draws_culled, counted.mesh_culls_run),
+            (1, runs),
+            "step {step}: culled draws and runs of the cull"
+        );
+    }
     // Under 65,536 triangles: drawn whole.
     let (small, small_indices) = grid_in_two_halves(100);
     let mut scene = Scene::new();

@@ -26,6 +26,9 @@ pub(crate) struct BufferProxy {
     format: BufferFormat,
     buffer: wgpu::Buffer,
     generation: u64,
+    /// Bumped with every copy recorded into the buffer (and when it is recreated): what the
+    /// buffer holds on the device changes only with it.
+    writes: u64,
     state: UploadState,
     /// Indices must be below this (the vertex count they were checked against).
     index_limit: Option<u32>,
@@ -55,6 +58,7 @@ impl BufferProxy {
             format,
             buffer,
             generation: 0,
+            writes: 0,
             state: UploadState::new(),
             index_limit: None,
             // A new buffer holds zeros.
@@ -69,6 +73,13 @@ impl BufferProxy {
 
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// Changes whenever what the buffer holds on the device may have changed: a copy into it
+    /// was recorded, or it was recreated (data derived from its contents on the device, such
+    /// as a mesh's cull, is current while this stays the same).
+    pub fn writes(&self) -> u64 {
+        self.writes
     }
 
     pub fn source(&self) -> &SharedSource {
@@ -148,6 +159,7 @@ impl BufferProxy {
             ctx.counters.resident_bytes += self.buffer.size();
             self.layout = layout;
             self.generation += 1;
+            self.writes += 1;
             self.nan_free = true;
         }
         let mut copies = self
@@ -156,7 +168,7 @@ impl BufferProxy {
             .into_iter();
         while let Some(region) = copies.next() {
             match self.copy_region(ctx, region) {
-                Ok(true) => {}
+                Ok(true) => self.writes += 1,
                 Ok(false) => {
                     self.state.defer(std::iter::once(region).chain(copies));
                     break;

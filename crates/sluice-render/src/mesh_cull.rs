@@ -115,6 +115,10 @@ impl CullPipelines {
     }
 }
 
+/// What a cull's result depends on besides its buffers: the writes into the positions and
+/// the indices (`BufferProxy::writes`), the transform's bits and the target size.
+pub(crate) type CullStamp = (u64, u64, [u32; 16], [u32; 2]);
+
 /// What one mesh's cull works on: the buffers the draw reads.
 #[derive(Clone, Copy)]
 pub(crate) struct CullInput<'a> {
@@ -137,6 +141,11 @@ pub(crate) struct MeshCull {
     group: wgpu::BindGroup,
     made_for: (wgpu::Buffer, wgpu::Buffer, usize, usize),
     runs: u32,
+    /// What this frame's draw needs the result for.
+    wanted: Option<CullStamp>,
+    /// What the passes last recorded computed (set as they are recorded; forgotten when a
+    /// frame fails, since its commands may not have run).
+    recorded: parking_lot::Mutex<Option<CullStamp>>,
 }
 
 impl MeshCull {
@@ -227,11 +236,36 @@ impl MeshCull {
             group,
             made_for: key,
             runs: runs_u32,
+            wanted: None,
+            recorded: parking_lot::Mutex::new(None),
         })
     }
 
+    /// Sets what this frame draws for: `stamp`, from `mvp` on a target of `viewport`. Returns
+    /// whether the passes must run (their last result was for something else), and then
+    /// writes their parameters.
+    pub fn want(
+        &mut self,
+        queue: &wgpu::Queue,
+        stamp: CullStamp,
+        mvp: glam::Mat4,
+        viewport: [u32; 2],
+    ) -> bool {
+        self.wanted = Some(stamp);
+        let run = *self.recorded.lock() != self.wanted;
+        if run {
+            self.write_params(queue, mvp, viewport);
+        }
+        run
+    }
+
+    /// Forgets what the passes computed: the next frame runs them.
+    pub fn forget(&self) {
+        *self.recorded.lock() = None;
+    }
+
     /// Writes this frame's transform and target size.
-    pub fn write_params(&self, queue: &wgpu::Queue, mvp: glam::Mat4, viewport: [u32; 2]) {
+    fn write_params(&self, queue: &wgpu::Queue, mvp: glam::Mat4, viewport: [u32; 2]) {
         let (_, _, vertices, triangles) = self.made_for;
         let params = CullParams {
             mvp: mvp.to_cols_array_2d(),
@@ -245,8 +279,14 @@ impl MeshCull {
         queue.write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
     }
 
-    /// Records the four passes (one compute pass), before the opaque pass draws `culled`.
+    /// Records the four passes (one compute pass), before the opaque pass draws `culled`,
+    /// unless their last result is what this frame needs.
     pub fn record(&self, pipelines: &CullPipelines, enc: &mut wgpu::CommandEncoder) {
+        let mut recorded = self.recorded.lock();
+        if *recorded == self.wanted {
+            return;
+        }
+        *recorded = self.wanted;
         let (_, _, vertices, _) = self.made_for;
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("sluice mesh cull"),
@@ -272,9 +312,10 @@ impl MeshCull {
     }
 }
 
-/// Counts a culled draw.
-pub(crate) fn count(counters: &mut Counters) {
+/// Counts a culled draw, and the cull's passes where they run.
+pub(crate) fn count(counters: &mut Counters, run: bool) {
     counters.mesh_draws_culled += 1;
+    counters.mesh_culls_run += u64::from(run);
 }
 
 #[cfg(test)]

@@ -544,6 +544,14 @@ impl Renderer {
             // What the target holds is not known: the next frame redraws all of it.
             target.invalidate();
         }
+        if error.is_some() {
+            // Commands of this frame may not have run: culls found then are found again.
+            for v in self.res.visuals.values() {
+                if let Some(cull) = &v.derived.cull {
+                    cull.forget();
+                }
+            }
+        }
         if let Some(error) = error {
             return Err(RenderError::Gpu(error.to_string()));
         }

@@ -193,14 +193,22 @@ fn prepare_cull(mesh: &Mesh, res: &mut Resources, draw: &Draw<'_>) {
     let input = if res.cull_meshes {
         let v = &res.visuals[&id];
         let positions = &res.buffers[&v.buffers[MESH_POSITIONS].expect("positions")];
+        let index_writes = v.buffers[MESH_INDICES].map_or(0, |k| res.buffers[&k].writes());
         draw_indices(mesh, res).and_then(|(indices, count)| {
             let triangles = count as usize / 3;
             crate::mesh_cull::worth_culling(triangles, u64::from(w) * u64::from(h)).then(|| {
+                let stamp = (
+                    positions.writes(),
+                    index_writes,
+                    draw.mvp.to_cols_array().map(f32::to_bits),
+                    draw.viewport,
+                );
                 (
                     positions.buffer().clone(),
                     positions.len(),
                     indices.clone(),
                     triangles,
+                    stamp,
                 )
             })
         })
@@ -214,7 +222,9 @@ fn prepare_cull(mesh: &Mesh, res: &mut Resources, draw: &Draw<'_>) {
         .derived
         .cull
         .take();
-    let cull = input.and_then(|(positions, vertices, indices, triangles)| {
+    let mut stamp = None;
+    let cull = input.and_then(|(positions, vertices, indices, triangles, s)| {
+        stamp = Some(s);
         crate::mesh_cull::MeshCull::ensure(
             &res.device,
             &mut res.cull_pipelines,
@@ -227,9 +237,10 @@ fn prepare_cull(mesh: &Mesh, res: &mut Resources, draw: &Draw<'_>) {
             },
         )
     });
-    if let Some(cull) = &cull {
-        cull.write_params(&res.queue, draw.mvp, draw.viewport);
-        crate::mesh_cull::count(&mut res.counters);
+    let mut cull = cull;
+    if let (Some(cull), Some(stamp)) = (&mut cull, stamp) {
+        let run = cull.want(&res.queue, stamp, draw.mvp, draw.viewport);
+        crate::mesh_cull::count(&mut res.counters, run);
     }
     let derived = &mut res.visuals.get_mut(&id).expect("prepared").derived;
     derived.culled = cull.is_some();
