@@ -551,7 +551,7 @@ fn reordered_triangles_draw_the_pixels_of_the_given_order() {
 /// the whole draw's (tolerance 0: a left-out triangle gives no fragment, and the kept ones
 /// keep their order), for a 200 x 200 grid (79,202 triangles, most under a tenth of a pixel
 /// here) drawn as one opaque colour, translucent (blending sees the order), smoothly shaded
-/// with vertex colours, with NaN vertices (their triangles' fragments discarded), seen from
+/// with vertex colours, textured, with NaN vertices (their triangles' fragments discarded), seen from
 /// inside the grid's box (vertices behind the eye: their triangles are kept) and zoomed in so
 /// that most of it lies off the target (triangles off the target are left out). A renderer
 /// with the option off, and a mesh under 65,536 triangles, draw every triangle.
@@ -582,6 +582,21 @@ fn dense_meshes_leave_out_the_triangles_that_cover_no_pixel_centre() {
         }
         vertices(&p)
     };
+    // Texture coordinates across the grid, and a 16 x 16 scalar image.
+    let uv = Arc::new(
+        ArraySource::with_channels(Array2::from_shape_fn((n, 2), |(i, c)| {
+            let k = if c == 0 {
+                i % g as usize
+            } else {
+                i / g as usize
+            };
+            k as f32 / (g - 1) as f32
+        }))
+        .unwrap(),
+    );
+    let image = Arc::new(
+        ArraySource::new(Array2::from_shape_fn((16, 16), |(y, x)| (x * 16 + y) as u8)).unwrap(),
+    );
     let orbit = OrbitCamera::fit(Vec3::ZERO, Vec3::new(32.0, 32.0, 16.0), 40.0, 50.0);
     let mut inside = orbit;
     inside.target = Vec3::new(16.0, 16.0, 10.0);
@@ -612,6 +627,13 @@ fn dense_meshes_leave_out_the_triangles_that_cover_no_pixel_centre() {
             &orbit,
         ),
         ("eye inside", coloured(Shading::Flat), &inside),
+        (
+            "textured",
+            on_grid(&positions)
+                .with_texture(uv.clone(), image.clone())
+                .with_shading(Shading::Smooth),
+            &orbit,
+        ),
         (
             "mostly off the target",
             unlit(&positions, [0.9, 0.5, 0.1, 1.0]),

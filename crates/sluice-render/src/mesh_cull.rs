@@ -6,13 +6,15 @@
 //! its setup in the rasterizer. For sub-pixel triangles that setup is most of the draw:
 //! lavapipe sets every triangle up on the one thread that submits, and GPUs built for compute
 //! (H100/H200) have few rasterizers. A mesh with at least a quarter as many triangles as the
-//! target has pixels (and at least [`MIN_TRIANGLES`]) is culled each frame on the device,
-//! before the opaque pass: its vertices are placed on the target as its vertex shader places
-//! them, each triangle grown by 1/64 of a pixel is tested against the pixel centres it may
-//! cover, and the kept ones are written in their order into an index buffer drawn
-//! indirectly. Growing the triangles keeps every triangle a rasterizer could find a centre in
-//! (they snap vertices to 1/256 of a pixel), and the order keeps blending and equal depths as
-//! they were. Triangles with a vertex behind the eye are kept without a test.
+//! target has pixels (and at least [`MIN_TRIANGLES`]) is culled on the device, before the
+//! opaque pass: its vertices are placed on the target as its vertex shader places them (with
+//! a bound on how far that shader's rounding may put them elsewhere), each triangle grown by
+//! a [`margin`] (more than the rasterizer moves a vertex when it snaps it to its sub-pixel
+//! grid) plus its vertices' bounds is tested against the pixel centres it may cover, and the
+//! kept ones are written in their order into an index buffer drawn indirectly. The order
+//! keeps blending and equal depths as they were. Triangles with a vertex behind the eye are
+//! kept without a test. The result is reused while the buffers' contents, the transform and
+//! the target size stay the same.
 
 use crate::counters::Counters;
 
@@ -45,6 +47,56 @@ pub(crate) fn worth_culling(triangles: usize, pixels: u64) -> bool {
     triangles >= MIN_TRIANGLES && (triangles as u64).saturating_mul(4) >= pixels
 }
 
+/// Storage buffers the cull's passes bind in one stage.
+const STORAGE_BUFFERS: u32 = 7;
+
+/// Invocations of the scan's one workgroup (`@workgroup_size(256)`).
+const SCAN_WORKGROUP: u32 = 256;
+
+/// How far (in pixels) triangles are grown before they are tested on `adapter`'s device, or
+/// `None` where the device cannot run the cull (too few storage buffers a stage, too small a
+/// workgroup or dispatch, no indirect draws): its meshes are drawn whole.
+///
+/// A rasterizer snaps each vertex to its grid of sub-pixel positions, moving it by up to one
+/// step of that grid on each axis: the margin is four such steps, and at least 1/64 of a
+/// pixel (which also covers the rounding between the cull's placement of a vertex and the
+/// device's). See [`sub_pixel_bits`] for the grid.
+pub(crate) fn margin(adapter: &wgpu::Adapter, device: &wgpu::Device) -> Option<f32> {
+    let limits = device.limits();
+    let capable = limits.max_storage_buffers_per_shader_stage >= STORAGE_BUFFERS
+        && limits.max_compute_invocations_per_workgroup >= SCAN_WORKGROUP
+        && limits.max_compute_workgroup_size_x >= SCAN_WORKGROUP
+        && limits.max_compute_workgroups_per_dimension >= ROW_GROUPS
+        && adapter
+            .get_downlevel_capabilities()
+            .flags
+            .contains(wgpu::DownlevelFlags::INDIRECT_EXECUTION);
+    capable.then(|| margin_for_bits(sub_pixel_bits(&adapter.get_info())))
+}
+
+/// The margin for a rasterizer with `bits` bits of sub-pixel precision.
+fn margin_for_bits(bits: u32) -> f32 {
+    (4.0 / (1u64 << bits.min(16)) as f32).max(1.0 / 64.0)
+}
+
+/// The bits of sub-pixel precision of the rasterizer of `info`'s device. wgpu does not
+/// report Vulkan's `subPixelPrecisionBits` (nor do the other APIs report theirs): Direct3D 12
+/// requires 8; NVIDIA's, AMD's and Intel's drivers and Mesa's llvmpipe (lavapipe) report 8
+/// (llvmpipe snaps vertices to 1/256 of a pixel); for anything else the least Vulkan and
+/// OpenGL allow, 4, is assumed (a margin of 1/4 of a pixel: fewer triangles left out, none
+/// wrongly).
+fn sub_pixel_bits(info: &wgpu::AdapterInfo) -> u32 {
+    const NVIDIA: u32 = 0x10de;
+    const AMD: u32 = 0x1002;
+    const INTEL: u32 = 0x8086;
+    let known = matches!(info.vendor, NVIDIA | AMD | INTEL) || info.driver == "llvmpipe";
+    if info.backend == wgpu::Backend::Dx12 || known {
+        8
+    } else {
+        4
+    }
+}
+
 /// `Cull` of `shaders/mesh_cull.wgsl`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -54,7 +106,8 @@ struct CullParams {
     triangles: u32,
     vertices: u32,
     runs: u32,
-    pad: [u32; 3],
+    margin: f32,
+    pad: [u32; 2],
 }
 
 /// The cull's pipelines, built on the first culled mesh.
@@ -143,9 +196,26 @@ pub(crate) struct MeshCull {
     runs: u32,
     /// What this frame's draw needs the result for.
     wanted: Option<CullStamp>,
-    /// What the passes last recorded computed (set as they are recorded; forgotten when a
-    /// frame fails, since its commands may not have run).
-    recorded: parking_lot::Mutex<Option<CullStamp>>,
+    /// What the passes computed and what they were recorded for this frame.
+    state: parking_lot::Mutex<CullState>,
+}
+
+/// What a cull's buffers hold: `done`, what passes of a submitted frame without errors
+/// computed; `recorded`, what passes recorded in the frame being built will compute, known
+/// only once it was submitted without errors ([`MeshCull::settle`]; a frame that fails or
+/// panics leaves `done` unset or as it was, so the passes run again).
+#[derive(Default)]
+struct CullState {
+    done: Option<CullStamp>,
+    recorded: Option<CullStamp>,
+}
+
+impl CullState {
+    /// Whether the buffers hold the result for `wanted`: passes that computed it ran, and
+    /// none recorded since is unsettled (a frame that panicked after its submission).
+    fn holds(&self, wanted: Option<CullStamp>) -> bool {
+        self.recorded.is_none() && self.done.is_some() && self.done == wanted
+    }
 }
 
 impl MeshCull {
@@ -174,7 +244,7 @@ impl MeshCull {
             .max_storage_buffer_binding_size
             .min(limits.max_buffer_size);
         let index_bytes = (input.triangles as u64).checked_mul(12)?;
-        let placed_bytes = (input.vertices as u64).checked_mul(8)?;
+        let placed_bytes = (input.vertices as u64).checked_mul(16)?;
         let runs = input.triangles.div_ceil(RUN);
         let runs_u32 = u32::try_from(runs).ok()?;
         if index_bytes > max || placed_bytes > max || input.vertices > u32::MAX as usize {
@@ -237,35 +307,39 @@ impl MeshCull {
             made_for: key,
             runs: runs_u32,
             wanted: None,
-            recorded: parking_lot::Mutex::new(None),
+            state: parking_lot::Mutex::new(CullState::default()),
         })
     }
 
-    /// Sets what this frame draws for: `stamp`, from `mvp` on a target of `viewport`. Returns
-    /// whether the passes must run (their last result was for something else), and then
-    /// writes their parameters.
+    /// Sets what this frame draws for: `stamp`, from `mvp` on a target of `viewport`, triangles
+    /// grown by `margin` pixels. Returns whether the passes must run (their last result was
+    /// for something else), and then writes their parameters.
     pub fn want(
         &mut self,
         queue: &wgpu::Queue,
         stamp: CullStamp,
         mvp: glam::Mat4,
         viewport: [u32; 2],
+        margin: f32,
     ) -> bool {
         self.wanted = Some(stamp);
-        let run = *self.recorded.lock() != self.wanted;
+        let run = !self.state.lock().holds(self.wanted);
         if run {
-            self.write_params(queue, mvp, viewport);
+            self.write_params(queue, mvp, viewport, margin);
         }
         run
     }
 
-    /// Forgets what the passes computed: the next frame runs them.
-    pub fn forget(&self) {
-        *self.recorded.lock() = None;
+    /// After the frame's submission: what the passes recorded in it computed is known now if
+    /// `ran` (its commands had no error), else forgotten, so that the next frame runs them.
+    pub fn settle(&self, ran: bool) {
+        let mut state = self.state.lock();
+        let recorded = state.recorded.take();
+        state.done = if ran { recorded.or(state.done) } else { None };
     }
 
-    /// Writes this frame's transform and target size.
-    fn write_params(&self, queue: &wgpu::Queue, mvp: glam::Mat4, viewport: [u32; 2]) {
+    /// Writes this frame's transform, target size and margin.
+    fn write_params(&self, queue: &wgpu::Queue, mvp: glam::Mat4, viewport: [u32; 2], margin: f32) {
         let (_, _, vertices, triangles) = self.made_for;
         let params = CullParams {
             mvp: mvp.to_cols_array_2d(),
@@ -274,7 +348,8 @@ impl MeshCull {
             triangles: triangles as u32,
             vertices: vertices as u32,
             runs: self.runs,
-            pad: [0; 3],
+            margin,
+            pad: [0; 2],
         };
         queue.write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
     }
@@ -282,11 +357,12 @@ impl MeshCull {
     /// Records the four passes (one compute pass), before the opaque pass draws `culled`,
     /// unless their last result is what this frame needs.
     pub fn record(&self, pipelines: &CullPipelines, enc: &mut wgpu::CommandEncoder) {
-        let mut recorded = self.recorded.lock();
-        if *recorded == self.wanted {
+        let mut state = self.state.lock();
+        if state.holds(self.wanted) {
             return;
         }
-        *recorded = self.wanted;
+        state.recorded = self.wanted;
+        drop(state);
         let (_, _, vertices, _) = self.made_for;
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("sluice mesh cull"),
@@ -399,30 +475,192 @@ mod tests {
             .count();
         assert_eq!(unlit, 0, "pixels not showing the mesh");
 
-        let res = renderer.resources();
-        let cull = res.visuals[&id].derived.cull.as_ref().expect("culled");
-        let read = |buffer: &wgpu::Buffer, bytes: u64| -> Vec<u32> {
-            let copy = res.device.create_buffer(&wgpu::BufferDescriptor {
-                label: None,
-                size: bytes,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            let mut enc = res.device.create_command_encoder(&Default::default());
-            enc.copy_buffer_to_buffer(buffer, 0, &copy, 0, bytes);
-            res.queue.submit([enc.finish()]);
-            copy.slice(..).map_async(wgpu::MapMode::Read, |_| {});
-            res.device
-                .poll(wgpu::PollType::wait_indefinitely())
-                .unwrap();
-            let out = bytemuck::pod_collect_to_vec(&copy.slice(..).get_mapped_range().unwrap());
-            out
-        };
-        let args = read(&cull.args, 20);
+        let cull = renderer.resources().visuals[&id]
+            .derived
+            .cull
+            .as_ref()
+            .expect("culled");
+        let args = read_back(&renderer, &cull.args, 20);
         assert_eq!(args, [3 * centre_triangles.len() as u32, 1, 0, 0, 0]);
-        let kept = read(&cull.culled, u64::from(args[0]) * 4);
+        let kept = read_back(&renderer, &cull.culled, u64::from(args[0]) * 4);
         let firsts: Vec<u32> = kept.chunks(3).map(|t| t[0]).collect();
         assert_eq!(firsts, centre_triangles, "the kept triangles, in order");
+    }
+
+    /// Reads `bytes` of `buffer` back (the cull's buffers can be copied from in tests).
+    fn read_back(renderer: &crate::Renderer, buffer: &wgpu::Buffer, bytes: u64) -> Vec<u32> {
+        let (device, queue) = (renderer.device(), renderer.queue());
+        let copy = device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: bytes.max(4),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut enc = device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(buffer, 0, &copy, 0, bytes.max(4));
+        queue.submit([enc.finish()]);
+        copy.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+        device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .expect("poll");
+        let out = bytemuck::pod_collect_to_vec(&copy.slice(..).get_mapped_range().expect("mapped"));
+        out.into_iter().take((bytes / 4) as usize).collect()
+    }
+
+    /// Against a CPU reference (f64): 70,001 random triangles of 0.05 to 2.5 pixels (not a
+    /// whole number of runs of 32), a tenth of them partly or wholly off the 64 x 64 target,
+    /// one vertex in a hundred NaN (placed at the target's centre, as the vertex shader
+    /// places it). The cull keeps every triangle that holds a pixel centre more than twice
+    /// the margin inside it, and only triangles that hold one within twice the margin outside
+    /// it or span more than 2 centres across or down (kept untested), in their order; and
+    /// it leaves some out.
+    #[test]
+    fn the_cull_keeps_what_a_cpu_finds_over_pixel_centres() {
+        use crate::{Mesh, PanZoomCamera, Scene, Shading};
+        use sluice_core::{ndarray, ArraySource};
+        use std::sync::Arc;
+        let mut renderer = crate::Renderer::new().expect("a device (lavapipe in CI)");
+        let n = 64u32;
+        let triangles = 70_001usize;
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut points = Vec::with_capacity(triangles * 9);
+        for _ in 0..triangles {
+            let (cx, cy) = (next() * 84.0 - 10.0, next() * 84.0 - 10.0);
+            let size = 0.05 + next() * 2.45;
+            for _ in 0..3 {
+                let nan = next() < 0.01;
+                points.push(if nan {
+                    f32::NAN
+                } else {
+                    (cx + (next() - 0.5) * size) as f32
+                });
+                points.push((cy + (next() - 0.5) * size) as f32);
+                points.push(0.5);
+            }
+        }
+        // Where the vertex shader puts each vertex: pixels, NaN ones at the target's centre.
+        let placed: Vec<[f64; 2]> = points
+            .chunks(3)
+            .map(|p| {
+                if p.iter().any(|v| v.is_nan()) {
+                    [32.0, 32.0]
+                } else {
+                    [f64::from(p[0]), f64::from(p[1])]
+                }
+            })
+            .collect();
+        let positions = ndarray::Array2::from_shape_vec((triangles * 3, 3), points).unwrap();
+        let indices: Vec<u32> = (0..triangles as u32 * 3).collect();
+        let mut scene = Scene::new();
+        let mesh = Mesh::new(Arc::new(ArraySource::with_channels(positions).unwrap()))
+            .with_indices(Arc::new(
+                ArraySource::new(ndarray::Array1::from_vec(indices)).unwrap(),
+            ))
+            .with_shading(Shading::Unlit);
+        let id = mesh.token.id;
+        scene.add(mesh);
+        let camera = PanZoomCamera::fit(glam::Vec2::ZERO, glam::Vec2::splat(n as f32), [n, n]);
+        let target = renderer.create_target(n, n).unwrap();
+        renderer.render(&scene, &camera, &target).unwrap();
+        let margin = f64::from(renderer.resources().cull_margin.expect("culling"));
+        let cull = renderer.resources().visuals[&id]
+            .derived
+            .cull
+            .as_ref()
+            .expect("culled");
+        let args = read_back(&renderer, &cull.args, 20);
+        let kept: Vec<usize> = read_back(&renderer, &cull.culled, u64::from(args[0]) * 4)
+            .chunks(3)
+            .map(|t| t[0] as usize / 3)
+            .collect();
+        // Whether a centre of the target lies in the triangle grown by `grow` (negative:
+        // shrunk), and how many centres its box grown by `grow` spans across and down.
+        let covers = |t: usize, grow: f64| {
+            let [a, b, c] = [placed[3 * t], placed[3 * t + 1], placed[3 * t + 2]];
+            let area = (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0]);
+            if area == 0.0 {
+                return false;
+            }
+            let s = area.signum();
+            (0..n).any(|j| {
+                (0..n).any(|i| {
+                    let p = [f64::from(i) + 0.5, f64::from(j) + 0.5];
+                    [(a, b), (b, c), (c, a)].iter().all(|(u, v)| {
+                        let e = [v[0] - u[0], v[1] - u[1]];
+                        let f = s * (e[0] * (p[1] - u[1]) - e[1] * (p[0] - u[0]));
+                        f >= -grow * e[0].hypot(e[1])
+                    })
+                })
+            })
+        };
+        let wide = |t: usize, grow: f64| {
+            let v = [placed[3 * t], placed[3 * t + 1], placed[3 * t + 2]];
+            (0..2).any(|k| {
+                let lo = v.iter().map(|p| p[k]).fold(f64::MAX, f64::min) - grow;
+                let hi = v.iter().map(|p| p[k]).fold(f64::MIN, f64::max) + grow;
+                (hi - 0.5).floor() - (lo - 0.5).ceil() > 1.0
+            })
+        };
+        let must: Vec<usize> = (0..triangles)
+            .filter(|&t| covers(t, -2.0 * margin))
+            .collect();
+        // Slivers too thin for their orientation to be known in f32 are kept untested.
+        let sliver = |t: usize| {
+            let [a, b, c] = [placed[3 * t], placed[3 * t + 1], placed[3 * t + 2]];
+            let (e0, e2) = ([b[0] - a[0], b[1] - a[1]], [a[0] - c[0], a[1] - c[1]]);
+            let area = e0[0] * e2[1] - e0[1] * e2[0];
+            area.abs() <= 1e-5 * ((e0[0] * e2[1]).abs() + (e0[1] * e2[0]).abs())
+        };
+        let may = |t: usize| covers(t, 2.0 * margin) || wide(t, 2.0 * margin) || sliver(t);
+        assert!(kept.windows(2).all(|w| w[0] < w[1]), "kept out of order");
+        let missing: Vec<_> = must
+            .iter()
+            .filter(|t| kept.binary_search(t).is_err())
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "left out although over a centre: {missing:?}"
+        );
+        let extra: Vec<_> = kept.iter().filter(|&&t| !may(t)).collect();
+        let show = |t: usize| [placed[3 * t], placed[3 * t + 1], placed[3 * t + 2]];
+        let shown: Vec<_> = extra.iter().map(|&&t| (t, show(t))).collect();
+        assert!(extra.is_empty(), "kept although over no centre: {shown:?}");
+        assert!(
+            must.len() > 1000 && kept.len() < triangles * 9 / 10,
+            "{} over a centre, {} kept of {triangles}",
+            must.len(),
+            kept.len()
+        );
+    }
+
+    /// The margin is four steps of the rasterizer's sub-pixel grid, at least 1/64 pixel;
+    /// devices not known to snap finer than the least the APIs allow get 1/4.
+    #[test]
+    fn the_margin_follows_the_sub_pixel_grid() {
+        assert_eq!(margin_for_bits(8), 1.0 / 64.0);
+        assert_eq!(margin_for_bits(10), 1.0 / 64.0);
+        assert_eq!(margin_for_bits(6), 1.0 / 16.0);
+        assert_eq!(margin_for_bits(4), 0.25);
+        let info = |vendor, driver: &str, backend| wgpu::AdapterInfo {
+            vendor,
+            driver: driver.into(),
+            backend,
+            ..wgpu::AdapterInfo::new(wgpu::DeviceType::DiscreteGpu, backend)
+        };
+        assert_eq!(sub_pixel_bits(&info(0x10de, "", wgpu::Backend::Vulkan)), 8);
+        assert_eq!(
+            sub_pixel_bits(&info(0x10005, "llvmpipe", wgpu::Backend::Vulkan)),
+            8
+        );
+        assert_eq!(sub_pixel_bits(&info(0x1234, "", wgpu::Backend::Dx12)), 8);
+        assert_eq!(sub_pixel_bits(&info(0x1234, "", wgpu::Backend::Vulkan)), 4);
+        assert_eq!(sub_pixel_bits(&info(0x106b, "", wgpu::Backend::Metal)), 4);
     }
 
     /// Small meshes and meshes of few triangles per pixel are drawn whole.

@@ -55,8 +55,9 @@ pub struct RendererOptions {
     /// never reorder. Default `true`.
     pub mesh_reorder: bool,
     /// Leave out of a dense mesh's draw the triangles that cover no pixel centre, found on
-    /// the device each frame before the draw (`docs/volumes-and-meshes.md`, "Dense meshes"):
-    /// meshes with at least 65,536 triangles and a quarter as many as the target has pixels.
+    /// the device before the draw whenever the mesh, the view or the target size changed
+    /// (`docs/volumes-and-meshes.md`, "Dense meshes"): meshes with indices, at least 65,536
+    /// triangles and a quarter as many as the target has pixels.
     /// The pixels are the same; sub-pixel triangles no longer cost the rasterizer their setup.
     /// `false` draws every triangle. Default `true`.
     pub mesh_cull: bool,

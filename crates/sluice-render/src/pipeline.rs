@@ -376,7 +376,6 @@ impl PipelineKey {
     }
 }
 
-/// The uniform block's layout entry (binding 0) for a block of `size` bytes.
 /// A layout entry for a storage buffer of a compute pass (the z-paired copy's build, the mesh
 /// cull).
 pub(crate) fn compute_storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
@@ -392,6 +391,7 @@ pub(crate) fn compute_storage_entry(binding: u32, read_only: bool) -> wgpu::Bind
     }
 }
 
+/// The uniform block's layout entry (binding 0) for a block of `size` bytes.
 pub(crate) fn uniform_entry(
     size: usize,
     visibility: wgpu::ShaderStages,

@@ -141,6 +141,10 @@ impl Renderer {
     ) -> Self {
         let info = adapter.get_info();
         let cpu = info.device_type == wgpu::DeviceType::Cpu;
+        let cull_margin = options
+            .mesh_cull
+            .then(|| crate::mesh_cull::margin(&adapter, &device))
+            .flatten();
         crate::pipeline_cache::attach(&info, &device, options.pipeline_cache_dir.as_deref());
         let limits = device.limits();
         let texture_limits = TextureLimits {
@@ -208,7 +212,7 @@ impl Renderer {
                 texture_limits,
                 paged,
                 reorder_triangles: options.mesh_reorder && cpu,
-                cull_meshes: options.mesh_cull,
+                cull_margin,
                 cull_pipelines: None,
             },
             staging: StagingRing::new(max_buffer),
@@ -544,12 +548,11 @@ impl Renderer {
             // What the target holds is not known: the next frame redraws all of it.
             target.invalidate();
         }
-        if error.is_some() {
-            // Commands of this frame may not have run: culls found then are found again.
-            for v in self.res.visuals.values() {
-                if let Some(cull) = &v.derived.cull {
-                    cull.forget();
-                }
+        // What the mesh culls recorded in this frame computed is known only where its
+        // commands had no error; otherwise they run again.
+        for v in self.res.visuals.values() {
+            if let Some(cull) = &v.derived.cull {
+                cull.settle(error.is_none());
             }
         }
         if let Some(error) = error {

@@ -186,60 +186,49 @@ fn draw_indices<'a>(mesh: &Mesh, res: &'a Resources) -> Option<(&'a wgpu::Buffer
 fn prepare_cull(mesh: &Mesh, res: &mut Resources, draw: &Draw<'_>) {
     let id = mesh.token.id;
     let [w, h] = draw.viewport;
-    if w == 0 || h == 0 {
-        // A frame that only uploads: nothing is drawn, the cull is kept for the next.
-        return;
-    }
-    let input = if res.cull_meshes {
-        let v = &res.visuals[&id];
-        let positions = &res.buffers[&v.buffers[MESH_POSITIONS].expect("positions")];
-        let index_writes = v.buffers[MESH_INDICES].map_or(0, |k| res.buffers[&k].writes());
-        draw_indices(mesh, res).and_then(|(indices, count)| {
-            let triangles = count as usize / 3;
-            crate::mesh_cull::worth_culling(triangles, u64::from(w) * u64::from(h)).then(|| {
-                let stamp = (
-                    positions.writes(),
-                    index_writes,
-                    draw.mvp.to_cols_array().map(f32::to_bits),
-                    draw.viewport,
-                );
-                (
-                    positions.buffer().clone(),
-                    positions.len(),
-                    indices.clone(),
-                    triangles,
-                    stamp,
-                )
+    let input = match res.cull_margin {
+        Some(margin) if w > 0 && h > 0 => {
+            let v = &res.visuals[&id];
+            let positions = &res.buffers[&v.buffers[MESH_POSITIONS].expect("positions")];
+            let index_writes = v.buffers[MESH_INDICES].map_or(0, |k| res.buffers[&k].writes());
+            draw_indices(mesh, res).and_then(|(indices, count)| {
+                let triangles = count as usize / 3;
+                crate::mesh_cull::worth_culling(triangles, u64::from(w) * u64::from(h)).then(|| {
+                    let stamp = (
+                        positions.writes(),
+                        index_writes,
+                        draw.mvp.to_cols_array().map(f32::to_bits),
+                        draw.viewport,
+                    );
+                    let buffers = (positions.buffer().clone(), indices.clone());
+                    (buffers, positions.len(), triangles, stamp, margin)
+                })
             })
-        })
-    } else {
-        None
+        }
+        _ => None,
     };
-    let old = res
-        .visuals
-        .get_mut(&id)
-        .expect("prepared")
-        .derived
-        .cull
-        .take();
-    let mut stamp = None;
-    let cull = input.and_then(|(positions, vertices, indices, triangles, s)| {
-        stamp = Some(s);
-        crate::mesh_cull::MeshCull::ensure(
-            &res.device,
-            &mut res.cull_pipelines,
-            old,
-            crate::mesh_cull::CullInput {
-                positions: &positions,
-                vertices,
-                indices: &indices,
-                triangles,
-            },
-        )
-    });
+    let derived = &mut res.visuals.get_mut(&id).expect("prepared").derived;
+    let Some(((positions, indices), vertices, triangles, stamp, margin)) = input else {
+        // Drawn whole this frame; the cull is kept for a later one (a mesh drawn into targets
+        // of other sizes in turn keeps its buffers).
+        derived.culled = false;
+        return;
+    };
+    let old = derived.cull.take();
+    let cull = crate::mesh_cull::MeshCull::ensure(
+        &res.device,
+        &mut res.cull_pipelines,
+        old,
+        crate::mesh_cull::CullInput {
+            positions: &positions,
+            vertices,
+            indices: &indices,
+            triangles,
+        },
+    );
     let mut cull = cull;
-    if let (Some(cull), Some(stamp)) = (&mut cull, stamp) {
-        let run = cull.want(&res.queue, stamp, draw.mvp, draw.viewport);
+    if let Some(cull) = &mut cull {
+        let run = cull.want(&res.queue, stamp, draw.mvp, draw.viewport, margin);
         crate::mesh_cull::count(&mut res.counters, run);
     }
     let derived = &mut res.visuals.get_mut(&id).expect("prepared").derived;

@@ -205,9 +205,10 @@ pub(crate) struct Resources {
     /// Whether opaque one-colour meshes draw their triangles reordered for vertex reuse (CPU
     /// devices, `RendererOptions::mesh_reorder`).
     pub reorder_triangles: bool,
-    /// Whether dense meshes leave out the triangles that cover no pixel centre
-    /// (`RendererOptions::mesh_cull`).
-    pub cull_meshes: bool,
+    /// How far (pixels) dense meshes grow their triangles before leaving out those that
+    /// cover no pixel centre (`RendererOptions::mesh_cull`, `mesh_cull::margin`); `None`: no
+    /// mesh is culled (the option off, or a device without what the cull needs).
+    pub cull_margin: Option<f32>,
     /// The cull's pipelines, built for the first culled mesh.
     pub cull_pipelines: Option<crate::mesh_cull::CullPipelines>,
 }

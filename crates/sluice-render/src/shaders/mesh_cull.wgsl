@@ -18,9 +18,12 @@ struct Cull {
     vertices: u32,
     // Runs of 32 triangles (ceil(triangles / 32)).
     runs: u32,
+    // Distance in pixels by which every triangle is grown before it is tested: more than the
+    // device's rasterizer moves a vertex when it snaps it to its sub-pixel grid
+    // (`mesh_cull::margin`).
+    margin: f32,
     _pad0: u32,
     _pad1: u32,
-    _pad2: u32,
 };
 
 // Workgroups per dispatch row (`mesh_cull::ROW_GROUPS`) times their 64 invocations: the ids
@@ -30,9 +33,10 @@ const ROW_IDS: u32 = 65535u * 64u;
 @group(0) @binding(0) var<uniform> cull: Cull;
 @group(0) @binding(1) var<storage, read> positions: array<f32>;
 @group(0) @binding(2) var<storage, read> indices: array<u32>;
-// Per vertex: its position on the target in pixels, or NaN where it is behind the eye (or
-// too far out to place to a fraction of a pixel): its triangles are kept.
-@group(0) @binding(3) var<storage, read_write> placed: array<vec2<f32>>;
+// Per vertex: its position on the target in pixels and a bound on how far the vertex
+// shader's rounding may put it from there (x, y; z: the bound), or NaN where it is behind the
+// eye (or too far out to place to a fraction of a pixel): its triangles are kept.
+@group(0) @binding(3) var<storage, read_write> placed: array<vec4<f32>>;
 // Per run of 32 triangles: bit i set where triangle 32 * run + i is kept.
 @group(0) @binding(4) var<storage, read_write> kept: array<u32>;
 // Per run: the number of kept triangles before it.
@@ -42,14 +46,14 @@ const ROW_IDS: u32 = 65535u * 64u;
 // first instance.
 @group(0) @binding(7) var<storage, read_write> args: array<u32, 5>;
 
-// Distance in pixels by which a triangle is grown before it is tested: far more than the
-// rasterizers' snapping of vertices to 1/256 of a pixel and the rounding between this
-// computation and theirs, so that no triangle that covers a centre is ever left out.
-const MARGIN: f32 = 0.015625;
-
-// Window coordinates beyond which a position is not placed (f32 keeps 1/128 of a pixel below
+// Window coordinates beyond which a position is not placed (f32 keeps 1/256 of a pixel below
 // 65536).
 const FAR_OUT: f32 = 65536.0;
+
+// A bound on the relative rounding of one output of `mvp * p` against the sum of its terms'
+// magnitudes, here or in a vertex shader, with or without fused multiply-adds (2^-21: four
+// products and three sums of 2^-24 each, with room to spare).
+const ROUNDING: f32 = 4.76837158e-7;
 
 // `is_nan` of `common.wgsl` (a bit test: comparisons with NaN may be folded away), which
 // this shader goes without.
@@ -73,47 +77,65 @@ fn project(@builtin(global_invocation_id) g: vec3<u32>) {
     if (i >= cull.vertices) {
         return;
     }
-    var p = vec3<f32>(positions[3u * i], positions[3u * i + 1u], positions[3u * i + 2u]);
+    let p = vec3<f32>(positions[3u * i], positions[3u * i + 1u], positions[3u * i + 2u]);
     // As the vertex shaders do (`mesh.wgsl`): a vertex with a NaN coordinate is put at the
     // target's centre (its fragments are discarded there).
     var clip = vec4<f32>(0.0, 0.0, 0.5, 1.0);
     if (!(nan(p.x) || nan(p.y) || nan(p.z))) {
         clip = cull.mvp * vec4<f32>(p, 1.0);
     }
-    let unplaced = vec2<f32>(bitcast<f32>(0x7fc00000u));
+    let unplaced = vec4<f32>(bitcast<f32>(0x7fc00000u));
     if (nan(clip.w) || clip.w <= 0.0) {
         placed[i] = unplaced;
         return;
     }
     let ndc = clip.xy / clip.w;
     let win = vec2<f32>((ndc.x * 0.5 + 0.5) * cull.viewport.x, (0.5 - ndc.y * 0.5) * cull.viewport.y);
-    placed[i] = select(unplaced, win, near(win.x) && near(win.y));
+    // How far the vertex shader's clip position may lie from this one (each output within
+    // `ROUNDING` of the sum of its terms' magnitudes), and where that puts the vertex: far
+    // from the origin the terms cancel, and their rounding is no longer small.
+    let m = cull.mvp;
+    // (A NaN vertex's position is a constant, exact in both.)
+    let q = select(abs(vec4<f32>(p, 1.0)), vec4<f32>(0.0), nan(p.x) || nan(p.y) || nan(p.z));
+    let terms = abs(m[0]) * q.x + abs(m[1]) * q.y + abs(m[2]) * q.z + abs(m[3]) * q.w;
+    let e = ROUNDING * terms;
+    let spread = 0.5 * cull.viewport * (e.xy + abs(ndc) * e.w) / clip.w;
+    let err = max(spread.x, spread.y) * 2.0;
+    let ok = near(win.x) && near(win.y) && !nan(err) && err < 0.25;
+    placed[i] = select(unplaced, vec4<f32>(win, err, 0.0), ok);
 }
 
 // Whether the triangle a, b, c (pixels) may cover a pixel centre of the target: some centre
-// lies inside it grown by `MARGIN` (each edge moved out by it). Where more than 2 x 2
-// centres lie in its grown bounding box it is kept without looking closer (it is then over
-// a pixel wide or tall; the tests below are the same four for every triangle, which keeps
-// the lanes of a CPU device's SIMD group together).
-fn may_cover(a: vec2<f32>, b: vec2<f32>, c: vec2<f32>) -> bool {
-    let lo = max(min(min(a, b), c) - vec2<f32>(MARGIN), vec2<f32>(0.0));
-    let hi = min(max(max(a, b), c) + vec2<f32>(MARGIN), cull.viewport);
+// lies inside it grown by `grow` (each edge moved out by it). A triangle whose grown box
+// reaches no centre of the target is left out whatever its size; one whose grown box spans
+// more than 2 centres across or down is kept without looking closer (the edge functions are
+// then never evaluated far from the vertices, where their rounding grows); so is a sliver
+// too thin for its orientation to be known. The centre tests are the same four for every
+// triangle, which keeps the lanes of a CPU device's SIMD group together.
+fn may_cover(a: vec2<f32>, b: vec2<f32>, c: vec2<f32>, grow: f32) -> bool {
+    let lo_all = min(min(a, b), c) - vec2<f32>(grow);
+    let hi_all = max(max(a, b), c) + vec2<f32>(grow);
+    let lo = max(lo_all, vec2<f32>(0.0));
+    let hi = min(hi_all, cull.viewport);
     // Centres (i + 0.5, j + 0.5) with lo <= centre <= hi.
     let first = ceil(lo - vec2<f32>(0.5));
     let last = floor(hi - vec2<f32>(0.5));
-    let n = last - first + vec2<f32>(1.0);
-    if (n.x <= 0.0 || n.y <= 0.0) {
+    if (last.x < first.x || last.y < first.y) {
         return false;
     }
-    if (n.x > 2.0 || n.y > 2.0) {
+    let span = floor(hi_all - vec2<f32>(0.5)) - ceil(lo_all - vec2<f32>(0.5));
+    if (span.x > 1.0 || span.y > 1.0) {
         return true;
     }
-    let area = (b.x - a.x) * (c.y - a.y) - (b.y - a.y) * (c.x - a.x);
-    let s = select(1.0, -1.0, area < 0.0);
     let e0 = b - a;
     let e1 = c - b;
     let e2 = a - c;
-    let m = -MARGIN * vec3<f32>(length(e0), length(e1), length(e2));
+    let area = e0.x * (c.y - a.y) - e0.y * (c.x - a.x);
+    if (abs(area) <= 9.5367432e-7 * (abs(e0.x * e2.y) + abs(e0.y * e2.x))) {
+        return true;
+    }
+    let s = select(1.0, -1.0, area < 0.0);
+    let m = -grow * vec3<f32>(length(e0), length(e1), length(e2));
     // The edge functions at the first centre, and their steps to the next along x and y.
     let p = first + vec2<f32>(0.5);
     let f = s * vec3<f32>(
@@ -123,8 +145,8 @@ fn may_cover(a: vec2<f32>, b: vec2<f32>, c: vec2<f32>) -> bool {
     );
     let dx = -s * vec3<f32>(e0.y, e1.y, e2.y);
     let dy = s * vec3<f32>(e0.x, e1.x, e2.x);
-    let more_x = n.x > 1.0;
-    let more_y = n.y > 1.0;
+    let more_x = last.x > first.x;
+    let more_y = last.y > first.y;
     return all(f >= m) || (more_x && all(f + dx >= m)) || (more_y && all(f + dy >= m))
         || (more_x && more_y && all(f + dx + dy >= m));
 }
@@ -147,7 +169,7 @@ fn test(@builtin(global_invocation_id) g: vec3<u32>) {
             let b = placed[i.y];
             let c = placed[i.z];
             let unplaced = nan(a.x) || nan(b.x) || nan(c.x);
-            keep = unplaced || may_cover(a, b, c);
+            keep = unplaced || may_cover(a.xy, b.xy, c.xy, cull.margin + max(max(a.z, b.z), c.z));
         }
         bits = bits | (u32(keep) << k);
     }
