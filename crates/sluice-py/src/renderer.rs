@@ -315,6 +315,9 @@ pub(crate) fn counters_dict<'py>(py: Python<'py>, c: &Counters) -> PyResult<Boun
         ("staging_buffers_created", c.staging_buffers_created),
         ("bind_groups_created", c.bind_groups_created),
         ("staging_bytes", c.staging_bytes),
+        ("mesh_draws_reordered", c.mesh_draws_reordered),
+        ("mesh_draws_culled", c.mesh_draws_culled),
+        ("mesh_culls_run", c.mesh_culls_run),
     ] {
         d.set_item(name, value)?;
     }
