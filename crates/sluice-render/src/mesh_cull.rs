@@ -64,6 +64,7 @@ const SCAN_WORKGROUP: u32 = 256;
 pub(crate) fn margin(adapter: &wgpu::Adapter, device: &wgpu::Device) -> Option<f32> {
     let limits = device.limits();
     let capable = limits.max_storage_buffers_per_shader_stage >= STORAGE_BUFFERS
+        && limits.max_compute_workgroup_storage_size >= SCAN_WORKGROUP * 4
         && limits.max_compute_invocations_per_workgroup >= SCAN_WORKGROUP
         && limits.max_compute_workgroup_size_x >= SCAN_WORKGROUP
         && limits.max_compute_workgroups_per_dimension >= ROW_GROUPS
@@ -216,6 +217,19 @@ impl CullState {
     fn holds(&self, wanted: Option<CullStamp>) -> bool {
         self.recorded.is_none() && self.done.is_some() && self.done == wanted
     }
+
+    /// See [`MeshCull::begin_frame`].
+    fn begin_frame(&mut self) {
+        if self.recorded.take().is_some() {
+            self.done = None;
+        }
+    }
+
+    /// See [`MeshCull::settle`].
+    fn settle(&mut self, ran: bool) {
+        let recorded = self.recorded.take();
+        self.done = if ran { recorded.or(self.done) } else { None };
+    }
 }
 
 impl MeshCull {
@@ -330,12 +344,16 @@ impl MeshCull {
         run
     }
 
+    /// At the start of a frame: passes recorded in an earlier frame that never settled (it
+    /// panicked before its submission) may not have run, so nothing is known to be held.
+    pub fn begin_frame(&self) {
+        self.state.lock().begin_frame();
+    }
+
     /// After the frame's submission: what the passes recorded in it computed is known now if
     /// `ran` (its commands had no error), else forgotten, so that the next frame runs them.
     pub fn settle(&self, ran: bool) {
-        let mut state = self.state.lock();
-        let recorded = state.recorded.take();
-        state.done = if ran { recorded.or(state.done) } else { None };
+        self.state.lock().settle(ran);
     }
 
     /// Writes this frame's transform, target size and margin.
@@ -510,10 +528,10 @@ mod tests {
     /// Against a CPU reference (f64): 70,001 random triangles of 0.05 to 2.5 pixels (not a
     /// whole number of runs of 32), a tenth of them partly or wholly off the 64 x 64 target,
     /// one vertex in a hundred NaN (placed at the target's centre, as the vertex shader
-    /// places it). The cull keeps every triangle that holds a pixel centre more than twice
-    /// the margin inside it, and only triangles that hold one within twice the margin outside
-    /// it or span more than 2 centres across or down (kept untested), in their order; and
-    /// it leaves some out.
+    /// places it). The cull keeps every triangle that holds a pixel centre or lies within half
+    /// the margin of one (so a cull that grew triangles by less than the margin fails), and
+    /// only triangles that hold one within twice the margin outside them or span more than 2
+    /// centres across or down (kept untested), in their order; and it leaves some out.
     #[test]
     fn the_cull_keeps_what_a_cpu_finds_over_pixel_centres() {
         use crate::{Mesh, PanZoomCamera, Scene, Shading};
@@ -607,8 +625,46 @@ mod tests {
                 (hi - 0.5).floor() - (lo - 0.5).ceil() > 1.0
             })
         };
+        // Whether a centre of the target lies within `d` (Euclidean) of the triangle: inside
+        // it, or that close to one of its edges.
+        let within = |t: usize, d: f64| {
+            let v = [placed[3 * t], placed[3 * t + 1], placed[3 * t + 2]];
+            let centres = |k: usize| {
+                let lo = v.iter().map(|p| p[k]).fold(f64::MAX, f64::min) - d;
+                let hi = v.iter().map(|p| p[k]).fold(f64::MIN, f64::max) + d;
+                let first = (lo - 0.5).ceil().max(0.0) as i64;
+                let last = (hi - 0.5).floor().min(f64::from(n) - 1.0) as i64;
+                (first..=last).map(|i| i as f64 + 0.5)
+            };
+            let area = (v[1][0] - v[0][0]) * (v[2][1] - v[0][1])
+                - (v[1][1] - v[0][1]) * (v[2][0] - v[0][0]);
+            let edge = |k: usize| (v[k], v[(k + 1) % 3]);
+            centres(1).any(|y| {
+                centres(0).any(|x| {
+                    let inside = area != 0.0
+                        && (0..3).all(|k| {
+                            let (u, w) = edge(k);
+                            let f = (w[0] - u[0]) * (y - u[1]) - (w[1] - u[1]) * (x - u[0]);
+                            area.signum() * f >= 0.0
+                        });
+                    inside
+                        || (0..3).any(|k| {
+                            let (u, w) = edge(k);
+                            let e = [w[0] - u[0], w[1] - u[1]];
+                            let len2 = e[0] * e[0] + e[1] * e[1];
+                            let along = if len2 > 0.0 {
+                                ((x - u[0]) * e[0] + (y - u[1]) * e[1]) / len2
+                            } else {
+                                0.0
+                            };
+                            let s = along.clamp(0.0, 1.0);
+                            (x - u[0] - s * e[0]).hypot(y - u[1] - s * e[1]) <= d
+                        })
+                })
+            })
+        };
         let must: Vec<usize> = (0..triangles)
-            .filter(|&t| covers(t, -2.0 * margin))
+            .filter(|&t| within(t, 0.5 * margin))
             .collect();
         // Slivers too thin for their orientation to be known in f32 are kept untested.
         let sliver = |t: usize| {
@@ -637,6 +693,41 @@ mod tests {
             must.len(),
             kept.len()
         );
+    }
+
+    /// A result is held once the frame that recorded its passes settled without errors; not
+    /// after a frame with errors, nor after a frame that recorded passes and never settled (it
+    /// panicked), whatever frames settle after it without recording.
+    #[test]
+    fn a_result_is_held_only_after_its_frame_ran() {
+        let a: CullStamp = (1, 1, [0; 16], [8, 8]);
+        let b: CullStamp = (2, 1, [0; 16], [8, 8]);
+        let mut state = CullState::default();
+        assert!(!state.holds(Some(a)));
+        // A frame records a's passes and runs.
+        state.begin_frame();
+        state.recorded = Some(a);
+        state.settle(true);
+        assert!(state.holds(Some(a)) && !state.holds(Some(b)));
+        // A frame without the mesh culled settles: still a.
+        state.begin_frame();
+        state.settle(true);
+        assert!(state.holds(Some(a)));
+        // A frame records b's passes and has an error: nothing held.
+        state.begin_frame();
+        state.recorded = Some(b);
+        state.settle(false);
+        assert!(!state.holds(Some(a)) && !state.holds(Some(b)));
+        // A frame records a's passes and runs; the next records b's and panics (no settle);
+        // a frame without recording then starts and settles: nothing held.
+        state.recorded = Some(a);
+        state.settle(true);
+        state.begin_frame();
+        state.recorded = Some(b);
+        assert!(!state.holds(Some(b)));
+        state.begin_frame();
+        state.settle(true);
+        assert!(!state.holds(Some(a)) && !state.holds(Some(b)));
     }
 
     /// The margin is four steps of the rasterizer's sub-pixel grid, at least 1/64 pixel;

@@ -493,6 +493,11 @@ impl Renderer {
     ) -> Result<FrameStats, RenderError> {
         // The staging ring polls the device when it needs a chunk back (see `StagingRing`).
         self.collect_garbage();
+        for v in self.res.visuals.values() {
+            if let Some(cull) = &v.derived.cull {
+                cull.begin_frame();
+            }
+        }
         self.res.volumes.pairs.begin_render();
         let draws: Vec<Draw<'_>> = scene
             .draw_list()

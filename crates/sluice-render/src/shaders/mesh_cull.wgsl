@@ -46,13 +46,13 @@ const ROW_IDS: u32 = 65535u * 64u;
 // first instance.
 @group(0) @binding(7) var<storage, read_write> args: array<u32, 5>;
 
-// Window coordinates beyond which a position is not placed (f32 keeps 1/256 of a pixel below
-// 65536).
+// Window coordinates beyond which a position is not placed (only vertices near the target
+// are ever tested against its centres; this keeps the box tests of far ones meaningful).
 const FAR_OUT: f32 = 65536.0;
 
-// A bound on the relative rounding of one output of `mvp * p` against the sum of its terms'
-// magnitudes, here or in a vertex shader, with or without fused multiply-adds (2^-21: four
-// products and three sums of 2^-24 each, with room to spare).
+// A bound on how far one output of `mvp * p` here and in a vertex shader may differ, against
+// the sum of its terms' magnitudes, with or without fused multiply-adds (2^-21: twice the
+// bound of one 4-term dot product's rounding).
 const ROUNDING: f32 = 4.76837158e-7;
 
 // `is_nan` of `common.wgsl` (a bit test: comparisons with NaN may be folded away), which
@@ -99,9 +99,14 @@ fn project(@builtin(global_invocation_id) g: vec3<u32>) {
     let q = select(abs(vec4<f32>(p, 1.0)), vec4<f32>(0.0), nan(p.x) || nan(p.y) || nan(p.z));
     let terms = abs(m[0]) * q.x + abs(m[1]) * q.y + abs(m[2]) * q.z + abs(m[3]) * q.w;
     let e = ROUNDING * terms;
-    let spread = 0.5 * cull.viewport * (e.xy + abs(ndc) * e.w) / clip.w;
+    // The clip position's difference carried to the target, and the rounding of the divide
+    // and the viewport transform, here and in the rasterizer (a few f32 steps of the window
+    // coordinate and of the target's half size).
+    let spread = 0.5 * cull.viewport * (e.xy + abs(ndc) * e.w) / clip.w
+        + 8.0 * 1.1920929e-7 * (abs(win) + 0.5 * cull.viewport);
     let err = max(spread.x, spread.y) * 2.0;
-    let ok = near(win.x) && near(win.y) && !nan(err) && err < 0.25;
+    // A w that the vertex shader's rounding could take to 0 or below is not placed.
+    let ok = near(win.x) && near(win.y) && !nan(err) && err < 0.25 && clip.w > 2.0 * e.w;
     placed[i] = select(unplaced, vec4<f32>(win, err, 0.0), ok);
 }
 
