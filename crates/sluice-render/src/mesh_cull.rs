@@ -440,9 +440,6 @@ mod tests {
     /// indirect draw holds the 32,768 first, in their order, and every pixel shows the mesh.
     #[test]
     fn the_cull_keeps_the_triangles_over_pixel_centres() {
-        use crate::{Mesh, PanZoomCamera, Scene, Shading};
-        use sluice_core::{ndarray, ArraySource};
-        use std::sync::Arc;
         let mut renderer = crate::Renderer::new().expect("a device (lavapipe in CI)");
         let n = 64u32;
         let mut points: Vec<f32> = Vec::new();
@@ -471,8 +468,35 @@ mod tests {
         }
         let triangles = indices.len() / 3;
         assert!(worth_culling(triangles, u64::from(n * n)));
-        let vertices = points.len() / 3;
-        let positions = ndarray::Array2::from_shape_vec((vertices, 3), points).unwrap();
+        let (id, target, _scene) = draw_pixel_for_pixel(&mut renderer, points, indices, n);
+        assert_eq!(renderer.counters().mesh_draws_culled, 1);
+        let image = renderer.read_image(&target).unwrap();
+        let unlit = image
+            .pixels()
+            .filter(|p| p.0 != [51, 153, 230, 255])
+            .count();
+        assert_eq!(unlit, 0, "pixels not showing the mesh");
+
+        let (args, kept) = culled(&renderer, id);
+        assert_eq!(args, [3 * centre_triangles.len() as u32, 1, 0, 0, 0]);
+        let firsts: Vec<u32> = kept.chunks(3).map(|t| t[0]).collect();
+        assert_eq!(firsts, centre_triangles, "the kept triangles, in order");
+    }
+
+    /// Draws the unlit mesh of `points` (x, y, z a vertex) and `indices` on an `n` x `n`
+    /// target seen pixel for pixel (world (x, y) on pixel (x, y)), in the colour
+    /// (0.2, 0.6, 0.9); returns the mesh's id, the target and the scene (which keeps the
+    /// mesh's GPU state alive).
+    fn draw_pixel_for_pixel(
+        renderer: &mut crate::Renderer,
+        points: Vec<f32>,
+        indices: Vec<u32>,
+        n: u32,
+    ) -> (u64, crate::RenderTarget, crate::Scene) {
+        use crate::{Mesh, PanZoomCamera, Scene, Shading};
+        use sluice_core::{ndarray, ArraySource};
+        use std::sync::Arc;
+        let positions = ndarray::Array2::from_shape_vec((points.len() / 3, 3), points).unwrap();
         let mut scene = Scene::new();
         let mesh = Mesh::new(Arc::new(ArraySource::with_channels(positions).unwrap()))
             .with_indices(Arc::new(
@@ -485,24 +509,16 @@ mod tests {
         let camera = PanZoomCamera::fit(glam::Vec2::ZERO, glam::Vec2::splat(n as f32), [n, n]);
         let target = renderer.create_target(n, n).unwrap();
         renderer.render(&scene, &camera, &target).unwrap();
-        assert_eq!(renderer.counters().mesh_draws_culled, 1);
-        let image = renderer.read_image(&target).unwrap();
-        let unlit = image
-            .pixels()
-            .filter(|p| p.0 != [51, 153, 230, 255])
-            .count();
-        assert_eq!(unlit, 0, "pixels not showing the mesh");
+        (id, target, scene)
+    }
 
-        let cull = renderer.resources().visuals[&id]
-            .derived
-            .cull
-            .as_ref()
-            .expect("culled");
-        let args = read_back(&renderer, &cull.args, 20);
-        assert_eq!(args, [3 * centre_triangles.len() as u32, 1, 0, 0, 0]);
-        let kept = read_back(&renderer, &cull.culled, u64::from(args[0]) * 4);
-        let firsts: Vec<u32> = kept.chunks(3).map(|t| t[0]).collect();
-        assert_eq!(firsts, centre_triangles, "the kept triangles, in order");
+    /// The indirect draw's arguments of the mesh `id`'s cull, and the indices it kept.
+    fn culled(renderer: &crate::Renderer, id: u64) -> (Vec<u32>, Vec<u32>) {
+        let derived = &renderer.resources().visuals[&id].derived;
+        let cull = derived.cull.as_ref().expect("culled");
+        let args = read_back(renderer, &cull.args, 20);
+        let kept = read_back(renderer, &cull.culled, u64::from(args[0]) * 4);
+        (args, kept)
     }
 
     /// Reads `bytes` of `buffer` back (the cull's buffers can be copied from in tests).
@@ -534,9 +550,6 @@ mod tests {
     /// centres across or down (kept untested), in their order; and it leaves some out.
     #[test]
     fn the_cull_keeps_what_a_cpu_finds_over_pixel_centres() {
-        use crate::{Mesh, PanZoomCamera, Scene, Shading};
-        use sluice_core::{ndarray, ArraySource};
-        use std::sync::Arc;
         let mut renderer = crate::Renderer::new().expect("a device (lavapipe in CI)");
         let n = 64u32;
         let triangles = 70_001usize;
@@ -573,27 +586,11 @@ mod tests {
                 }
             })
             .collect();
-        let positions = ndarray::Array2::from_shape_vec((triangles * 3, 3), points).unwrap();
         let indices: Vec<u32> = (0..triangles as u32 * 3).collect();
-        let mut scene = Scene::new();
-        let mesh = Mesh::new(Arc::new(ArraySource::with_channels(positions).unwrap()))
-            .with_indices(Arc::new(
-                ArraySource::new(ndarray::Array1::from_vec(indices)).unwrap(),
-            ))
-            .with_shading(Shading::Unlit);
-        let id = mesh.token.id;
-        scene.add(mesh);
-        let camera = PanZoomCamera::fit(glam::Vec2::ZERO, glam::Vec2::splat(n as f32), [n, n]);
-        let target = renderer.create_target(n, n).unwrap();
-        renderer.render(&scene, &camera, &target).unwrap();
+        let (id, _target, _scene) = draw_pixel_for_pixel(&mut renderer, points, indices, n);
         let margin = f64::from(renderer.resources().cull_margin.expect("culling"));
-        let cull = renderer.resources().visuals[&id]
-            .derived
-            .cull
-            .as_ref()
-            .expect("culled");
-        let args = read_back(&renderer, &cull.args, 20);
-        let kept: Vec<usize> = read_back(&renderer, &cull.culled, u64::from(args[0]) * 4)
+        let kept: Vec<usize> = culled(&renderer, id)
+            .1
             .chunks(3)
             .map(|t| t[0] as usize / 3)
             .collect();
