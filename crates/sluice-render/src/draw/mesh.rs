@@ -215,7 +215,7 @@ fn prepare_cull(mesh: &Mesh, res: &mut Resources, draw: &Draw<'_>) {
         return;
     };
     let old = derived.cull.take();
-    let cull = crate::mesh_cull::MeshCull::ensure(
+    let mut cull = crate::mesh_cull::MeshCull::ensure(
         &res.device,
         &mut res.cull_pipelines,
         old,
@@ -226,7 +226,6 @@ fn prepare_cull(mesh: &Mesh, res: &mut Resources, draw: &Draw<'_>) {
             triangles,
         },
     );
-    let mut cull = cull;
     if let Some(cull) = &mut cull {
         let run = cull.want(&res.queue, stamp, draw.mvp, draw.viewport, margin);
         crate::mesh_cull::count(&mut res.counters, run);
