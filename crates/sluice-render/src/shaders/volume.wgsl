@@ -290,17 +290,21 @@ fn march_translucent(ray: Ray) -> vec4<f32> {
 
 // Isosurface: the first crossing of the threshold, refined linearly between samples,
 // shaded by the data gradient with a light at the eye. Cells whose maximum is below the
-// threshold are skipped.
+// threshold are skipped. The crossing is shaded once, after the loop: CPU devices run every
+// branch of a loop's body for every sample, so a shading inside it would cost its six
+// gradient samples at every sample.
 fn march_iso(ray: Ray) -> vec4<f32> {
-    let d = params.display;
     var previous = -3.4e38;
     var previous_t = ray.t0;
     // The sample before the current one was skipped (its value is needed for the
     // refinement only at a crossing).
     var skipped = false;
+    var hit = false;
+    var hit_t = 0.0;
+    var hit_v = 0.0;
     var i = 0u;
     loop {
-        if (i >= ray.steps) {
+        if (i >= ray.steps || hit) {
             break;
         }
         let span = chunk_span(ray, i);
@@ -318,19 +322,26 @@ fn march_iso(ray: Ray) -> vec4<f32> {
             }
             let v = s.value.x;
             if (v >= params.threshold) {
-                if (skipped && i > 0u) {
-                    let before = value_at_sample(ray, i - 1u);
-                    previous = select(-3.4e38, before.value.x, before.valid);
-                    previous_t = sample_t(ray, i - 1u);
-                }
-                return shade_iso(ray, t, v, previous, previous_t);
+                // `i` stays at the crossing's sample.
+                hit = true;
+                hit_t = t;
+                hit_v = v;
+                break;
             }
             previous = v;
             previous_t = t;
             skipped = false;
         }
     }
-    return vec4<f32>(0.0);
+    if (!hit) {
+        return vec4<f32>(0.0);
+    }
+    if (skipped && i > 0u) {
+        let before = value_at_sample(ray, i - 1u);
+        previous = select(-3.4e38, before.value.x, before.valid);
+        previous_t = sample_t(ray, i - 1u);
+    }
+    return shade_iso(ray, hit_t, hit_v, previous, previous_t);
 }
 
 fn shade_iso(ray: Ray, t: f32, v: f32, previous: f32, previous_t: f32) -> vec4<f32> {
