@@ -504,3 +504,104 @@ fn a_dropped_renderer_no_longer_holds_released_memory() {
     drop(second);
     assert_eq!(source.host_bytes(), 0, "nobody else needs the write");
 }
+
+/// A 4 x 4 u8 source of one value whose reads panic while `armed`: a user's source with a
+/// bug, found in the middle of a frame.
+struct Panicky {
+    armed: AtomicBool,
+}
+
+impl DataSource for Panicky {
+    fn layout(&self) -> Layout {
+        Layout::new(Shape::d2(4, 4).unwrap(), ElementType::U8, 1).unwrap()
+    }
+    fn version(&self) -> Version {
+        Version::INITIAL
+    }
+    fn changes_since(&self, since: Version) -> Changes {
+        if since < Version::INITIAL {
+            Changes::All
+        } else {
+            Changes::None
+        }
+    }
+    fn read(&self, _: &ReadRequest<'_>, dst: &mut [u8]) -> Result<ReadStatus, SourceError> {
+        assert!(
+            !self.armed.load(Ordering::Acquire),
+            "the source's read panics"
+        );
+        dst.fill(50);
+        Ok(ReadStatus::Ready)
+    }
+    fn readable(&self) -> Readable {
+        Readable::Everywhere
+    }
+    fn lend(
+        &self,
+        _: &ReadRequest<'_>,
+        _: &mut dyn FnMut(HostView<'_>),
+    ) -> Result<LendOutcome, SourceError> {
+        Ok(LendOutcome::NotLendable)
+    }
+}
+
+/// A frame that panics after other sources' copies were recorded drops those copies with its
+/// encoder: the next frame must upload them again, not draw a texture or a vertex buffer it
+/// never filled.
+#[test]
+fn a_frame_that_panics_loses_no_upload() {
+    let good = Arc::new(ArraySource::new(Array2::<u8>::from_elem((4, 4), 200)).unwrap());
+    let bad = Arc::new(Panicky {
+        armed: AtomicBool::new(true),
+    });
+    // A red square over rows 4..8 (two triangles, unlit).
+    let corners: Vec<f32> = [
+        [0.0, 4.0],
+        [8.0, 4.0],
+        [8.0, 8.0],
+        [0.0, 4.0],
+        [8.0, 8.0],
+        [0.0, 8.0],
+    ]
+    .iter()
+    .flat_map(|[x, y]| [*x, *y, 0.0f32])
+    .collect();
+    let square = Arc::new(
+        ArraySource::with_channels(Array2::from_shape_vec((6, 3), corners).unwrap()).unwrap(),
+    );
+    let mut scene = Scene::new();
+    // Buffers upload first, then textures in draw order: the mesh's and the good image's
+    // copies are recorded before the bad image's read panics.
+    scene.add(
+        sluice::Mesh::new(square)
+            .with_color([1.0, 0.0, 0.0, 1.0])
+            .with_shading(sluice::Shading::Unlit),
+    );
+    scene.add(Image::new(good.clone()));
+    let right = scene.add(Image::new(bad.clone()));
+    scene.set_transform(right, Mat4::from_translation(Vec3::new(4.0, 0.0, 0.0)));
+    let mut r = renderer();
+    let target = r.create_target(8, 8).unwrap();
+    let cam = common::pixel_camera(8, 8);
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        r.render(&scene, &cam, &target)
+    }));
+    assert!(unwound.is_err(), "the source's panic reaches the caller");
+    bad.armed.store(false, Ordering::Release);
+    r.render(&scene, &cam, &target).unwrap();
+    let check = |img: &image::RgbaImage| {
+        for y in 0..4 {
+            assert_pixel(img, 1, y, [200, 200, 200, 255], 0);
+            assert_pixel(img, 6, y, [50, 50, 50, 255], 0);
+        }
+        for x in [1, 6] {
+            assert_pixel(img, x, 6, [255, 0, 0, 255], 0);
+        }
+    };
+    check(&r.read_image(&target).unwrap());
+    // Later frames keep it (nothing is uploaded again).
+    let before = r.counters().bytes_uploaded;
+    r.render(&scene, &cam, &target).unwrap();
+    assert_eq!(r.counters().bytes_uploaded, before);
+    check(&r.read_image(&target).unwrap());
+}

@@ -143,6 +143,12 @@ impl BufferProxy {
         self.buffer.destroy();
     }
 
+    /// Forgets what was uploaded: the next upload copies the whole source again. For copies
+    /// recorded into a frame that was never submitted (it panicked).
+    pub fn forget_uploads(&mut self) {
+        self.state.reset();
+    }
+
     /// Brings the buffer up to date. Returns whether uploads remain for a later frame.
     pub fn upload(&mut self, ctx: &mut UploadContext<'_>) -> Result<bool, RenderError> {
         let Some(begun) = self.state.begin(self.source.as_ref(), &self.layout) else {

@@ -232,6 +232,14 @@ impl TextureProxy {
         self.host_grid.take()
     }
 
+    /// Forgets what was uploaded: the next upload copies the whole source again. For copies
+    /// recorded into a frame that was never submitted (it panicked).
+    pub fn forget_uploads(&mut self) {
+        self.state.reset();
+        self.host_grid = None;
+        self.host_pairs = None;
+    }
+
     /// Takes the `content` value whose z-paired copy the last upload wrote from the host, if
     /// any.
     pub fn take_host_pairs(&mut self) -> Option<u64> {

@@ -89,6 +89,32 @@ pub struct Renderer {
     id: u64,
     /// Built on the first partial redraw.
     clear_rect: Option<ClearRect>,
+    /// Set when a frame unwound (a panic) before its commands were submitted: the copies it
+    /// recorded were dropped with its encoder, so the next frame uploads every source again
+    /// ([`LostFrameGuard`]).
+    lost_frame: Arc<AtomicBool>,
+}
+
+/// Marks a frame lost if it unwinds before its submission: its encoder, and the copies the
+/// proxies recorded into it and count as done, are dropped. The next frame then forgets what
+/// every proxy uploaded (a full upload of each source, which also remakes what is derived
+/// from the textures: volume grids, z-paired copies, mesh culls), and the target, whose
+/// record of what it shows was written for a frame that never ran, is redrawn whole.
+struct LostFrameGuard<'t> {
+    lost: Arc<AtomicBool>,
+    target: Option<&'t RenderTarget>,
+    armed: bool,
+}
+
+impl Drop for LostFrameGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed && std::thread::panicking() {
+            self.lost.store(true, Ordering::Release);
+            if let Some(target) = self.target {
+                target.invalidate();
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -222,6 +248,7 @@ impl Renderer {
             unpack: Unpacker::new(),
             id: NEXT_RENDERER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             clear_rect: None,
+            lost_frame: Arc::new(AtomicBool::new(false)),
         };
         for colormap in Colormap::builtins() {
             renderer.res.colormap_gpu(&colormap);
@@ -491,6 +518,19 @@ impl Renderer {
         viewport: [u32; 2],
         target: Option<&RenderTarget>,
     ) -> Result<FrameStats, RenderError> {
+        if self.lost_frame.swap(false, Ordering::Acquire) {
+            for proxy in self.res.proxies.values_mut() {
+                proxy.forget_uploads();
+            }
+            for proxy in self.res.buffers.values_mut() {
+                proxy.forget_uploads();
+            }
+        }
+        let mut lost_guard = LostFrameGuard {
+            lost: self.lost_frame.clone(),
+            target,
+            armed: true,
+        };
         // The staging ring polls the device when it needs a chunk back (see `StagingRing`).
         self.collect_garbage();
         for v in self.res.visuals.values() {
@@ -544,6 +584,7 @@ impl Renderer {
         // and the GPU agree on what was uploaded.
         self.staging.finish();
         self.res.queue.submit([encoder.finish()]);
+        lost_guard.armed = false;
         self.staging.recall();
         self.unpack.frame_submitted();
         crate::pipeline_cache::save_if_changed(&self.res.device);
