@@ -547,10 +547,21 @@ impl DataSource for Panicky {
 
 /// A frame that panics after other sources' copies were recorded drops those copies with its
 /// encoder: the next frame must upload them again, not draw a texture or a vertex buffer it
-/// never filled.
+/// never filled. A source that frees its host copy once uploaded is told only after the
+/// frame is submitted, so its data is still there to upload again; and a source uploaded in
+/// an earlier frame (its host copy already freed) is left as it is.
 #[test]
 fn a_frame_that_panics_loses_no_upload() {
-    let good = Arc::new(ArraySource::new(Array2::<u8>::from_elem((4, 4), 200)).unwrap());
+    let released = Arc::new(
+        ArraySource::new(Array2::<u8>::from_elem((4, 4), 120))
+            .unwrap()
+            .with_policy(HostCopyPolicy::ReleaseAfterUpload),
+    );
+    let good = Arc::new(
+        ArraySource::new(Array2::<u8>::from_elem((4, 4), 200))
+            .unwrap()
+            .with_policy(HostCopyPolicy::ReleaseAfterUpload),
+    );
     let bad = Arc::new(Panicky {
         armed: AtomicBool::new(true),
     });
@@ -569,7 +580,14 @@ fn a_frame_that_panics_loses_no_upload() {
     let square = Arc::new(
         ArraySource::with_channels(Array2::from_shape_vec((6, 3), corners).unwrap()).unwrap(),
     );
+    let mut r = renderer();
+    let target = r.create_target(12, 8).unwrap();
+    let cam = common::pixel_camera(12, 8);
     let mut scene = Scene::new();
+    let far = scene.add(Image::new(released.clone()));
+    scene.set_transform(far, Mat4::from_translation(Vec3::new(8.0, 0.0, 0.0)));
+    r.render(&scene, &cam, &target).unwrap();
+    assert!(released.is_released());
     // Buffers upload first, then textures in draw order: the mesh's and the good image's
     // copies are recorded before the bad image's read panics.
     scene.add(
@@ -580,19 +598,22 @@ fn a_frame_that_panics_loses_no_upload() {
     scene.add(Image::new(good.clone()));
     let right = scene.add(Image::new(bad.clone()));
     scene.set_transform(right, Mat4::from_translation(Vec3::new(4.0, 0.0, 0.0)));
-    let mut r = renderer();
-    let target = r.create_target(8, 8).unwrap();
-    let cam = common::pixel_camera(8, 8);
     let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         r.render(&scene, &cam, &target)
     }));
     assert!(unwound.is_err(), "the source's panic reaches the caller");
+    assert!(
+        !good.is_released(),
+        "a copy of a frame never submitted released the host data"
+    );
     bad.armed.store(false, Ordering::Release);
     r.render(&scene, &cam, &target).unwrap();
+    assert!(good.is_released());
     let check = |img: &image::RgbaImage| {
         for y in 0..4 {
             assert_pixel(img, 1, y, [200, 200, 200, 255], 0);
             assert_pixel(img, 6, y, [50, 50, 50, 255], 0);
+            assert_pixel(img, 10, y, [120, 120, 120, 255], 0);
         }
         for x in [1, 6] {
             assert_pixel(img, x, 6, [255, 0, 0, 255], 0);

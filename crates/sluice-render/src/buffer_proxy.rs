@@ -143,10 +143,19 @@ impl BufferProxy {
         self.buffer.destroy();
     }
 
-    /// Forgets what was uploaded: the next upload copies the whole source again. For copies
-    /// recorded into a frame that was never submitted (it panicked).
-    pub fn forget_uploads(&mut self) {
-        self.state.reset();
+    /// The frame's commands were submitted: the source hears of what its copies brought.
+    pub fn submitted(&mut self) {
+        self.state.submitted(self.source.as_ref(), self.consumer);
+    }
+
+    /// The last frame was dropped unsubmitted (it panicked): if it recorded copies into the
+    /// buffer, the whole source is uploaded again, and nothing is assumed of the buffer's
+    /// values (its NaN scan may have been of data that never arrived).
+    pub fn forget_lost_frame(&mut self) {
+        if self.state.lost() {
+            self.nan_free = false;
+            self.writes += 1;
+        }
     }
 
     /// Brings the buffer up to date. Returns whether uploads remain for a later frame.
@@ -186,9 +195,7 @@ impl BufferProxy {
                 }
             }
         }
-        Ok(self
-            .state
-            .finish(self.source.as_ref(), self.consumer, begun.version))
+        Ok(self.state.finish(begun.version))
     }
 
     fn copy_region(

@@ -232,12 +232,24 @@ impl TextureProxy {
         self.host_grid.take()
     }
 
-    /// Forgets what was uploaded: the next upload copies the whole source again. For copies
-    /// recorded into a frame that was never submitted (it panicked).
-    pub fn forget_uploads(&mut self) {
-        self.state.reset();
-        self.host_grid = None;
-        self.host_pairs = None;
+    /// The frame's commands were submitted: the source hears of what its copies brought.
+    pub fn submitted(&mut self) {
+        self.state.submitted(self.source.as_ref(), self.consumer);
+    }
+
+    /// The last frame was dropped unsubmitted (it panicked). If it recorded copies into the
+    /// textures, the whole source is uploaded again. Either way the content counts as
+    /// changed, so what is derived from the textures on the device (volume grids, z-paired
+    /// copies, built by commands that frame may have recorded and lost) is made again from
+    /// what they hold, and partial redraws do not trust the damage log across it.
+    pub fn forget_lost_frame(&mut self) {
+        if self.state.lost() {
+            self.host_grid = None;
+            self.host_pairs = None;
+        }
+        self.content += 1;
+        self.damage.clear();
+        self.damage_floor = self.content;
     }
 
     /// Takes the `content` value whose z-paired copy the last upload wrote from the host, if
@@ -433,9 +445,7 @@ impl TextureProxy {
                 return Err(e);
             }
         }
-        Ok(self
-            .state
-            .finish(self.source.as_ref(), self.consumer, begun.version))
+        Ok(self.state.finish(begun.version))
     }
 
     fn recreate(

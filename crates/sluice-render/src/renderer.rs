@@ -96,10 +96,12 @@ pub struct Renderer {
 }
 
 /// Marks a frame lost if it unwinds before its submission: its encoder, and the copies the
-/// proxies recorded into it and count as done, are dropped. The next frame then forgets what
-/// every proxy uploaded (a full upload of each source, which also remakes what is derived
-/// from the textures: volume grids, z-paired copies, mesh culls), and the target, whose
-/// record of what it shows was written for a frame that never ran, is redrawn whole.
+/// proxies recorded into it and count as done, are dropped. The next frame then has every
+/// proxy that began an upload in it upload its source whole again (the sources were not yet
+/// told of the lost versions, so release-after-upload data is still there), remakes what is
+/// derived from the textures (volume grids, z-paired copies; mesh culls see to themselves),
+/// and the target, whose record of what it shows was written for a frame that never ran, is
+/// redrawn whole. Armed only if the thread was not unwinding already when the frame began.
 struct LostFrameGuard<'t> {
     lost: Arc<AtomicBool>,
     target: Option<&'t RenderTarget>,
@@ -472,42 +474,45 @@ impl Renderer {
         let mut frames = 0;
         // Prefetching around the view only competes with the view's own chunks here.
         let ring = std::mem::replace(&mut self.res.paged.prefetch_ring, 0);
-        let result = loop {
-            self.take_redraw_request();
-            let stats = match self.frame(scene, view_projection, target.size(), None) {
-                Ok(stats) => stats,
-                Err(e) => break Err(e),
+        // The ring comes back however the run ends, a panic in a frame included.
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let result = loop {
+                self.take_redraw_request();
+                let stats = match self.frame(scene, view_projection, target.size(), None) {
+                    Ok(stats) => stats,
+                    Err(e) => break Err(e),
+                };
+                frames += 1;
+                let progress = self.res.paged.progress_of(&ids);
+                let complete = !stats.uploads_pending && progress.iter().all(Progress::is_complete);
+                let now = std::time::Instant::now();
+                if complete || now >= deadline {
+                    break Ok(Completion {
+                        complete,
+                        frames,
+                        progress,
+                    });
+                }
+                // Something arrived and was uploaded: look again at once. Otherwise what is
+                // missing is loading: sleep until a source wakes the renderer.
+                if stats.bytes_uploaded > 0 {
+                    continue;
+                }
+                let (lock, condvar) = &self.redraw.2;
+                let mut guard = lock.lock();
+                if !self.redraw.0.load(Ordering::Acquire) {
+                    condvar.wait_for(&mut guard, deadline - now);
+                }
             };
-            frames += 1;
-            let progress = self.res.paged.progress_of(&ids);
-            let complete = !stats.uploads_pending && progress.iter().all(Progress::is_complete);
-            let now = std::time::Instant::now();
-            if complete || now >= deadline {
-                break Ok(Completion {
-                    complete,
-                    frames,
-                    progress,
-                });
-            }
-            // Something arrived and was uploaded: look again at once. Otherwise what is missing
-            // is loading: sleep until a source wakes the renderer.
-            if stats.bytes_uploaded > 0 {
-                continue;
-            }
-            let (lock, condvar) = &self.redraw.2;
-            let mut guard = lock.lock();
-            if !self.redraw.0.load(Ordering::Acquire) {
-                condvar.wait_for(&mut guard, deadline - now);
-            }
-        };
-        // The one draw keeps the ring off too: an offscreen run would fetch chunks around the
-        // view that it never shows.
-        let drawn = result.and_then(|completion| {
-            self.render(scene, camera, target)?;
-            Ok(completion)
-        });
+            // The one draw keeps the ring off too: an offscreen run would fetch chunks around
+            // the view that it never shows.
+            result.and_then(|completion| {
+                self.render(scene, camera, target)?;
+                Ok(completion)
+            })
+        }));
         self.res.paged.prefetch_ring = ring;
-        drawn
+        run.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     }
 
     /// One frame: prepare the visuals, upload what changed, draw into `target` if any.
@@ -520,17 +525,12 @@ impl Renderer {
     ) -> Result<FrameStats, RenderError> {
         if self.lost_frame.swap(false, Ordering::Acquire) {
             for proxy in self.res.proxies.values_mut() {
-                proxy.forget_uploads();
+                proxy.forget_lost_frame();
             }
             for proxy in self.res.buffers.values_mut() {
-                proxy.forget_uploads();
+                proxy.forget_lost_frame();
             }
         }
-        let mut lost_guard = LostFrameGuard {
-            lost: self.lost_frame.clone(),
-            target,
-            armed: true,
-        };
         // The staging ring polls the device when it needs a chunk back (see `StagingRing`).
         self.collect_garbage();
         for v in self.res.visuals.values() {
@@ -563,6 +563,12 @@ impl Renderer {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("sluice frame"),
             });
+        // From here on commands are recorded into the encoder: an unwind drops them.
+        let mut lost_guard = LostFrameGuard {
+            lost: self.lost_frame.clone(),
+            target,
+            armed: !std::thread::panicking(),
+        };
         let before = self.res.counters;
         // From the first upload on, the device upload path may count this frame against data
         // it reads (host pages drawn in place): it is told the frame was submitted even if
@@ -585,6 +591,16 @@ impl Renderer {
         self.staging.finish();
         self.res.queue.submit([encoder.finish()]);
         lost_guard.armed = false;
+        for key in &list.0 {
+            if let Some(proxy) = self.res.buffers.get_mut(key) {
+                proxy.submitted();
+            }
+        }
+        for key in &list.1 {
+            if let Some(proxy) = self.res.proxies.get_mut(key) {
+                proxy.submitted();
+            }
+        }
         self.staging.recall();
         self.unpack.frame_submitted();
         crate::pipeline_cache::save_if_changed(&self.res.device);

@@ -13,6 +13,12 @@ const FULL_UPLOAD_FRACTION: f64 = 0.5;
 pub(crate) struct UploadState {
     uploaded: Version,
     pending: Vec<Region>,
+    /// An upload began in the frame being recorded, and its commands are not submitted yet.
+    open: bool,
+    /// The version to tell the source its GPU copy holds, once the frame that copied it is
+    /// submitted ([`UploadState::submitted`]): a source that frees its host copy on the
+    /// news must not do so while the copies could still be dropped unsubmitted.
+    notify: Option<Version>,
 }
 
 /// What changed since the last upload.
@@ -29,6 +35,8 @@ impl UploadState {
         UploadState {
             uploaded: Version::NEVER,
             pending: Vec::new(),
+            open: false,
+            notify: None,
         }
     }
 
@@ -55,6 +63,7 @@ impl UploadState {
             }
         }
         self.uploaded = version;
+        self.open = true;
         Some(Begun {
             version,
             new_layout,
@@ -95,19 +104,36 @@ impl UploadState {
     pub fn reset(&mut self) {
         self.uploaded = Version::NEVER;
         self.pending.clear();
+        self.notify = None;
     }
 
-    /// Ends an upload of `version`: tells the source once nothing is left. Returns whether
-    /// uploads remain for a later frame.
-    pub fn finish(
-        &mut self,
-        source: &dyn DataSource,
-        consumer: ConsumerId,
-        version: Version,
-    ) -> bool {
+    /// Ends an upload of `version`: once nothing is left, the source is told when the frame
+    /// is submitted ([`UploadState::submitted`]). Returns whether uploads remain for a later
+    /// frame.
+    pub fn finish(&mut self, version: Version) -> bool {
         if self.pending.is_empty() {
-            source.uploaded(consumer, version);
+            self.notify = Some(version);
         }
         !self.pending.is_empty()
+    }
+
+    /// The frame's commands were submitted: the copies recorded are real, and the source
+    /// hears of the version they brought.
+    pub fn submitted(&mut self, source: &dyn DataSource, consumer: ConsumerId) {
+        self.open = false;
+        if let Some(version) = self.notify.take() {
+            source.uploaded(consumer, version);
+        }
+    }
+
+    /// The frame being recorded was dropped unsubmitted (it panicked): if an upload began in
+    /// it, its copies are lost, and everything is uploaded again ([`UploadState::reset`]).
+    /// Returns whether one had begun.
+    pub fn lost(&mut self) -> bool {
+        let open = std::mem::replace(&mut self.open, false);
+        if open {
+            self.reset();
+        }
+        open
     }
 }
