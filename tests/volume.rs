@@ -82,6 +82,38 @@ fn linear_mip_with_skipped_chunks_matches_a_cpu_march() {
     assert_linear_mip(&img, &data, clim, step, "");
 }
 
+/// Inverted contrast limits (`lo > hi`) invert the colormap: a maximum intensity ray then
+/// must not stop at the lower limit, nor take cells below the lower limit for the colormap's
+/// first entry. Spikes (the grid marcher) and noise (the marcher without the grid), each
+/// pixel against a CPU march.
+#[test]
+fn inverted_contrast_limits_give_the_cpu_march() {
+    let n = 32usize;
+    let step = 0.8f32;
+    let mut spikes = Array3::<u8>::from_elem((n, n, n), 10);
+    for ((x, y), z, v) in [((5, 9), 26, 240), ((21, 9), 3, 150), ((21, 25), 27, 230)] {
+        spikes[[z, y, x]] = v;
+    }
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let noise = Array3::from_shape_fn((n, n, n), |_| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % 101) as u8
+    });
+    for (what, data, clim) in [
+        ("spikes, ", spikes, [250.0f32, 40.0]),
+        ("noise, ", noise, [100.0f32, 0.0]),
+    ] {
+        let source = Arc::new(ArraySource::new(data.clone()).unwrap());
+        let mut scene = Scene::new();
+        scene.add(common::linear_gray_mip(source, clim, step));
+        let mut r = renderer();
+        let img = render(&mut r, &scene, &Front { n: n as f32 }, n as u32, n as u32);
+        assert_linear_mip(&img, &data, clim, step, what);
+    }
+}
+
 /// The grid follows the data however it is uploaded: on a CPU device a whole upload writes
 /// the grid computed while the volume was staged, a partial one (one chunk) builds it on
 /// the device, as every upload does on a GPU; after each, every pixel equals a CPU march,

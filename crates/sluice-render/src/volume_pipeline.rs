@@ -89,8 +89,13 @@ impl VolumeParams {
             grid_cell: GRID_CELL as i32,
             zero_alpha_below: zero_alpha_below(volume.colormap()),
             // No sample exceeds the data's largest value (a linear sample is a weighted
-            // mean of voxels), so rays may stop there as well as at the colormap's top.
-            mip_stop: grid.summary().map_or(clim[1], |s| clim[1].min(s.highest)),
+            // mean of voxels), so rays may stop there as well as at the higher contrast
+            // limit, past which every value takes the same colormap end (the high one, or
+            // the low one where the limits are inverted to invert the colormap).
+            mip_stop: {
+                let top = clim[0].max(clim[1]);
+                grid.summary().map_or(top, |s| top.min(s.highest))
+            },
             pad: [0; 2],
         }
     }
@@ -134,7 +139,10 @@ pub(crate) fn grid_may_skip(volume: &Volume, summary: Option<GridSummary>) -> bo
     let clim = volume.effective_clim();
     let [lo, hi] = [clim[0] as f32, clim[1] as f32];
     match volume.mode() {
-        VolumeMode::Mip => s.lowest_high < s.highest || s.lowest_high < lo,
+        VolumeMode::Mip => s.lowest_high < s.highest || s.lowest_high < lo.min(hi),
+        // Inverted limits (`lo > hi`) map a cell's low end to its highest colormap entry,
+        // which the summary does not bound: the grid marcher, whose skips are exact.
+        VolumeMode::Translucent { .. } if lo > hi => true,
         VolumeMode::Translucent { .. } => {
             // The normalized value of the lowest cell maximum, as `normalize_value` gives
             // it before the gamma curve (which keeps 0 at 0 and is increasing).
@@ -180,7 +188,7 @@ pub(crate) struct MarchVariant {
     /// every sample).
     pub gamma: bool,
     /// Whether rays look the min/max grid up to skip cells ([`grid_may_skip`]); without it
-    /// they take every sample in one loop.
+    /// they take every sample, in chunks of a fixed length with no grid reads.
     pub grid: bool,
     /// Whether linear samples come from the data's z-paired copy (`volume_pairs`).
     pub paired: bool,

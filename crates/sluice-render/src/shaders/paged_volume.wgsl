@@ -285,7 +285,7 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
     var found = false;
     var n = 0u;
     loop {
-        if (t >= t1 || best >= d.clim.y || n >= params.max_steps) {
+        if (t >= t1 || best >= max(d.clim.x, d.clim.y) || n >= params.max_steps) {
             break;
         }
         let sp = span_at(origin, dir, t);
@@ -306,7 +306,7 @@ fn march(frag: vec2<f32>) -> vec4<f32> {
             }
             t = t + step;
             n = n + 1u;
-            if (t >= sp.t_end || t >= t1 || best >= d.clim.y || n >= params.max_steps) {
+            if (t >= sp.t_end || t >= t1 || best >= max(d.clim.x, d.clim.y) || n >= params.max_steps) {
                 break;
             }
         }
