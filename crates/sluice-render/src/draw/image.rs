@@ -2,7 +2,7 @@
 //! in the opaque pass.
 
 use crate::error::RenderError;
-use crate::image_pipeline::{slice_geometry, ImageParams};
+use crate::image_pipeline::{slice_geometry, Blend, ImageParams};
 use crate::pipeline::{gamma_curve, ImageVariant, PassKind, PipelineKey, TexDim, COLORMAP_GROUP};
 use crate::redraw::flat_depth;
 use crate::visual::Image;
@@ -76,6 +76,7 @@ impl DrawVisual for Image {
                 (kind, dim, one_brick, variant),
                 pass,
                 self.opacity(),
+                blend_of(self, variant.mode),
             );
         }
     }
@@ -95,6 +96,7 @@ impl DrawVisual for Image {
             (kind, dim, one_brick, variant),
             mode,
             self.opacity(),
+            blend_of(self, variant.mode),
         ));
         pass.set_bind_group(0, &bind.group, &[]);
         pass.set_bind_group(COLORMAP_GROUP, res.colormap_group(self.colormap()), &[]);
@@ -105,6 +107,32 @@ impl DrawVisual for Image {
     fn redraws_partially(&self) -> bool {
         true
     }
+}
+
+/// How `image`, whose samples take channel mode `mode` (`ImageParams::mode`), is blended:
+/// [`Blend::Replace`] where every fragment it keeps is opaque ([`writes_opaque`]).
+fn blend_of(image: &Image, mode: u32) -> Blend {
+    if writes_opaque(image, mode) {
+        Blend::Replace
+    } else {
+        Blend::Alpha
+    }
+}
+
+/// Whether every fragment `image` keeps has an alpha of exactly 1 (`image_color` in
+/// `shaders/common.wgsl`, times the opacity; fragments of alpha 0 are discarded): opacity 1,
+/// a NaN colour of alpha 0 or 1, and samples that are opaque whatever their value: one
+/// channel through a colormap whose every entry is opaque (mode 0), or RGB (mode 2). Value
+/// and alpha (1) and RGBA (3) carry their own alpha.
+pub(crate) fn writes_opaque(image: &Image, mode: u32) -> bool {
+    let nan_alpha = image.nan_color()[3];
+    image.opacity() >= 1.0
+        && (nan_alpha == 0.0 || nan_alpha >= 1.0)
+        && match mode {
+            0 => image.colormap().entries().iter().all(|e| e[3] == u8::MAX),
+            2 => true,
+            _ => false,
+        }
 }
 
 /// Image uniforms for this frame; returns the pipeline the image needs.
@@ -143,4 +171,54 @@ fn uniforms(image: &Image, res: &mut Resources, mvp: glam::Mat4) -> PipelineKey 
     let v = res.visuals.get_mut(&image.token.id).expect("prepared");
     v.flat_depth = flat_depth(mvp, geometry.size);
     key
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use sluice_core::ndarray::Array2;
+    use sluice_core::ArraySource;
+
+    use super::writes_opaque;
+    use crate::colormap::Colormap;
+    use crate::visual::Image;
+
+    fn image() -> Image {
+        Image::new(Arc::new(
+            ArraySource::new(Array2::<u8>::zeros((2, 2))).unwrap(),
+        ))
+    }
+
+    /// Only images whose every kept fragment has alpha 1 replace what is under them: the
+    /// others blend as before.
+    #[test]
+    fn only_images_with_no_alpha_below_one_skip_the_blend() {
+        // One channel through a built-in (opaque) colormap, NaN discarded: opaque.
+        assert!(writes_opaque(&image(), 0));
+        assert!(writes_opaque(&image().with_colormap(Colormap::Viridis), 0));
+        // RGB: opaque; value + alpha and RGBA carry their own alpha.
+        assert!(writes_opaque(&image(), 2));
+        assert!(!writes_opaque(&image(), 1));
+        assert!(!writes_opaque(&image(), 3));
+        // Opacity below 1.
+        assert!(!writes_opaque(&image().with_opacity(0.5).unwrap(), 0));
+        assert!(!writes_opaque(&image().with_opacity(0.999).unwrap(), 2));
+        // A NaN colour of alpha 1 is opaque, one between 0 and 1 is not.
+        assert!(writes_opaque(
+            &image().with_nan_color([1.0, 0.0, 0.0, 1.0]).unwrap(),
+            0
+        ));
+        assert!(!writes_opaque(
+            &image().with_nan_color([1.0, 0.0, 0.0, 0.5]).unwrap(),
+            2
+        ));
+        // A colormap with one entry below full alpha.
+        let mut entries = vec![[10, 20, 30, 255]; 16];
+        entries[7][3] = 254;
+        let partly = Colormap::custom("partly clear", entries).unwrap();
+        assert!(!writes_opaque(&image().with_colormap(partly), 0));
+        let clear_low = Colormap::from_fn("clear low", 8, |t| [t, t, t, t]).unwrap();
+        assert!(!writes_opaque(&image().with_colormap(clear_low), 0));
+    }
 }
