@@ -262,9 +262,13 @@ fn a_custom_source_through_the_public_trait() {
     assert_eq!(r.counters().bytes_uploaded, 2 * 64 * 96);
 }
 
-/// A source that is never ready until released: lazy data must not block the frame.
+/// A 4 x 4 u8 source of one value, scripted: not ready until `ready` (lazy data must not
+/// block the frame), and its reads panic while `panics` (a user's source with a bug, found
+/// in the middle of a frame).
 struct Slow {
     ready: AtomicBool,
+    panics: AtomicBool,
+    value: u8,
     waker: parking_lot::Mutex<Option<std::task::Waker>>,
 }
 
@@ -283,11 +287,15 @@ impl DataSource for Slow {
         }
     }
     fn read(&self, request: &ReadRequest<'_>, dst: &mut [u8]) -> Result<ReadStatus, SourceError> {
+        assert!(
+            !self.panics.load(Ordering::Acquire),
+            "the source's read panics"
+        );
         if !self.ready.load(Ordering::Acquire) {
             *self.waker.lock() = Some(request.waker.clone());
             return Ok(ReadStatus::Pending);
         }
-        dst.fill(123);
+        dst.fill(self.value);
         Ok(ReadStatus::Ready)
     }
     fn readable(&self) -> Readable {
@@ -306,6 +314,8 @@ impl DataSource for Slow {
 fn pending_data_does_not_block_and_wakes_the_renderer() {
     let slow = Arc::new(Slow {
         ready: AtomicBool::new(false),
+        panics: AtomicBool::new(false),
+        value: 123,
         waker: parking_lot::Mutex::new(None),
     });
     let mut scene = Scene::new();
@@ -505,46 +515,6 @@ fn a_dropped_renderer_no_longer_holds_released_memory() {
     assert_eq!(source.host_bytes(), 0, "nobody else needs the write");
 }
 
-/// A 4 x 4 u8 source of one value whose reads panic while `armed`: a user's source with a
-/// bug, found in the middle of a frame.
-struct Panicky {
-    armed: AtomicBool,
-}
-
-impl DataSource for Panicky {
-    fn layout(&self) -> Layout {
-        Layout::new(Shape::d2(4, 4).unwrap(), ElementType::U8, 1).unwrap()
-    }
-    fn version(&self) -> Version {
-        Version::INITIAL
-    }
-    fn changes_since(&self, since: Version) -> Changes {
-        if since < Version::INITIAL {
-            Changes::All
-        } else {
-            Changes::None
-        }
-    }
-    fn read(&self, _: &ReadRequest<'_>, dst: &mut [u8]) -> Result<ReadStatus, SourceError> {
-        assert!(
-            !self.armed.load(Ordering::Acquire),
-            "the source's read panics"
-        );
-        dst.fill(50);
-        Ok(ReadStatus::Ready)
-    }
-    fn readable(&self) -> Readable {
-        Readable::Everywhere
-    }
-    fn lend(
-        &self,
-        _: &ReadRequest<'_>,
-        _: &mut dyn FnMut(HostView<'_>),
-    ) -> Result<LendOutcome, SourceError> {
-        Ok(LendOutcome::NotLendable)
-    }
-}
-
 /// A frame that panics after other sources' copies were recorded drops those copies with its
 /// encoder: the next frame must upload them again, not draw a texture or a vertex buffer it
 /// never filled. A source that frees its host copy once uploaded is told only after the
@@ -562,8 +532,11 @@ fn a_frame_that_panics_loses_no_upload() {
             .unwrap()
             .with_policy(HostCopyPolicy::ReleaseAfterUpload),
     );
-    let bad = Arc::new(Panicky {
-        armed: AtomicBool::new(true),
+    let bad = Arc::new(Slow {
+        ready: AtomicBool::new(true),
+        panics: AtomicBool::new(true),
+        value: 50,
+        waker: parking_lot::Mutex::new(None),
     });
     // A red square over rows 4..8 (two triangles, unlit).
     let corners: Vec<f32> = [
@@ -606,7 +579,7 @@ fn a_frame_that_panics_loses_no_upload() {
         !good.is_released(),
         "a copy of a frame never submitted released the host data"
     );
-    bad.armed.store(false, Ordering::Release);
+    bad.panics.store(false, Ordering::Release);
     r.render(&scene, &cam, &target).unwrap();
     assert!(good.is_released());
     let check = |img: &image::RgbaImage| {
