@@ -369,7 +369,14 @@ fn an_opaque_one_colour_mesh_replaces_what_is_under_it_and_a_translucent_one_ble
         );
         let before = r.counters().mesh_draws_without_nan_test;
         let img = render(&mut r, &scene, &cam, 32, 32);
-        assert_eq!(r.counters().mesh_draws_without_nan_test - before, 2);
+        // The program without the NaN test needs positions known to hold no NaN, which only
+        // CPU devices scan for as they stage them (`BufferProxy::nan_free`); GPUs draw the
+        // NaN-testing program, with the same pixels.
+        let cpu = r.adapter_info().device_type == sluice::wgpu::DeviceType::Cpu;
+        assert_eq!(
+            r.counters().mesh_draws_without_nan_test - before,
+            if cpu { 2 } else { 0 }
+        );
         let grey = (0.4f32 * 255.0).round();
         let want = [0.2f32, 0.4, 0.6].map(|c| (c * 255.0).round() * alpha + grey * (1.0 - alpha));
         let want = [want[0], want[1], want[2], 255.0].map(|v| v.round() as u8);
