@@ -489,7 +489,7 @@ mod tests {
 
     /// Draws the unlit mesh of `points` (x, y, z a vertex) and `indices` on an `n` x `n`
     /// target seen pixel for pixel (world (x, y) on pixel (x, y)), in the colour
-    /// (0.2, 0.6, 0.9); returns the mesh's id, the target and the scene (which keeps the
+    /// (0.2, 0.6, 0.8); returns the mesh's id, the target and the scene (which keeps the
     /// mesh's GPU state alive).
     fn draw_pixel_for_pixel(
         renderer: &mut crate::Renderer,

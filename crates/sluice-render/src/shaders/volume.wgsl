@@ -198,9 +198,8 @@ const UNBOUNDED_CHUNK: u32 = 32u;
 // runs as long as the longest.
 fn chunk_span(ray: Ray, i: u32) -> Span {
     if (!USE_GRID) {
-        // Chunks of `UNBOUNDED_CHUNK` samples, bounded by nothing: the ray's stops are
-        // tested once a chunk, not once a sample.
-        // Bounded by infinity: no value, not even f32::MAX data, lies outside.
+        // Chunks of `UNBOUNDED_CHUNK` samples, bounded by infinities (no value, not even
+        // f32::MAX data, lies outside): the ray's stops are tested once a chunk.
         let inf = bitcast<f32>(0x7f800000u);
         return Span(vec2<f32>(-inf, inf), min(i + UNBOUNDED_CHUNK, ray.steps));
     }
