@@ -599,3 +599,55 @@ fn a_frame_that_panics_loses_no_upload() {
     assert_eq!(r.counters().bytes_uploaded, before);
     check(&r.read_image(&target).unwrap());
 }
+
+/// A write to a release-after-upload source whose host copy is gone, lost with its frame (a
+/// panic after the write's copy was recorded): the next frame uploads that write again, from
+/// the source's pending write, rather than asking for the whole source, which it can no
+/// longer serve (`HostReleased` on every frame, the write never shown).
+#[test]
+fn a_lost_frame_keeps_a_released_source_s_later_writes() {
+    let released = Arc::new(
+        ArraySource::new(Array2::<u8>::from_elem((4, 4), 120))
+            .unwrap()
+            .with_policy(HostCopyPolicy::ReleaseAfterUpload),
+    );
+    let bad = Arc::new(Slow {
+        ready: AtomicBool::new(true),
+        panics: AtomicBool::new(true),
+        value: 50,
+        waker: parking_lot::Mutex::new(None),
+    });
+    let mut r = renderer();
+    let target = r.create_target(8, 4).unwrap();
+    let cam = common::pixel_camera(8, 4);
+    let mut scene = Scene::new();
+    scene.add(Image::new(released.clone()));
+    r.render(&scene, &cam, &target).unwrap();
+    assert!(released.is_released());
+    // Rows 1..3, columns 1..3: 30.
+    released
+        .write(&[1, 1], Array2::from_elem((2, 2), 30u8).view())
+        .unwrap();
+    // Textures upload in draw order: the write's copy is recorded before the panic.
+    let right = scene.add(Image::new(bad.clone()));
+    scene.set_transform(right, Mat4::from_translation(Vec3::new(4.0, 0.0, 0.0)));
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        r.render(&scene, &cam, &target)
+    }));
+    assert!(unwound.is_err(), "the source's panic reaches the caller");
+    bad.panics.store(false, Ordering::Release);
+    let stats = r.render(&scene, &cam, &target).unwrap();
+    assert!(!stats.uploads_pending, "{stats:?}");
+    let img = r.read_image(&target).unwrap();
+    for y in 0..4 {
+        for x in 0..4 {
+            let v = if (1..3).contains(&x) && (1..3).contains(&y) {
+                30
+            } else {
+                120
+            };
+            assert_pixel(&img, x, y, [v, v, v, 255], 0);
+        }
+        assert_pixel(&img, 6, y, [50, 50, 50, 255], 0);
+    }
+}

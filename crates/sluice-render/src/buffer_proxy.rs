@@ -148,8 +148,9 @@ impl BufferProxy {
         self.state.submitted(self.source.as_ref(), self.consumer);
     }
 
-    /// The last frame was dropped unsubmitted (it panicked): if it recorded copies into the
-    /// buffer, the whole source is uploaded again, and nothing is assumed of the buffer's
+    /// The last frame was dropped unsubmitted (it panicked) or its commands were rejected:
+    /// if it recorded copies into the buffer, they are made again (what changed since the
+    /// upload before it, see `UploadState::lost`), and nothing is assumed of the buffer's
     /// values (its NaN scan may have been of data that never arrived).
     pub fn forget_lost_frame(&mut self) {
         if self.state.lost() {

@@ -237,8 +237,9 @@ impl TextureProxy {
         self.state.submitted(self.source.as_ref(), self.consumer);
     }
 
-    /// The last frame was dropped unsubmitted (it panicked). If it recorded copies into the
-    /// textures, the whole source is uploaded again. Either way the content counts as
+    /// The last frame was dropped unsubmitted (it panicked) or its commands were rejected.
+    /// If it recorded copies into the textures, they are made again (what changed since the
+    /// upload before it, see `UploadState::lost`). Either way the content counts as
     /// changed, so what is derived from the textures on the device (volume grids, z-paired
     /// copies, built by commands that frame may have recorded and lost) is made again from
     /// what they hold, and partial redraws do not trust the damage log across it.

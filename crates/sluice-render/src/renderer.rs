@@ -89,16 +89,21 @@ pub struct Renderer {
     id: u64,
     /// Built on the first partial redraw.
     clear_rect: Option<ClearRect>,
-    /// Set when a frame unwound (a panic) before its commands were submitted: the copies it
-    /// recorded were dropped with its encoder, so the next frame uploads every source again
-    /// ([`LostFrameGuard`]).
+    /// Set when a frame unwound (a panic) before its commands were submitted, or its
+    /// commands had a validation error: the copies it recorded never ran, so the next frame
+    /// uploads again what they were to bring ([`LostFrameGuard`]).
     lost_frame: Arc<AtomicBool>,
+    /// Tests: the next frame records an invalid command after its copies.
+    #[cfg(test)]
+    gpu_error_next_frame: bool,
 }
 
 /// Marks a frame lost if it unwinds before its submission: its encoder, and the copies the
-/// proxies recorded into it and count as done, are dropped. The next frame then has every
-/// proxy that began an upload in it upload its source whole again (the sources were not yet
-/// told of the lost versions, so release-after-upload data is still there), remakes what is
+/// proxies recorded into it and count as done, are dropped. (A frame whose commands had a
+/// validation error is marked lost the same way after its submission.) The next frame then
+/// has every proxy that began an upload in it upload again what changed since its last
+/// upload before the lost one (the sources were not yet told of the lost versions, so
+/// release-after-upload data is still there), remakes what is
 /// derived from the textures (volume grids, z-paired copies; mesh culls see to themselves),
 /// and the target, whose record of what it shows was written for a frame that never ran, is
 /// redrawn whole. Armed only if the thread was not unwinding already when the frame began.
@@ -251,6 +256,8 @@ impl Renderer {
             id: NEXT_RENDERER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             clear_rect: None,
             lost_frame: Arc::new(AtomicBool::new(false)),
+            #[cfg(test)]
+            gpu_error_next_frame: false,
         };
         for colormap in Colormap::builtins() {
             renderer.res.colormap_gpu(&colormap);
@@ -586,26 +593,44 @@ impl Renderer {
             (Ok(_), Some(target)) => self.record_draws(scene, &draws, target, &mut encoder),
             _ => Ok((0, 0)),
         };
+        #[cfg(test)]
+        if std::mem::take(&mut self.gpu_error_next_frame) {
+            // A clear at an offset that is not a multiple of 4: a validation error.
+            let buffer = self.res.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("invalid clear"),
+                size: 16,
+                usage: wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            encoder.clear_buffer(&buffer, 1, None);
+        }
         // Copies already recorded are real: submit them even if the frame failed, so proxies
         // and the GPU agree on what was uploaded.
         self.staging.finish();
         self.res.queue.submit([encoder.finish()]);
         lost_guard.armed = false;
-        for key in &list.0 {
-            if let Some(proxy) = self.res.buffers.get_mut(key) {
-                proxy.submitted();
+        let error = pollster::block_on(scope.pop());
+        if error.is_some() {
+            // wgpu runs none of a command buffer recorded with an error (nor, from an error
+            // before it was recorded, can the copies be trusted): they are lost as a panicked
+            // frame's are, and the sources are not told of the versions they brought.
+            self.lost_frame.store(true, Ordering::Release);
+        } else {
+            for key in &list.0 {
+                if let Some(proxy) = self.res.buffers.get_mut(key) {
+                    proxy.submitted();
+                }
             }
-        }
-        for key in &list.1 {
-            if let Some(proxy) = self.res.proxies.get_mut(key) {
-                proxy.submitted();
+            for key in &list.1 {
+                if let Some(proxy) = self.res.proxies.get_mut(key) {
+                    proxy.submitted();
+                }
             }
         }
         self.staging.recall();
         self.unpack.frame_submitted();
         crate::pipeline_cache::save_if_changed(&self.res.device);
         drop(submitted);
-        let error = pollster::block_on(scope.pop());
         if let (Some(target), true) = (target, error.is_some() || drawn.is_err()) {
             // What the target holds is not known: the next frame redraws all of it.
             target.invalidate();
@@ -1004,6 +1029,43 @@ impl Drop for SubmittedGuard {
     fn drop(&mut self) {
         if let Some(upload) = &self.upload {
             upload.frame_submitted(&self.queue);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_core::{ArraySource, HostCopyPolicy};
+
+    /// A frame whose commands have a validation error runs none of them (wgpu drops a command
+    /// buffer recorded with an error): its copies are lost as a panicked frame's are. The
+    /// source is not told of the version (a release-after-upload one keeps its host copy),
+    /// and the next frame uploads again and draws the data.
+    #[test]
+    fn a_frame_with_a_gpu_error_loses_no_upload() {
+        let source = Arc::new(
+            ArraySource::new(sluice_core::ndarray::Array2::<u8>::from_elem((4, 4), 120))
+                .unwrap()
+                .with_policy(HostCopyPolicy::ReleaseAfterUpload),
+        );
+        let mut r = Renderer::new().expect("a device (lavapipe in CI)");
+        let target = r.create_target(4, 4).unwrap();
+        let camera = crate::PanZoomCamera::new(glam::Vec2::new(2.0, 2.0), 1.0);
+        let mut scene = crate::Scene::new();
+        scene.add(crate::Image::new(source.clone()));
+        r.gpu_error_next_frame = true;
+        let e = r.render(&scene, &camera, &target).unwrap_err();
+        assert!(matches!(e, RenderError::Gpu(_)), "{e:?}");
+        assert!(
+            !source.is_released(),
+            "the source was told of copies that never ran"
+        );
+        r.render(&scene, &camera, &target).unwrap();
+        assert!(source.is_released());
+        let image = r.read_image(&target).unwrap();
+        for p in image.pixels() {
+            assert_eq!(p.0, [120, 120, 120, 255]);
         }
     }
 }

@@ -19,6 +19,11 @@ pub(crate) struct UploadState {
     /// submitted ([`UploadState::submitted`]): a source that frees its host copy on the
     /// news must not do so while the copies could still be dropped unsubmitted.
     notify: Option<Version>,
+    /// What was uploaded and pending when the open upload began: restored if its frame is
+    /// lost ([`UploadState::lost`]), so the next frame asks the source again for exactly the
+    /// changes since, which it still holds (it was not told of the lost version). `None`
+    /// while no upload is open, or after a [`UploadState::reset`] in the open frame.
+    before: Option<(Version, Vec<Region>)>,
 }
 
 /// What changed since the last upload.
@@ -37,6 +42,7 @@ impl UploadState {
             pending: Vec::new(),
             open: false,
             notify: None,
+            before: None,
         }
     }
 
@@ -48,6 +54,9 @@ impl UploadState {
         let version = source.version();
         if version == self.uploaded && self.pending.is_empty() {
             return None;
+        }
+        if !self.open {
+            self.before = Some((self.uploaded, self.pending.clone()));
         }
         let mut new_layout = None;
         match source.changes_since(self.uploaded) {
@@ -88,13 +97,13 @@ impl UploadState {
         }
     }
 
-    /// Leaves regions for a later frame.
     /// The regions known to have changed and not uploaded yet (after `begin`, before `plan`:
     /// exactly what the source reported, plus deferred copies).
     pub fn pending(&self) -> &[Region] {
         &self.pending
     }
 
+    /// Leaves regions for a later frame.
     pub fn defer(&mut self, regions: impl IntoIterator<Item = Region>) {
         self.pending.extend(regions);
     }
@@ -105,6 +114,7 @@ impl UploadState {
         self.uploaded = Version::NEVER;
         self.pending.clear();
         self.notify = None;
+        self.before = None;
     }
 
     /// Ends an upload of `version`: once nothing is left, the source is told when the frame
@@ -121,18 +131,30 @@ impl UploadState {
     /// hears of the version they brought.
     pub fn submitted(&mut self, source: &dyn DataSource, consumer: ConsumerId) {
         self.open = false;
+        self.before = None;
         if let Some(version) = self.notify.take() {
             source.uploaded(consumer, version);
         }
     }
 
-    /// The frame being recorded was dropped unsubmitted (it panicked): if an upload began in
-    /// it, its copies are lost, and everything is uploaded again ([`UploadState::reset`]).
-    /// Returns whether one had begun.
+    /// The frame being recorded was dropped unsubmitted (it panicked), or its commands were
+    /// rejected: if an upload began in it, its copies are lost, and the state goes back to
+    /// what it was before that upload (what was uploaded then, and what was pending), so the
+    /// next frame uploads the changes since again. A source that frees its host copy once
+    /// uploaded still holds those changes (it hears of a version only after its frame is
+    /// submitted), where it could no longer serve everything. After a reset in the lost frame,
+    /// everything is uploaded again. Returns whether an upload had begun.
     pub fn lost(&mut self) -> bool {
         let open = std::mem::replace(&mut self.open, false);
         if open {
-            self.reset();
+            match self.before.take() {
+                Some((uploaded, pending)) => {
+                    self.uploaded = uploaded;
+                    self.pending = pending;
+                    self.notify = None;
+                }
+                None => self.reset(),
+            }
         }
         open
     }
