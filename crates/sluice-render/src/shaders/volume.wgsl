@@ -198,10 +198,10 @@ const UNBOUNDED_CHUNK: u32 = 32u;
 // runs as long as the longest.
 fn chunk_span(ray: Ray, i: u32) -> Span {
     if (!USE_GRID) {
-        // Chunks of `UNBOUNDED_CHUNK` samples, bounded by infinities (no value, not even
-        // f32::MAX data, lies outside): the ray's stops are tested once a chunk.
-        let inf = bitcast<f32>(0x7f800000u);
-        return Span(vec2<f32>(-inf, inf), min(i + UNBOUNDED_CHUNK, ray.steps));
+        // Chunks of `UNBOUNDED_CHUNK` samples with no bounds (the marchers test a span's
+        // range only with the grid; an infinite bound would be undefined where the shader
+        // compiler may assume no infinities): the ray's stops are tested once a chunk.
+        return Span(vec2<f32>(0.0), min(i + UNBOUNDED_CHUNK, ray.steps));
     }
     let p = sample_p(ray, i);
     let c = clamp(vec3<i32>(floor(p / f32(params.grid_cell))), vec3<i32>(0), params.grid_count - vec3<i32>(1));
@@ -223,11 +223,11 @@ fn march_mip(ray: Ray) -> vec4<f32> {
         }
         let span = chunk_span(ray, i);
         let r = span.range;
-        if (r.y < r.x || r.y <= best) {
+        if (USE_GRID && (r.y < r.x || r.y <= best)) {
             i = span.end;
             continue;
         }
-        if (r.y < min(d.clim.x, d.clim.y)) {
+        if (USE_GRID && r.y < min(d.clim.x, d.clim.y)) {
             best = max(best, r.x);
             found = true;
             i = span.end;
@@ -261,16 +261,18 @@ fn march_translucent(ray: Ray) -> vec4<f32> {
         }
         let span = chunk_span(ray, i);
         let r = span.range;
-        if (r.y < r.x) {
-            i = span.end;
-            continue;
-        }
-        // The cell's highest normalized value: at its high end, or at its low end where
-        // the contrast limits are inverted.
-        let top = max(normalize_value(d, r.x), normalize_value(d, r.y));
-        if (top == 0.0 || top < params.zero_alpha_below) {
-            i = span.end;
-            continue;
+        if (USE_GRID) {
+            if (r.y < r.x) {
+                i = span.end;
+                continue;
+            }
+            // The cell's highest normalized value: at its high end, or at its low end where
+            // the contrast limits are inverted.
+            let top = max(normalize_value(d, r.x), normalize_value(d, r.y));
+            if (top == 0.0 || top < params.zero_alpha_below) {
+                i = span.end;
+                continue;
+            }
         }
         for (; i < span.end; i = i + 1u) {
             if (alpha > 0.995) {
@@ -313,7 +315,7 @@ fn march_iso(ray: Ray) -> vec4<f32> {
         }
         let span = chunk_span(ray, i);
         let r = span.range;
-        if (r.y < r.x || r.y < params.threshold) {
+        if (USE_GRID && (r.y < r.x || r.y < params.threshold)) {
             i = span.end;
             skipped = true;
             continue;
