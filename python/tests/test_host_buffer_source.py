@@ -146,3 +146,20 @@ def test_bad_arrays_raise_with_the_numbers():
         sluice.HostBufferSource([1, 2, 3])
     with pytest.raises(TypeError, match="numpy.ndarray"):
         src.replace("not an array")
+
+
+def test_replace_refuses_the_array_shown_now():
+    a = rgba(64, 80, 0)
+    src = sluice.HostBufferSource(a)
+    # The array shown, or a view of its bytes, would come back as free to write: refused.
+    with pytest.raises(ValueError, match="overlap those of the array shown now"):
+        src.replace(a)
+    with pytest.raises(ValueError, match="overlap those of the array shown now"):
+        src.replace(a.view())
+    b = rgba(64, 80, 1)
+    back = src.replace(b)
+    assert back is a
+    with pytest.raises(ValueError, match="overlap those of the array shown now"):
+        src.replace(b)
+    # The array handed back is free again.
+    assert src.replace(a) is b

@@ -134,13 +134,16 @@ impl InteropUpload {
             + region.origin[1] as u64 * row_pitch
             + region.origin[2] as u64 * sample;
         let host = imported.record_copy(layout.region_bytes(&region) as u64)?;
+        // Settled after the frame's submission whatever happens below (a panic while the
+        // copy is recorded would otherwise leave a count that no frame settles, and the next
+        // write of the pages would wait on it for ever).
+        self.host_frame.lock().push(host.gpu.clone());
         copy.copy_from_buffer(
             &host.buffer,
             host.first_sample + first,
             row_pitch,
             plane_pitch,
         );
-        self.host_frame.lock().push(host.gpu);
         Ok(())
     }
 

@@ -34,6 +34,9 @@ pub struct PyHostBufferSource {
     dtype: String,
     dtype_name: String,
     kept: Mutex<Vec<HostBuffer>>,
+    /// The byte range `[start, end)` of the array shown now: `replace` refuses an array over
+    /// it (handing that array back as free to write would be false).
+    shown: Mutex<(usize, usize)>,
 }
 
 fn as_array<'a, 'py>(object: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyUntypedArray>> {
@@ -74,6 +77,16 @@ fn host_buffer(array: &Bound<'_, PyUntypedArray>) -> PyResult<HostBuffer> {
     // `ArraySource`: sluice only reads it as plain bytes, and the docs tell users to write the
     // array handed back instead.
     Ok(unsafe { HostBuffer::from_raw_parts(ptr, len, owner) })
+}
+
+/// The byte range `[start, end)` an array's data occupies (its data pointer and length; the
+/// memory is not touched).
+fn byte_range(array: &Bound<'_, PyUntypedArray>) -> (usize, usize) {
+    // SAFETY: `as_array_ptr` is a live PyArrayObject (we hold `array`); reading its `data`
+    // field does not touch the memory it points to.
+    let data = unsafe { (*array.as_array_ptr()).fields.data } as usize;
+    let len = array.len().saturating_mul(array.dtype().itemsize());
+    (data, data.saturating_add(len))
 }
 
 fn same_array(buffer: &HostBuffer, array: &Bound<'_, PyUntypedArray>) -> bool {
@@ -127,19 +140,22 @@ impl PyHostBufferSource {
             })
         })?;
         inner.set_sample_in_place(sample_in_place);
+        let shown = Mutex::new(byte_range(array));
         Ok(PyHostBufferSource {
             inner: Arc::new(inner),
             shape: dims,
             dtype: descr_str(&array.dtype()),
             dtype_name: format!("{} ({})", array.dtype(), descr_str(&array.dtype())),
             kept: Mutex::new(Vec::new()),
+            shown,
         })
     }
 
     /// Shows `array` from now on (same shape and dtype as the first, C-contiguous) and returns
     /// the array shown before, once no GPU copy or frame reads it any more: write your next
     /// data into that one. Do not write an array while the source shows it (on lavapipe
-    /// frames are drawn from its pages, so such a write shows up in them).
+    /// frames are drawn from its pages, so such a write shows up in them). An array over the
+    /// bytes of the one shown now (itself, or a view of it) is refused with a `ValueError`.
     fn replace(&self, py: Python<'_>, array: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let array = as_array(array)?;
         let dtype = descr_str(&array.dtype());
@@ -151,6 +167,17 @@ impl PyHostBufferSource {
                 self.dtype_name,
                 array.shape(),
                 array.dtype()
+            )));
+        }
+        let range = byte_range(array);
+        let shown = *self.shown.lock();
+        if range.0 < shown.1 && shown.0 < range.1 {
+            return Err(PyValueError::new_err(format!(
+                "HostBufferSource.replace: the array's bytes ({:#x}..{:#x}) overlap those of the \
+                 array shown now ({:#x}..{:#x}); pass another array (the one the last replace \
+                 handed back, written with the new data), since the array handed back is free \
+                 to write and this one is not",
+                range.0, range.1, shown.0, shown.1
             )));
         }
         let kept = {
@@ -173,6 +200,7 @@ impl PyHostBufferSource {
             .owner::<Owner>()
             .map(|owner| owner.clone_ref(py))
             .ok_or_else(|| SluiceError::new_err("HostBufferSource: a buffer of no array"))?;
+        *self.shown.lock() = range;
         let mut kept = self.kept.lock();
         kept.push(back);
         if kept.len() > KEPT_IMPORTS {
