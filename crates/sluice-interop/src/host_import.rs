@@ -282,8 +282,8 @@ pub struct HostImportSource {
 
 impl HostImportSource {
     /// A zeroed source of `layout` imported on `interop`'s device where the driver has
-    /// `VK_EXT_external_memory_host`; otherwise a plain host source (see
-    /// [`HostImportSource::fallback_reason`]).
+    /// `VK_EXT_external_memory_host`; otherwise, or where the driver refuses to import the
+    /// pages, a plain host source (see [`HostImportSource::fallback_reason`]).
     pub fn new(interop: &Interop, layout: Layout) -> Result<Self, InteropError> {
         Self::make(interop, layout, true)
     }
@@ -299,7 +299,7 @@ impl HostImportSource {
         let dev = interop.vulkan();
         // Without an import, any alignment does; a cache line keeps copies fast.
         let page = 64;
-        let (align, fallback) = match (&dev.host_memory, import) {
+        let (align, mut fallback) = match (&dev.host_memory, import) {
             (_, false) => (
                 page,
                 Some("host import turned off (HostImportSource::host_only)".to_string()),
@@ -330,8 +330,19 @@ impl HostImportSource {
                 log::info!("HostImportSource {id}: {reason}");
                 None
             }
-            None => {
-                let buffer = import_pages(interop, &pages, bytes as u64)?;
+            None => 'import: {
+                // A driver that has the extension may still refuse these pages (no memory
+                // type for them, a range too large to pin): the source is staged instead.
+                let buffer = match import_pages(interop, &pages, bytes as u64) {
+                    Ok(buffer) => buffer,
+                    Err(e) => {
+                        let reason =
+                            format!("importing {bytes} bytes failed ({e}): uploads are staged");
+                        log::info!("HostImportSource {id}: {reason}");
+                        fallback = Some(reason);
+                        break 'import None;
+                    }
+                };
                 let imported = Arc::new(Imported {
                     buffer,
                     interop: interop.clone(),
