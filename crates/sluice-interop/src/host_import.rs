@@ -672,7 +672,22 @@ pub(crate) unsafe fn import_host_memory(
             ),
         });
     }
-    let index = allowed.trailing_zeros();
+    // Of the types the pointer imports as, one that is host-coherent (the GPU's writes and
+    // reads of the pages need no flush or invalidate, which unmapped imported memory could
+    // not be given), and host-cached for readback; else the first allowed.
+    let coherent = vk::MemoryPropertyFlags::HOST_COHERENT;
+    let wanted = match direction {
+        CopyDirection::FromHost => coherent,
+        CopyDirection::ToHost => coherent | vk::MemoryPropertyFlags::HOST_CACHED,
+    };
+    let allowed_with = |flags: vk::MemoryPropertyFlags| {
+        dev.memory_types.iter().enumerate().position(|(i, t)| {
+            i < 32 && allowed & (1 << i) != 0 && t.property_flags.contains(flags)
+        })
+    };
+    let index = allowed_with(wanted)
+        .or_else(|| allowed_with(coherent))
+        .map_or(allowed.trailing_zeros(), |i| i as u32);
     let mut import = vk::ImportMemoryHostPointerInfoEXT::default()
         .handle_type(handle_type)
         .host_pointer(ptr.as_ptr().cast());
