@@ -515,6 +515,25 @@ fn a_dropped_renderer_no_longer_holds_released_memory() {
     assert_eq!(source.host_bytes(), 0, "nobody else needs the write");
 }
 
+/// A 4 x 4 u8 source of `value` that frees its host copy once uploaded.
+fn released_after_upload(value: u8) -> Arc<ArraySource> {
+    Arc::new(
+        ArraySource::new(Array2::<u8>::from_elem((4, 4), value))
+            .unwrap()
+            .with_policy(HostCopyPolicy::ReleaseAfterUpload),
+    )
+}
+
+/// A 4 x 4 source of `value` whose reads panic until `panics` is cleared.
+fn panicking(value: u8) -> Arc<Slow> {
+    Arc::new(Slow {
+        ready: AtomicBool::new(true),
+        panics: AtomicBool::new(true),
+        value,
+        waker: parking_lot::Mutex::new(None),
+    })
+}
+
 /// A frame that panics after other sources' copies were recorded drops those copies with its
 /// encoder: the next frame must upload them again, not draw a texture or a vertex buffer it
 /// never filled. A source that frees its host copy once uploaded is told only after the
@@ -522,22 +541,9 @@ fn a_dropped_renderer_no_longer_holds_released_memory() {
 /// an earlier frame (its host copy already freed) is left as it is.
 #[test]
 fn a_frame_that_panics_loses_no_upload() {
-    let released = Arc::new(
-        ArraySource::new(Array2::<u8>::from_elem((4, 4), 120))
-            .unwrap()
-            .with_policy(HostCopyPolicy::ReleaseAfterUpload),
-    );
-    let good = Arc::new(
-        ArraySource::new(Array2::<u8>::from_elem((4, 4), 200))
-            .unwrap()
-            .with_policy(HostCopyPolicy::ReleaseAfterUpload),
-    );
-    let bad = Arc::new(Slow {
-        ready: AtomicBool::new(true),
-        panics: AtomicBool::new(true),
-        value: 50,
-        waker: parking_lot::Mutex::new(None),
-    });
+    let released = released_after_upload(120);
+    let good = released_after_upload(200);
+    let bad = panicking(50);
     // A red square over rows 4..8 (two triangles, unlit).
     let corners: Vec<f32> = [
         [0.0, 4.0],
@@ -606,17 +612,8 @@ fn a_frame_that_panics_loses_no_upload() {
 /// longer serve (`HostReleased` on every frame, the write never shown).
 #[test]
 fn a_lost_frame_keeps_a_released_source_s_later_writes() {
-    let released = Arc::new(
-        ArraySource::new(Array2::<u8>::from_elem((4, 4), 120))
-            .unwrap()
-            .with_policy(HostCopyPolicy::ReleaseAfterUpload),
-    );
-    let bad = Arc::new(Slow {
-        ready: AtomicBool::new(true),
-        panics: AtomicBool::new(true),
-        value: 50,
-        waker: parking_lot::Mutex::new(None),
-    });
+    let released = released_after_upload(120);
+    let bad = panicking(50);
     let mut r = renderer();
     let target = r.create_target(8, 4).unwrap();
     let cam = common::pixel_camera(8, 4);
