@@ -620,23 +620,14 @@ pub(crate) unsafe fn import_host_memory(
         .ok_or_else(|| InteropError::HostImport {
             reason: "the device has no VK_EXT_external_memory_host".into(),
         })?;
-    // wgpu checks a buffer's size against the device's limit when it makes one; a buffer made
-    // from raw Vulkan handles is not checked, and Vulkan leaves larger ones undefined.
-    let max_buffer = dev.device.limits().max_buffer_size;
-    let mut maintenance3 = vk::PhysicalDeviceMaintenance3Properties::default();
-    let mut properties = vk::PhysicalDeviceProperties2::default().push_next(&mut maintenance3);
-    // SAFETY: `dev.physical` is the live physical device `dev.instance` enumerated, and the
-    // output chain lives until the call returns.
-    unsafe {
-        dev.instance
-            .get_physical_device_properties2(dev.physical, &mut properties)
-    };
-    let max_allocation = maintenance3.max_memory_allocation_size;
-    if size > max_buffer || len as u64 > max_allocation {
+    // wgpu checks its buffers' sizes when it makes them, not a buffer made from raw handles,
+    // and Vulkan leaves one over the device's limits undefined.
+    if size > host.max_buffer || len as u64 > host.max_allocation {
         return Err(InteropError::HostImport {
             reason: format!(
                 "a buffer of {size} bytes over {len} imported bytes is over the device's limits \
-                 (buffers of up to {max_buffer} bytes, allocations of up to {max_allocation})"
+                 (buffers of up to {} bytes, allocations of up to {})",
+                host.max_buffer, host.max_allocation
             ),
         });
     }

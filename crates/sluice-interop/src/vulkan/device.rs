@@ -83,6 +83,11 @@ pub(crate) struct HostMemory {
     pub ext: ext::external_memory_host::Device,
     /// `minImportedHostPointerAlignment`: pointers and sizes imported must be multiples of it.
     pub alignment: u64,
+    /// `maxBufferSize` (Vulkan 1.3; `u64::MAX` before) and `maxMemoryAllocationSize`: an
+    /// import over either is refused. wgpu checks its own, lower cap on the buffers it makes,
+    /// not on one made from raw handles.
+    pub max_buffer: u64,
+    pub max_allocation: u64,
 }
 
 impl VulkanDevice {
@@ -151,9 +156,15 @@ impl VulkanDevice {
         let memory_types = memory.memory_types_as_slice().to_vec();
         let identity = identity(&instance, physical, &info);
         let buffers = buffer_sharing(&instance, physical);
-        let host_memory = host.then(|| HostMemory {
-            ext: ext::external_memory_host::Device::new(&instance, &raw),
-            alignment: host_pointer_alignment(&instance, physical),
+        let host_memory = host.then(|| {
+            let (alignment, max_buffer, max_allocation) =
+                host_memory_properties(&instance, physical);
+            HostMemory {
+                ext: ext::external_memory_host::Device::new(&instance, &raw),
+                alignment,
+                max_buffer,
+                max_allocation,
+            }
         });
 
         let desc = wgpu::DeviceDescriptor {
@@ -250,13 +261,38 @@ fn identity(
     }
 }
 
-fn host_pointer_alignment(instance: &ash::Instance, physical: vk::PhysicalDevice) -> u64 {
+/// `minImportedHostPointerAlignment`, `maxBufferSize` (`u64::MAX` below Vulkan 1.3) and
+/// `maxMemoryAllocationSize`.
+fn host_memory_properties(
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+) -> (u64, u64, u64) {
+    // SAFETY: `physical` is the live physical device `instance` enumerated.
+    let api = unsafe { instance.get_physical_device_properties(physical) }.api_version;
     let mut host = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
-    let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut host);
+    let mut maintenance3 = vk::PhysicalDeviceMaintenance3Properties::default();
+    let mut maintenance4 = vk::PhysicalDeviceMaintenance4Properties::default();
+    let mut props = vk::PhysicalDeviceProperties2::default()
+        .push_next(&mut host)
+        .push_next(&mut maintenance3);
+    let has_maintenance4 = api >= vk::API_VERSION_1_3;
+    if has_maintenance4 {
+        props = props.push_next(&mut maintenance4);
+    }
     // SAFETY: `physical` is live and has `VK_EXT_external_memory_host` (checked by the
-    // caller), whose properties structure is the only one in the chain.
+    // caller); maintenance 3 is Vulkan 1.1 core, and maintenance 4 is chained only where the
+    // device is Vulkan 1.3.
     unsafe { instance.get_physical_device_properties2(physical, &mut props) };
-    host.min_imported_host_pointer_alignment
+    let max_buffer = if has_maintenance4 {
+        maintenance4.max_buffer_size
+    } else {
+        u64::MAX
+    };
+    (
+        host.min_imported_host_pointer_alignment,
+        max_buffer,
+        maintenance3.max_memory_allocation_size,
+    )
 }
 
 fn buffer_sharing(instance: &ash::Instance, physical: vk::PhysicalDevice) -> BufferSharing {
