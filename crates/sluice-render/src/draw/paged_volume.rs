@@ -894,14 +894,35 @@ mod tests {
                     .filter(|&d| d > 0)
                     .collect();
                 let tol = if data == Data::PatternU8 { 2 } else { 1 };
+                // Where the device rounds its linear filter weights (NVIDIA H100: an error of
+                // 1/512, 8 sub-texel bits), the sample that rounding puts on the other side of
+                // a page boundary is filtered at positions whose weights round to different
+                // steps: one step of 1/256 moves a pattern sample by up to 199/256 of the
+                // colormap range's 200, about 1 of 255 per axis. Measured on the H100 at
+                // 32448f1 (linear MIP, 250 and 400 px): the pattern 247-473 pixels by 2
+                // (0.39-0.51 % of lit), the ball 57-153 by 1 (0.27 %), the u8 pattern 301 by 2
+                // (0.59 %); every other case within the exact device's bound but one. Allowed
+                // there: 1.5 % of lit pixels, by one more than on a device with exact weights.
+                // The one it does not cover, and is meant to fail: the NaN ball's linear MIP at
+                // 250 px, 60 pixels by up to 36, too much for the weights (not yet diagnosed).
+                let quantized = weight_error > 0.0 && interpolation == linear;
+                let (per_mille, tol) = if quantized { (15, tol + 1) } else { (1, tol) };
+                // The first few pixels past the tolerance, for a report from a new device.
+                let worst: Vec<String> = a
+                    .enumerate_pixels()
+                    .zip(b.pixels())
+                    .filter(|((_, _, p), q)| p.0.iter().zip(q.0).any(|(u, v)| u.abs_diff(v) > tol))
+                    .take(6)
+                    .map(|((x, y, p), q)| format!("({x}, {y}) {:?} against {:?}", p.0, q.0))
+                    .collect();
                 let report = format!(
                     "{what} {side}: spans and per-sample lookups differ in {} of {lit} lit \
-                     pixels, by up to {:?}",
+                     pixels, by up to {:?}; past {tol}: {worst:?}",
                     diffs.len(),
                     diffs.iter().max()
                 );
                 eprintln!("{report}");
-                if !(diffs.len() * 1000 <= lit && diffs.iter().all(|&d| d <= tol)) {
+                if !(diffs.len() * 1000 <= lit * per_mille && diffs.iter().all(|&d| d <= tol)) {
                     failures.push(report);
                 }
             }
