@@ -226,7 +226,8 @@ fn a_dense_source_over_the_texture_limit_is_paged() {
 /// within 2 per channel for u8 data
 /// through Gray (a unorm atlas filtered by the hardware, whose weights have 8 fractional bits
 /// on lavapipe: values differ by up to about 1.5/255), for nearest and linear sampling under
-/// zooms that put pixel centres between samples.
+/// zooms that put pixel centres between samples (nearest leaves out the pixels whose centre
+/// is within 1/256 sample of a sample edge: either sample is right there).
 #[test]
 fn dense_and_paged_paths_give_the_same_pixels() {
     let mut dense = renderer();
@@ -269,9 +270,25 @@ fn dense_and_paged_paths_give_the_same_pixels() {
                     .unwrap();
                 assert!(done.complete, "{done:?}");
                 let b = paged.read_image(&target).unwrap();
+                // Nearest: a pixel whose centre lies within 1/256 sample of a sample edge
+                // may take either sample, as the two paths compute its position in another
+                // order (on the H100 the first camera's column 157, 0.00042 of a sample past
+                // an edge, took the neighbour in the paged path: by 5). Such pixels are left
+                // out, their columns and rows found here from the camera.
+                let near_edge = |centre: f32, zoom: f32, half: f32, p: u32| {
+                    let at = centre as f64 + (p as f64 + 0.5 - half as f64) / zoom as f64;
+                    interpolation == Interpolation::Nearest && (at - at.round()).abs() < 1.0 / 256.0
+                };
                 let mut worst = 0;
                 let mut past = Vec::new();
+                let mut left_out = 0;
                 for ((x, y, p), q) in a.enumerate_pixels().zip(b.pixels()) {
+                    if near_edge(camera.center.x, camera.zoom, 80.0, x)
+                        || near_edge(camera.center.y, camera.zoom, 60.0, y)
+                    {
+                        left_out += 1;
+                        continue;
+                    }
                     let d =
                         p.0.iter()
                             .zip(q.0)
@@ -283,6 +300,7 @@ fn dense_and_paged_paths_give_the_same_pixels() {
                         past.push(format!("({x}, {y}) {:?} against {:?}", p.0, q.0));
                     }
                 }
+                assert!(left_out * 20 < 160 * 120, "{left_out} pixels left out");
                 assert!(
                     worst <= tol,
                     "{:?} {interpolation:?} {camera:?}: paged differs from dense by {worst} \
