@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{expected_entry, renderer};
+use common::{expected_entry, pixel_diff, renderer};
 use sluice::prelude::*;
 use sluice::{
     ChunkCache, ChunkFill, ChunkGrid, ChunkKey, ChunkStatus, LazyOptions, LazySource, Level,
@@ -297,12 +297,7 @@ fn dense_and_paged_paths_give_the_same_pixels() {
                         left_out += 1;
                         continue;
                     }
-                    let d =
-                        p.0.iter()
-                            .zip(q.0)
-                            .map(|(u, v)| u.abs_diff(v))
-                            .max()
-                            .unwrap();
+                    let d = pixel_diff(p, q);
                     worst = worst.max(d);
                     if d > tol {
                         past.push(format!("({x}, {y}) {:?} against {:?}", p.0, q.0));

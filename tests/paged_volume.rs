@@ -10,7 +10,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{expected_entry, render, renderer, Front};
+use common::{expected_entry, pixel_diff, render, renderer, Front};
 use sluice::ndarray::Array3;
 use sluice::prelude::*;
 use sluice::{
@@ -352,13 +352,7 @@ fn a_host_volume_over_the_brick_limit_is_paged_and_matches_the_dense_path() {
 fn pixel_diffs(x: &image::RgbaImage, y: &image::RgbaImage) -> Vec<u8> {
     x.pixels()
         .zip(y.pixels())
-        .map(|(p, q)| {
-            p.0.iter()
-                .zip(q.0)
-                .map(|(u, v)| u.abs_diff(v))
-                .max()
-                .unwrap()
-        })
+        .map(|(p, q)| pixel_diff(p, q))
         .collect()
 }
 

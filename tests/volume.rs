@@ -5,7 +5,9 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{assert_linear_mip, assert_pixel, expected_entry, render, renderer, Front};
+use common::{
+    assert_linear_mip, assert_pixel, expected_entry, pixel_diff, render, renderer, Front,
+};
 use sluice::ndarray::Array3;
 use sluice::prelude::*;
 use sluice::{ChunkGrid, Counters, FlyCamera, OrbitCamera, Slice, Volume, VolumeMode};
@@ -581,12 +583,7 @@ fn assert_bricked_equals_whole(
         .unwrap_or(0);
     let mut differing = 0;
     for (p, q) in a.pixels().zip(b.pixels()) {
-        let d =
-            p.0.iter()
-                .zip(q.0)
-                .map(|(u, v)| u.abs_diff(v))
-                .max()
-                .unwrap();
+        let d = pixel_diff(p, q);
         if d > 1 {
             differing += 1;
             assert!(

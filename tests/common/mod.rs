@@ -64,6 +64,15 @@ pub fn expected_entry(
     (cm.entries()[i], neighbour)
 }
 
+/// The largest difference of a channel between two pixels.
+pub fn pixel_diff(p: &image::Rgba<u8>, q: &image::Rgba<u8>) -> u8 {
+    p.0.iter()
+        .zip(q.0)
+        .map(|(u, v)| u.abs_diff(v))
+        .max()
+        .unwrap_or(0)
+}
+
 /// Asserts each channel of pixel (x, y) is within `tol` of `expected`.
 #[track_caller]
 pub fn assert_pixel(img: &image::RgbaImage, x: u32, y: u32, expected: [u8; 4], tol: u8) {
