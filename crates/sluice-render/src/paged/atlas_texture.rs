@@ -24,14 +24,25 @@ pub(crate) struct AtlasTexture {
 
 impl AtlasTexture {
     /// The slots an atlas of `slot`-texel slots can hold under a side limit of `max_side`,
-    /// capped at `wanted`: `(slots, per_row, max_rows)`.
+    /// capped at `wanted`: `(slots, per_row, max_rows)`. The atlas is about square at its
+    /// capacity (as many slots a row as its rows hold texels), so that what it starts with (two
+    /// rows) and the rows it shrinks to stay small on any device; a row as wide as the device
+    /// allows would make those depend on the limit (32,768 texels on NVIDIA, 8,192 on
+    /// lavapipe) rather than on the pages.
     pub fn capacity(slot: [u32; 2], max_side: u32, wanted: u64) -> (u32, u32, u32) {
-        let per_row = (max_side / slot[0].max(1)).max(1);
-        let max_rows_limit = (max_side / slot[1].max(1)).max(1);
-        let wanted = wanted.clamp(1, u64::from(per_row) * u64::from(max_rows_limit));
-        let per_row = per_row.min(wanted as u32);
-        let max_rows = (wanted.div_ceil(u64::from(per_row)) as u32).min(max_rows_limit);
-        (per_row * max_rows, per_row, max_rows)
+        let [sx, sy] = [u64::from(slot[0].max(1)), u64::from(slot[1].max(1))];
+        let fit_x = (u64::from(max_side) / sx).max(1);
+        let fit_y = (u64::from(max_side) / sy).max(1);
+        let wanted = wanted.clamp(1, fit_x * fit_y);
+        // The least slots a row whose square of texels holds `wanted` slots:
+        // per_row * sx >= rows * sy with per_row * rows >= wanted.
+        let mut per_row = ((wanted * sy) as f64 / sx as f64).sqrt().floor().max(1.0) as u64;
+        while per_row * per_row * sx < wanted * sy {
+            per_row += 1;
+        }
+        let per_row = per_row.min(fit_x).min(wanted);
+        let max_rows = wanted.div_ceil(per_row).min(fit_y);
+        ((per_row * max_rows) as u32, per_row as u32, max_rows as u32)
     }
 
     pub fn new(
@@ -227,6 +238,39 @@ fn create(
 #[cfg(test)]
 mod tests {
     use super::shrink_rows;
+
+    #[test]
+    fn atlases_are_about_square_whatever_the_device_limit() {
+        use super::AtlasTexture;
+        // 1,100 slots of 34^2 texels: 34 a row, 33 rows (1,156 x 1,122 texels), the same
+        // under lavapipe's 8,192 and NVIDIA's 32,768.
+        assert_eq!(
+            AtlasTexture::capacity([34, 34], 8_192, 1_100),
+            (1_122, 34, 33)
+        );
+        assert_eq!(
+            AtlasTexture::capacity([34, 34], 32_768, 1_100),
+            (1_122, 34, 33)
+        );
+        // A perfect square, and fewer slots than a row could hold.
+        assert_eq!(
+            AtlasTexture::capacity([34, 34], 8_192, 1_024),
+            (1_024, 32, 32)
+        );
+        assert_eq!(AtlasTexture::capacity([34, 34], 8_192, 3), (4, 2, 2));
+        assert_eq!(AtlasTexture::capacity([34, 34], 8_192, 1), (1, 1, 1));
+        assert_eq!(AtlasTexture::capacity([34, 34], 8_192, 0), (1, 1, 1));
+        // Wide slots take fewer a row: 4 slots of 64 x 16 texels, one a row (64 x 64 texels).
+        assert_eq!(AtlasTexture::capacity([64, 16], 8_192, 4), (4, 1, 4));
+        // The limit caps both sides: at most 240 x 240 slots of 34 under 8,192.
+        assert_eq!(
+            AtlasTexture::capacity([34, 34], 8_192, 1_000_000),
+            (240 * 240, 240, 240)
+        );
+        // A slot wider than the limit still gets one slot a row (creation then fails with
+        // the limit named, not here).
+        assert_eq!(AtlasTexture::capacity([9_000, 34], 8_192, 10), (10, 1, 10));
+    }
 
     #[test]
     fn atlases_shrink_when_three_quarters_are_empty_to_twice_their_pages() {
