@@ -237,6 +237,15 @@ fn dense_and_paged_paths_give_the_same_pixels() {
     let mut paged = Renderer::with_options(options).unwrap();
     let f32_data = Array2::from_shape_fn((90, 130), |(r, c)| pattern(r, c));
     let u8_data = Array2::from_shape_fn((90, 130), |(r, c)| pattern(r, c) as u8);
+    // NaN at one sample in eleven: both paths leave NaN taps out of a linear sample and
+    // renormalize the rest (all NaN: the NaN colour).
+    let nan_data = Array2::from_shape_fn((90, 130), |(r, c)| {
+        if (r * 7 + c * 3) % 11 == 0 {
+            f32::NAN
+        } else {
+            pattern(r, c)
+        }
+    });
     // Where f32 is filterable both paths filter it in hardware, at texel positions that
     // differ by float rounding, with weights the device may round to 8 bits (the H100: one
     // pixel of the second camera's linear view by 2).
@@ -245,9 +254,14 @@ fn dense_and_paged_paths_give_the_same_pixels() {
         .features()
         .contains(wgpu::Features::FLOAT32_FILTERABLE);
     let f32_tol = if filterable { 2 } else { 1 };
-    let sources: [(SharedSource, Colormap, u8); 2] = [
+    let sources: [(SharedSource, Colormap, u8); 3] = [
         (
             Arc::new(ArraySource::new(f32_data).unwrap()),
+            Colormap::Gray,
+            f32_tol,
+        ),
+        (
+            Arc::new(ArraySource::new(nan_data).unwrap()),
             Colormap::Gray,
             f32_tol,
         ),

@@ -323,14 +323,20 @@ pub(super) fn paged3d_entries(
 }
 
 /// The linear sample inside a slot of an atlas of `key` (`sample_linear_in` in
-/// `shaders/paged3d.wgsl`): one hardware sample where the atlas is filterable (the 1-sample
-/// border makes it exact inside a page), eight taps clamped to the slot otherwise (integer
-/// atlases, and float ones the device cannot filter).
+/// `shaders/paged3d.wgsl`): eight taps clamped to the slot, NaN taps left out and the weights
+/// renormalized (integer atlases, and float ones the device cannot filter); where the atlas
+/// is filterable, one hardware sample first (the 1-sample border makes it exact inside a
+/// page) and the taps only where that is NaN. Without the taps, whether a sample beside a NaN
+/// texel counts would turn on how the hardware rounds its weights: NVIDIA keeps 8 bits of the
+/// position between texels and weighs a NaN texel closer than 1/512 zero.
 fn linear_wgsl(key: ShaderKey) -> &'static str {
     if key.filterable {
         "fn sample_linear_in(texel: vec3<f32>, lo: vec3<i32>, hi: vec3<i32>) -> Sample {
     let v = textureSampleLevel(atlas, samp, texel / params.atlas_size, 0.0) * params.value_scale;
-    return Sample(v, !has_nan(v));
+    if (!has_nan(v)) {
+        return Sample(v, true);
+    }
+    return sample_taps_in(texel, lo, hi);
 }"
     } else {
         "fn sample_linear_in(texel: vec3<f32>, lo: vec3<i32>, hi: vec3<i32>) -> Sample {

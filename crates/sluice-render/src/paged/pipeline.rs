@@ -80,17 +80,15 @@ pub(crate) struct PagedPipelines {
     shaders: HashMap<ShaderKey, Shader>,
 }
 
-/// The linear sample inside a slot: the hardware's filter where the atlas is filterable (a
-/// 1-sample border makes it exact inside a page), four taps of the slot otherwise (NaN taps
-/// left out, as the dense path does).
-fn linear_wgsl(filterable: bool) -> &'static str {
-    if filterable {
-        "fn sample_linear_in(f: Found) -> Sample {
-    let v = textureSampleLevel(atlas, atlas_sampler, f.pos / params.atlas_size, 0.0) * params.value_scale;
-    return Sample(v, !has_nan(v));
-}"
-    } else {
-        "fn sample_linear_in(f: Found) -> Sample {
+/// The linear sample inside a slot: four taps of the slot with NaN taps left out and the
+/// weights renormalized, as the dense path samples. Where the atlas is filterable, one
+/// hardware sample first (a 1-sample border makes it exact inside a page), and the taps only
+/// where it is NaN: a NaN texel whose weight is not zero makes the filter NaN, and hardware
+/// that rounds its weights (NVIDIA keeps 8 bits of the position between texels) may weigh a
+/// close NaN texel zero, so without the taps whether a sample beside NaN counts would turn on
+/// that rounding.
+fn linear_wgsl(filterable: bool) -> String {
+    let taps = "fn sample_taps_in(f: Found) -> Sample {
     let q = f.pos - vec2<f32>(0.5);
     let base = floor(q);
     let fr = q - base;
@@ -113,8 +111,21 @@ fn linear_wgsl(filterable: bool) -> &'static str {
         return Sample(vec4<f32>(0.0), false);
     }
     return Sample(acc / weight, true);
-}"
+}";
+    let linear = if filterable {
+        "fn sample_linear_in(f: Found) -> Sample {
+    let v = textureSampleLevel(atlas, atlas_sampler, f.pos / params.atlas_size, 0.0) * params.value_scale;
+    if (!has_nan(v)) {
+        return Sample(v, true);
     }
+    return sample_taps_in(f);
+}"
+    } else {
+        "fn sample_linear_in(f: Found) -> Sample {
+    return sample_taps_in(f);
+}"
+    };
+    format!("{taps}\n{linear}")
 }
 
 fn shader_source(key: ShaderKey) -> String {
@@ -125,7 +136,7 @@ fn shader_source(key: ShaderKey) -> String {
     let body = SHADER
         .replace("SAMPLE_T", key.kind.wgsl())
         .replace("MAX_LEVELS", &MAX_LEVELS.to_string())
-        .replace("LINEAR_SAMPLE", linear_wgsl(key.filterable));
+        .replace("LINEAR_SAMPLE", &linear_wgsl(key.filterable));
     format!("{COMMON}\n{body}\n{fetch}")
 }
 
