@@ -99,8 +99,12 @@ fn write_file(path: &Path, data: &[u8]) -> std::io::Result<()> {
     bytes.extend_from_slice(MAGIC);
     bytes.extend_from_slice(&fnv1a(data).to_le_bytes());
     bytes.extend_from_slice(data);
-    // Written whole, then renamed: processes sharing the folder never read half a file.
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    // Written whole, then renamed: processes sharing the folder never read half a file. The
+    // temporary name is this write's own (process and a count), so two devices of one process
+    // saving at once never write into one file.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
     std::fs::write(&tmp, &bytes)?;
     std::fs::rename(&tmp, path)
 }
@@ -193,6 +197,32 @@ mod tests {
         std::fs::write(&path, b"short").unwrap();
         assert_eq!(read_file(&path), None);
         assert_eq!(read_file(&dir.join("missing")), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Threads saving into one file at once each leave an intact file of their own, and no
+    /// temporary file behind.
+    #[test]
+    fn concurrent_writes_leave_one_writers_file_whole() {
+        let dir = std::env::temp_dir().join(format!("sluice-pc-race-{}", std::process::id()));
+        let path = dir.join("cache");
+        let datas: Vec<Vec<u8>> = (0..8u8).map(|i| vec![i; 4096 * (1 + i as usize)]).collect();
+        for _ in 0..20 {
+            std::thread::scope(|s| {
+                for d in &datas {
+                    let path = &path;
+                    s.spawn(move || write_file(path, d).unwrap());
+                }
+            });
+            let read = read_file(&path).expect("an intact file");
+            assert!(
+                datas.contains(&read),
+                "{} bytes of no writer's data",
+                read.len()
+            );
+        }
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert_eq!(left.len(), 1, "{left:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
