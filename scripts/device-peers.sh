@@ -34,6 +34,9 @@
 #
 # What comes back in $OUT: env.log, peers.log (run.sh's progress), table.md (the side-by-side
 # table compare.py prints) and results.tar.gz (results/: every run's JSON and stderr).
+# compare.py's table has sluice's default cases; for the whole-redraw ratios with the copy-free
+# paths and with ArraySource, unpack results.tar.gz and run
+# `python3 scripts/peers-ratios.py results`.
 #
 # Environment (remote): SLUICE_PEERS_QUICK=1 (run.sh --quick: small sizes, a smoke test),
 # SLUICE_PEERS_ONLY=a,b (only these sluice benchmarks; the peers run all of theirs),
