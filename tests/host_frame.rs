@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use common::{frame_data as data, frame_pattern as pattern, interop, pixel_camera};
 
-use sluice::interop::{HostFrame, InteropError};
+use sluice::interop::{HostFrame, Interop, InteropError};
 use sluice::prelude::*;
 
 /// Checks every pixel of `frame` against the pattern, and the packed bytes against
@@ -128,14 +128,36 @@ fn bad_frames_and_targets_are_refused_naming_the_sizes() {
 }
 
 /// A renderer on another device is refused (its target cannot be copied into this device's
-/// pages).
+/// pages): a plain renderer's device, since every `Interop` on the adapter shares one.
 #[test]
 fn a_renderer_of_another_device_is_refused() {
     let mine = interop();
-    let other = interop();
-    let renderer = other.renderer();
+    let renderer = Renderer::with_options(RendererOptions::from_env().unwrap()).unwrap();
+    assert!(renderer.device() != mine.device());
     let target = renderer.create_target(8, 8).unwrap();
     let mut frame = HostFrame::new(&mine, 8, 8).unwrap();
     let e = frame.read(&renderer, &target).unwrap_err();
     assert!(e.to_string().contains("device"), "{e}");
+}
+
+/// Every `Interop` on an adapter shares one device, kept for the life of the process (NVIDIA's
+/// driver 580 deadlocked or crashed when threads dropped devices while others worked on
+/// theirs): made on four threads at once and dropped there, they are all the first one's.
+#[test]
+fn interops_on_one_adapter_share_their_device() {
+    let first = interop();
+    let made: Vec<Interop> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4).map(|_| s.spawn(interop)).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for other in &made {
+        assert!(other.device() == first.device());
+        assert_eq!(other.device_uuid(), first.device_uuid());
+    }
+    drop(made);
+    // Still open and working after the others were dropped.
+    let renderer = first.renderer();
+    let target = renderer.create_target(8, 8).unwrap();
+    let mut frame = HostFrame::new(&first, 8, 8).unwrap();
+    frame.read(&renderer, &target).unwrap();
 }

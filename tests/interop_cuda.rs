@@ -534,7 +534,9 @@ mod cuda_tests {
         let layout = rgba(2160, 3840);
         let frame_bytes = layout.total_bytes();
         let round = |order: usize| {
-            let interop = Interop::with_options(&RendererOptions::from_env().unwrap()).unwrap();
+            // A device of its own, so that dropping the interop closes it (the shared one
+            // stays open until the process exits).
+            let interop = Interop::with_own_device(&RendererOptions::from_env().unwrap()).unwrap();
             let cuda = interop.cuda().unwrap();
             let stream = cuda.context().new_stream().unwrap();
             let pitches = Pitches::packed(&layout);

@@ -18,6 +18,15 @@ fn interop() -> Interop {
         .unwrap_or_else(|e| panic!("no Vulkan device with external memory: {e}"))
 }
 
+/// An `Interop` on a device of its own (not the adapter's shared one): memory one device
+/// exports and another imports goes between two devices.
+fn own_interop() -> Interop {
+    let interop = Interop::with_own_device(&RendererOptions::from_env().unwrap())
+        .unwrap_or_else(|e| panic!("no Vulkan device with external memory: {e}"));
+    assert!(interop.device() != self::interop().device());
+    interop
+}
+
 fn rgba_layout(height: usize, width: usize) -> Layout {
     Layout::new(Shape::d2(height, width).unwrap(), ElementType::U8, 4).unwrap()
 }
@@ -71,7 +80,7 @@ fn assert_frame(img: &image::RgbaImage, frame: usize) {
 #[test]
 fn memory_exported_by_one_device_renders_on_another() {
     let producer = interop();
-    let display = interop();
+    let display = own_interop();
     assert_eq!(producer.device_uuid(), display.device_uuid());
     // 60 RGBA8 columns: 240-byte rows, padded to 256; taller than one 64-row chunk.
     let layout = rgba_layout(160, 60);
@@ -104,7 +113,7 @@ fn memory_exported_by_one_device_renders_on_another() {
 #[test]
 fn new_frames_are_copied_once_each_after_publish() {
     let producer = interop();
-    let display = interop();
+    let display = own_interop();
     let layout = rgba_layout(16, 64);
     let pitches = Pitches::aligned(&layout);
     let exported = producer.export_buffer(pitches.span(&layout)).unwrap();
@@ -132,7 +141,7 @@ fn new_frames_are_copied_once_each_after_publish() {
 #[test]
 fn unaligned_pitches_and_offsets_are_copied_row_by_row() {
     let producer = interop();
-    let display = interop();
+    let display = own_interop();
     let layout = rgba_layout(20, 30);
     // 120-byte rows 132 bytes apart, starting 8 bytes in: nothing is 256-aligned.
     let pitches = Pitches {
@@ -288,7 +297,7 @@ fn the_gl_backend_is_refused_by_name() {
 #[test]
 fn timeline_semaphores_order_reads_where_the_driver_shares_them() {
     let producer = interop();
-    let display = interop();
+    let display = own_interop();
     let layout = rgba_layout(8, 64);
     let pitches = Pitches::aligned(&layout);
     let exported = producer.export_buffer(pitches.span(&layout)).unwrap();
@@ -343,7 +352,7 @@ fn teardown_in_any_order_leaves_the_devices_usable() {
     let layout = rgba_layout(8, 64);
     let pitches = Pitches::aligned(&layout);
     for order in 0..3 {
-        let display = interop();
+        let display = own_interop();
         let exported = producer.export_buffer(pitches.span(&layout)).unwrap();
         produce(
             &producer,
@@ -396,7 +405,7 @@ fn f32_bytes(values: &[[f32; 3]]) -> Vec<u8> {
 #[test]
 fn mesh_positions_in_shared_memory_draw_and_partial_updates_copy_only_their_range() {
     let producer = interop();
-    let display = interop();
+    let display = own_interop();
     // 1024 triangles (3 chunks of 1024 vertices): the first is the visible one, the others
     // are degenerate (zero area, never drawn) until the last is moved.
     let n = 3072;
@@ -484,7 +493,7 @@ fn assert_front_mip(
 #[test]
 fn a_3d_source_in_shared_memory_renders_as_a_volume() {
     let producer = interop();
-    let display = interop();
+    let display = own_interop();
     let n = 16;
     let layout = Layout::new(Shape::new(&[n, n, n]).unwrap(), ElementType::U8, 1).unwrap();
     // Rows padded to 256 bytes: one copy command for the whole volume.
@@ -526,7 +535,7 @@ fn an_f32_volume_in_shared_memory_is_stored_by_a_compute_pass() {
     // f32 (an r32float texture, storable) at unaligned 72-byte rows: the compute path takes
     // it in one pass, where copy commands would need one per row.
     let producer = interop();
-    let display = interop();
+    let display = own_interop();
     let n = 16;
     let layout = Layout::new(Shape::new(&[n, n, n]).unwrap(), ElementType::F32, 1).unwrap();
     let pitches = Pitches {

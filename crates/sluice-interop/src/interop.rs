@@ -8,6 +8,10 @@ use crate::error::{DeviceUuid, InteropError};
 use crate::handoff::Handoffs;
 use crate::vulkan::device::{DeviceIdentity, VulkanDevice};
 
+/// The interop devices opened so far, one per adapter, never closed (see [`Interop`]).
+static DEVICES: parking_lot::Mutex<Vec<(wgpu::AdapterInfo, Arc<Shared>)>> =
+    parking_lot::Mutex::new(Vec::new());
+
 pub(crate) struct Shared {
     pub vulkan: VulkanDevice,
     pub handoffs: Handoffs,
@@ -19,6 +23,34 @@ pub(crate) struct Shared {
     pub cuda_array_copy: std::sync::atomic::AtomicU8,
 }
 
+impl Shared {
+    fn open(adapter: wgpu::Adapter) -> Result<Self, InteropError> {
+        Ok(Shared {
+            vulkan: VulkanDevice::open(adapter)?,
+            handoffs: Handoffs::default(),
+            #[cfg(feature = "cuda")]
+            direct_cuda_textures: std::sync::atomic::AtomicBool::new(true),
+            #[cfg(feature = "cuda")]
+            cuda_array_copy: std::sync::atomic::AtomicU8::new(0),
+        })
+    }
+}
+
+/// The Vulkan adapter `options` choose; an error if they exclude Vulkan.
+fn vulkan_adapter(options: &RendererOptions) -> Result<wgpu::Adapter, InteropError> {
+    let backends = options.backends.unwrap_or(wgpu::Backends::all());
+    if !backends.contains(wgpu::Backends::VULKAN) {
+        return Err(InteropError::VulkanNotRequested {
+            requested: format!("{backends:?}"),
+        });
+    }
+    let options = RendererOptions {
+        backends: Some(wgpu::Backends::VULKAN),
+        ..options.clone()
+    };
+    Ok(options.choose_adapter()?)
+}
+
 /// A Vulkan device opened for GPU interop: it can export and import memory as file
 /// descriptors (`VK_KHR_external_memory_fd`) and, where the driver has
 /// `VK_KHR_external_semaphore_fd`, share timeline semaphores.
@@ -26,6 +58,16 @@ pub(crate) struct Shared {
 /// Renderers made by [`Interop::renderer`] draw on this device and upload device-resident
 /// sources ([`crate::VulkanSource`], and CUDA sources with the `cuda` feature) GPU-side.
 /// Cloning is cheap and shares the device.
+///
+/// One device per adapter for the whole process: the first `Interop` on an adapter opens it,
+/// every later one on that adapter ([`Interop::new`], [`Interop::with_options`],
+/// [`Interop::on_adapter`]; not [`Interop::with_own_device`]) shares it, and it is kept until
+/// the process exits, as the devices
+/// of plain renderers are (docs/architecture.md, "Shared devices"). NVIDIA's Vulkan driver 580
+/// deadlocks, or crashes, when one thread destroys a device while others create pipelines or
+/// submit on theirs: `Interop`s made and dropped on several threads did that (a test binary
+/// of one `Interop` per test, on four threads, hung in 3 of 30 runs and died of SIGSEGV in 2
+/// of 40 on an H100).
 #[derive(Clone)]
 pub struct Interop {
     shared: Arc<Shared>,
@@ -42,33 +84,37 @@ impl Interop {
     /// Opens the Vulkan adapter `options` choose. Fails with
     /// [`InteropError::VulkanNotRequested`] if the options exclude Vulkan (GL, say).
     pub fn with_options(options: &RendererOptions) -> Result<Self, InteropError> {
-        let backends = options.backends.unwrap_or(wgpu::Backends::all());
-        if !backends.contains(wgpu::Backends::VULKAN) {
-            return Err(InteropError::VulkanNotRequested {
-                requested: format!("{backends:?}"),
-            });
-        }
-        let options = RendererOptions {
-            backends: Some(wgpu::Backends::VULKAN),
-            ..options.clone()
-        };
-        Interop::on_adapter(options.choose_adapter()?)
+        Interop::on_adapter(vulkan_adapter(options)?)
+    }
+
+    /// Opens a device of its own on the adapter `options` choose: shared with no other
+    /// `Interop`, and closed once this one, its clones and everything made on it are gone.
+    /// For memory shared between two devices of one process (one exports, the other imports),
+    /// and for programs that must give a device's memory back before they exit. Close such a
+    /// device while no other thread works on the GPU: NVIDIA's driver 580 deadlocked, or
+    /// crashed, when one thread closed a device while others worked on theirs.
+    pub fn with_own_device(options: &RendererOptions) -> Result<Self, InteropError> {
+        Ok(Interop {
+            shared: Arc::new(Shared::open(vulkan_adapter(options)?)?),
+        })
     }
 
     /// Opens `adapter`, which must be a Vulkan adapter whose driver has
-    /// `VK_KHR_external_memory_fd`.
+    /// `VK_KHR_external_memory_fd`, or shares the device an earlier `Interop` opened on it
+    /// (one per adapter, kept for the life of the process).
     pub fn on_adapter(adapter: wgpu::Adapter) -> Result<Self, InteropError> {
-        let vulkan = VulkanDevice::open(adapter)?;
-        Ok(Interop {
-            shared: Arc::new(Shared {
-                vulkan,
-                handoffs: Handoffs::default(),
-                #[cfg(feature = "cuda")]
-                direct_cuda_textures: std::sync::atomic::AtomicBool::new(true),
-                #[cfg(feature = "cuda")]
-                cuda_array_copy: std::sync::atomic::AtomicU8::new(0),
-            }),
-        })
+        let info = adapter.get_info();
+        // Held while a device opens: devices are not created on several threads at once.
+        let mut devices = DEVICES.lock();
+        if let Some((_, shared)) = devices.iter().find(|(i, _)| *i == info) {
+            return Ok(Interop {
+                shared: shared.clone(),
+            });
+        }
+        let shared = Arc::new(Shared::open(adapter)?);
+        sluice_render::keep_until_exit(&shared.vulkan.device);
+        devices.push((info, shared.clone()));
+        Ok(Interop { shared })
     }
 
     /// What the device is: UUIDs, name, driver.

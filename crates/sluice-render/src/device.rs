@@ -32,12 +32,27 @@ static DEVICES: parking_lot::Mutex<Vec<Opened>> = parking_lot::Mutex::new(Vec::n
 /// frame: the shared devices live as long as the process, and Mesa's lavapipe was seen to
 /// crash in its exit handlers (heap corruption while its queue thread still ran a submission)
 /// when the process exited with work in flight. `sluice`'s command line and the Python package
-/// (at interpreter exit) call it. Renderers made after it work as before.
+/// (at interpreter exit) call it. Renderers made after it work as before. The devices of
+/// `sluice_interop::Interop`, kept as long too, are waited for as well ([`keep_until_exit`]).
 pub fn wait_for_devices() {
-    let devices: Vec<wgpu::Device> = DEVICES.lock().iter().map(|(_, d, _)| d.clone()).collect();
+    let mut devices: Vec<wgpu::Device> = DEVICES.lock().iter().map(|(_, d, _)| d.clone()).collect();
+    devices.extend(KEPT.lock().iter().cloned());
     for device in devices {
         // An error here is a lost device: nothing is in flight on it any more.
         let _ = device.poll(wgpu::PollType::wait_indefinitely());
+    }
+}
+
+/// Devices other crates keep for the life of the process (`sluice_interop::Interop`'s),
+/// which [`wait_for_devices`] waits for too.
+static KEPT: parking_lot::Mutex<Vec<wgpu::Device>> = parking_lot::Mutex::new(Vec::new());
+
+/// Adds `device`, which the caller keeps open until the process exits, to those
+/// [`wait_for_devices`] waits for (`sluice_interop::Interop` registers its devices here).
+pub fn keep_until_exit(device: &wgpu::Device) {
+    let mut kept = KEPT.lock();
+    if !kept.iter().any(|d| d == device) {
+        kept.push(device.clone());
     }
 }
 

@@ -65,7 +65,7 @@ mod volume_pipeline;
 pub use camera::{Camera, FlyCamera, OrbitCamera, PanZoomCamera, Projection};
 pub use colormap::{Colormap, CustomColormap, MAX_COLORMAP_ENTRIES};
 pub use counters::{Counters, DevicePoolCounters, FrameStats};
-pub use device::{optional_features, wait_for_devices};
+pub use device::{keep_until_exit, optional_features, wait_for_devices};
 pub use device_upload::{
     DeviceBufferCopy, DeviceCopy, DeviceCopyOutcome, DeviceTexture, DeviceTextureRequest,
     DeviceUpload, DeviceUploadError, SampledInPlace,
