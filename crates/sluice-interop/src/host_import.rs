@@ -650,6 +650,41 @@ pub(crate) unsafe fn import_host_memory(
             result,
         ));
     }
+    let usage = match direction {
+        CopyDirection::FromHost => vk::BufferUsageFlags::TRANSFER_SRC,
+        CopyDirection::ToHost => vk::BufferUsageFlags::TRANSFER_DST,
+    };
+    // A buffer of this usage may be made on host memory only where the driver says it can be
+    // imported, and not only as a dedicated allocation (VUID-VkBufferCreateInfo-pNext-00920).
+    let query = vk::PhysicalDeviceExternalBufferInfo::default()
+        .usage(usage)
+        .handle_type(handle_type);
+    let mut answer = vk::ExternalBufferProperties::default();
+    // SAFETY: the physical device is live (the device holds it); valid input and output
+    // structures with no chains.
+    unsafe {
+        dev.instance.get_physical_device_external_buffer_properties(
+            dev.physical,
+            &query,
+            &mut answer,
+        )
+    };
+    let external_memory = answer.external_memory_properties;
+    let features = external_memory.external_memory_features;
+    if !features.contains(vk::ExternalMemoryFeatureFlags::IMPORTABLE)
+        || features.contains(vk::ExternalMemoryFeatureFlags::DEDICATED_ONLY)
+        || !external_memory
+            .compatible_handle_types
+            .contains(handle_type)
+    {
+        return Err(InteropError::HostImport {
+            reason: format!(
+                "{usage:?} buffers cannot be bound to imported host memory (features \
+                 {features:?}, compatible handle types {:?})",
+                external_memory.compatible_handle_types
+            ),
+        });
+    }
     let mut external = vk::ExternalMemoryBufferCreateInfo::default().handle_types(handle_type);
     let info = vk::BufferCreateInfo::default()
         .size(len as u64)
@@ -657,10 +692,7 @@ pub(crate) unsafe fn import_host_memory(
         // `copy_buffer_to_texture` (one command per update), not with its compute unpack pass,
         // which reads buffers with `STORAGE` usage texel by texel (far slower on CPU drivers
         // such as lavapipe).
-        .usage(match direction {
-            CopyDirection::FromHost => vk::BufferUsageFlags::TRANSFER_SRC,
-            CopyDirection::ToHost => vk::BufferUsageFlags::TRANSFER_DST,
-        })
+        .usage(usage)
         .sharing_mode(vk::SharingMode::EXCLUSIVE)
         .push_next(&mut external);
     // SAFETY: a valid create info whose pNext chain lives until the call returns.
