@@ -12,7 +12,12 @@
 #                                      manifest.txt, run.sh). Needs network access to Debian's
 #                                      package registry. SLUICE_DEVICE_TESTS=0 leaves the
 #                                      release test binaries out (benches only): all of them
-#                                      are over the 64 MiB the device tool carries.
+#                                      are over the 64 MiB the device tool carries;
+#                                      SLUICE_DEVICE_TESTS=paged,sluice_render,... keeps the
+#                                      test binaries of those targets (tests/NAME.rs, a
+#                                      crate's lib tests by its name) and no others;
+#                                      SLUICE_DEVICE_BENCHES=0 leaves the benches out (then
+#                                      run `remote tests`).
 #
 #   scripts/device-run.sh remote [bench|tests|all|frames|chunked|host_import]
 #                                      THERE, in the repo root copy on the device machine:
@@ -92,19 +97,22 @@ prepare() {
   stage="$(mktemp -d /tmp/sluice-device.XXXXXX)"
   msgs="$(mktemp)"
   mkdir -p "$stage/bin"
-  (cd "$src" && cargo bench --bench upload --bench visuals --bench frames --bench chunked \
-    --bench host_import --no-run --message-format=json-render-diagnostics) >"$msgs"
-  (cd "$src" && cargo bench -p sluice-view --bench view --no-run \
-    --message-format=json-render-diagnostics) >>"$msgs"
-  local bench name
-  for name in upload visuals frames chunked host_import view; do
-    bench="$(jq -r --arg name "$name" \
-      'select(.reason == "compiler-artifact" and .target.name == $name
-              and (.target.kind | index("bench")) and .executable != null)
-       | .executable' "$msgs" | tail -n1)"
-    [ -n "$bench" ] && [ -x "$bench" ] || die "$name bench executable not found in cargo's messages"
-    cp "$bench" "$stage/bin/$name-bench"
-  done
+  # SLUICE_DEVICE_BENCHES=0: test binaries only (the benches take ~48 MB of the 64 MiB).
+  if [ "${SLUICE_DEVICE_BENCHES:-1}" != 0 ]; then
+    (cd "$src" && cargo bench --bench upload --bench visuals --bench frames --bench chunked \
+      --bench host_import --no-run --message-format=json-render-diagnostics) >"$msgs"
+    (cd "$src" && cargo bench -p sluice-view --bench view --no-run \
+      --message-format=json-render-diagnostics) >>"$msgs"
+    local bench name
+    for name in upload visuals frames chunked host_import view; do
+      bench="$(jq -r --arg name "$name" \
+        'select(.reason == "compiler-artifact" and .target.name == $name
+                and (.target.kind | index("bench")) and .executable != null)
+         | .executable' "$msgs" | tail -n1)"
+      [ -n "$bench" ] && [ -x "$bench" ] || die "$name bench executable not found in cargo's messages"
+      cp "$bench" "$stage/bin/$name-bench"
+    done
+  fi
 
   : >"$stage/tests.tsv"
   if [ "${SLUICE_DEVICE_TESTS:-1}" = 0 ]; then
@@ -120,7 +128,11 @@ prepare() {
             (.manifest_path | sub("/Cargo.toml$"; "")), .executable] | @tsv' "$msgs" >"$msgs.tsv"
   : >"$stage/tests.tsv"
   local kind dir exe stable rel
+  local only=",${SLUICE_DEVICE_TESTS:-1},"
   while IFS=$'\t' read -r kind name dir exe; do
+    # SLUICE_DEVICE_TESTS=a,b: only the test binaries of those targets (all of them no
+    # longer fit the 64 MiB carried).
+    case "$only" in ,1,) ;; *",$name,"*) ;; *) continue ;; esac
     stable="test-${name}-${kind}"
     rel="${dir#"$src"}"
     rel="${rel#/}"
@@ -153,7 +165,7 @@ EOF
 
   # One quick pass of each bench on this machine's GPU or lavapipe: a binary that fails here
   # would only waste device time. SLUICE_DEVICE_SMOKE=0 skips it.
-  if [ "${SLUICE_DEVICE_SMOKE:-1}" != 0 ]; then
+  if [ "${SLUICE_DEVICE_SMOKE:-1}" != 0 ] && [ "${SLUICE_DEVICE_BENCHES:-1}" != 0 ]; then
     for name in upload visuals frames; do
       echo "== smoke run of the $name bench here (1 iteration)"
       if ! SLUICE_BENCH_ITERS=1 SLUICE_BENCH_WARMUP=0 SLUICE_BENCH_RAYMARCH_ITERS=1 \
@@ -189,6 +201,8 @@ remote() {
     gunzip -c "$f" >"${f%.gz}" && chmod 755 "${f%.gz}" && rm -f "$f"
   done
   for name in upload visuals frames; do
+    # `tests` needs no bench (SLUICE_DEVICE_BENCHES=0 builds none).
+    [ "$what" = tests ] && break
     [ -x ".device/bin/$name-bench" ] || die ".device/bin/$name-bench missing: run 'prepare' here and carry .device"
   done
   local out="${OUT:-${TMPDIR:-/tmp}/sluice-device-out}"
