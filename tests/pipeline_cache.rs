@@ -106,7 +106,51 @@ fn second_process_starts_with_the_first_ones_pipelines() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The child half (run by the test above, in a process of its own).
+/// A device's cache lives while renderers on it do: a renderer made after the last one on its
+/// device was dropped reads the file again (with what that one's frame wrote), and the cache
+/// no longer keeps a device of its own open once its renderers are gone.
+#[test]
+fn a_cache_lives_while_renderers_on_its_device_do() {
+    let options = RendererOptions::from_env().unwrap();
+    // A device no other test's renderers use (they would attach its cache from elsewhere).
+    let Ok(interop) = sluice::interop::Interop::with_own_device(&options) else {
+        eprintln!("pipeline cache: no Vulkan device with external memory here");
+        return;
+    };
+    let dir =
+        std::env::temp_dir().join(format!("sluice-pipeline-cache-live-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    sluice::interop::install_pipeline_cache();
+    let mut options = options;
+    options.pipeline_cache_dir = Some(dir.clone());
+    let first = interop.renderer_with_options(&options);
+    let info = first
+        .pipeline_cache()
+        .expect("a Vulkan renderer has a pipeline cache once the loader is installed");
+    assert_eq!(info.loaded_bytes, 0, "a fresh folder: {info:?}");
+    // A second renderer on the device shares the cache (not read again).
+    let mut second = interop.renderer_with_options(&options);
+    assert_eq!(second.pipeline_cache(), Some(info.clone()));
+    let mut scene = Scene::new();
+    let image = Arc::new(ArraySource::new(Array2::from_elem((8, 8), 0.5f32)).unwrap());
+    scene.add(Image::new(image));
+    common::render_pixels(&mut second, &scene, 8, 8);
+    let file = std::fs::metadata(&info.path).map_or(0, |m| m.len());
+    assert!(file > 16, "the frame wrote its pipelines: {file} bytes");
+    drop(first);
+    drop(second);
+    let third = interop.renderer_with_options(&options);
+    let again = third.pipeline_cache().expect("a cache again");
+    assert_eq!(
+        again.loaded_bytes as u64 + 16,
+        file,
+        "the cache went with the last renderer, and a new one read the file: {again:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The child half (run by `second_process_starts_with_the_first_ones_pipelines`, in a process
+/// of its own).
 #[test]
 #[ignore = "a child process of second_process_starts_with_the_first_ones_pipelines"]
 fn child_renders_once() {

@@ -1,8 +1,10 @@
 //! Pipeline caches kept on disk, so that a second process does not compile its pipelines
 //! again (on a cold NVIDIA shader cache the volume pipeline alone took 400-550 ms).
 //!
-//! One cache per device, shared by every renderer on it: loaded from
-//! `RendererOptions::pipeline_cache_dir` when the first renderer on the device is made, used
+//! One cache per device, shared by every renderer on it and held by them (it goes with the
+//! last one, so that it does not keep a device of its own open): loaded from
+//! `RendererOptions::pipeline_cache_dir` when the first renderer on the device is made (again
+//! when one is made after the last went), used
 //! by every pipeline sluice creates, and written back (to a temporary file, then renamed over
 //! the old one) at the end of a frame that created pipelines. The file holds what
 //! `PipelineCache::get_data` returned, after a 16-byte header of sluice's own (a magic
@@ -17,7 +19,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
@@ -45,14 +47,33 @@ const MAGIC: &[u8; 8] = b"SLUICEPC";
 const HEADER: usize = 16;
 
 struct DiskCache {
+    device: wgpu::Device,
     cache: wgpu::PipelineCache,
     info: PipelineCacheInfo,
     /// A pipeline was created with the cache since it was last written.
     dirty: AtomicBool,
 }
 
+/// A renderer's hold on its device's cache: the cache lives while some renderer on the device
+/// does, and no longer (it keeps its device open, so the process-wide list only points at
+/// it).
+pub(crate) struct CacheHold {
+    _cache: Arc<DiskCache>,
+}
+
 static LOADER: Mutex<Option<Arc<dyn PipelineCacheLoader>>> = Mutex::new(None);
-static CACHES: Mutex<Vec<(wgpu::Device, Arc<DiskCache>)>> = Mutex::new(Vec::new());
+/// The caches of the devices renderers are on, weakly: a device whose renderers are gone
+/// (one of its own, from `Renderer::from_device` or `Interop::with_own_device`) is not kept
+/// open by its cache.
+static CACHES: Mutex<Vec<Weak<DiskCache>>> = Mutex::new(Vec::new());
+
+/// `device`'s cache, if a renderer on it holds one.
+fn find(caches: &[Weak<DiskCache>], device: &wgpu::Device) -> Option<Arc<DiskCache>> {
+    caches
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|c| c.device == *device)
+}
 
 /// Installs the loader that makes pipeline caches for every renderer made afterwards in this
 /// process (`sluice::interop::install_pipeline_cache()` calls this).
@@ -109,16 +130,18 @@ fn write_file(path: &Path, data: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// Makes (once per device) the device's cache from the file under `dir`, where a loader is
-/// installed and the backend has pipeline caches. Returns what it was seeded with.
+/// Makes (once per device while renderers on it hold it) the device's cache from the file
+/// under `dir`, where a loader is installed and the backend has pipeline caches. Returns the
+/// renderer's hold on it.
 pub(crate) fn attach(
     adapter: &wgpu::AdapterInfo,
     device: &wgpu::Device,
     dir: Option<&Path>,
-) -> Option<PipelineCacheInfo> {
+) -> Option<CacheHold> {
     let mut caches = CACHES.lock();
-    if let Some((_, c)) = caches.iter().find(|(d, _)| d == device) {
-        return Some(c.info.clone());
+    caches.retain(|c| c.strong_count() > 0);
+    if let Some(c) = find(&caches, device) {
+        return Some(CacheHold { _cache: c });
     }
     let dir = dir?;
     let loader = LOADER.lock().clone()?;
@@ -135,30 +158,24 @@ pub(crate) fn attach(
         loaded_bytes,
         accepted: loaded_bytes > 0 && kept >= loaded_bytes,
     };
-    caches.push((
-        device.clone(),
-        Arc::new(DiskCache {
-            cache,
-            info: info.clone(),
-            dirty: AtomicBool::new(false),
-        }),
-    ));
-    Some(info)
+    let made = Arc::new(DiskCache {
+        device: device.clone(),
+        cache,
+        info,
+        dirty: AtomicBool::new(false),
+    });
+    caches.push(Arc::downgrade(&made));
+    Some(CacheHold { _cache: made })
 }
 
 /// What `device`'s cache was seeded with, if it has one.
 pub(crate) fn info(device: &wgpu::Device) -> Option<PipelineCacheInfo> {
-    let caches = CACHES.lock();
-    caches
-        .iter()
-        .find(|(d, _)| d == device)
-        .map(|(_, c)| c.info.clone())
+    find(&CACHES.lock(), device).map(|c| c.info.clone())
 }
 
 /// The cache pipelines on `device` are made with, if it has one; marks it to be written.
 pub(crate) fn for_pipeline(device: &wgpu::Device) -> Option<wgpu::PipelineCache> {
-    let caches = CACHES.lock();
-    let (_, c) = caches.iter().find(|(d, _)| d == device)?;
+    let c = find(&CACHES.lock(), device)?;
     c.dirty.store(true, Ordering::Release);
     Some(c.cache.clone())
 }
@@ -166,12 +183,9 @@ pub(crate) fn for_pipeline(device: &wgpu::Device) -> Option<wgpu::PipelineCache>
 /// Writes `device`'s cache to its file if pipelines were created since the last write. A
 /// failed write is not an error of the frame: the next process compiles again.
 pub(crate) fn save_if_changed(device: &wgpu::Device) {
-    let cache = {
-        let caches = CACHES.lock();
-        match caches.iter().find(|(d, _)| d == device) {
-            Some((_, c)) if c.dirty.swap(false, Ordering::AcqRel) => c.clone(),
-            _ => return,
-        }
+    let cache = match find(&CACHES.lock(), device) {
+        Some(c) if c.dirty.swap(false, Ordering::AcqRel) => c,
+        _ => return,
     };
     if let Some(data) = cache.cache.get_data() {
         let _ = write_file(&cache.info.path, &data);

@@ -93,6 +93,9 @@ pub struct Renderer {
     /// commands had a validation error: the copies it recorded never ran, so the next frame
     /// uploads again what they were to bring ([`LostFrameGuard`]).
     lost_frame: Arc<AtomicBool>,
+    /// The device's pipeline cache on disk, held while this renderer lives (see
+    /// `pipeline_cache`).
+    _pipeline_cache: Option<crate::pipeline_cache::CacheHold>,
     /// Tests: the next frame records an invalid command after its copies.
     #[cfg(test)]
     gpu_error_next_frame: bool,
@@ -178,7 +181,8 @@ impl Renderer {
             .mesh_cull
             .then(|| crate::mesh_cull::margin(&adapter, &device))
             .flatten();
-        crate::pipeline_cache::attach(&info, &device, options.pipeline_cache_dir.as_deref());
+        let pipeline_cache =
+            crate::pipeline_cache::attach(&info, &device, options.pipeline_cache_dir.as_deref());
         let limits = device.limits();
         let texture_limits = TextureLimits {
             d2: limits.max_texture_dimension_2d,
@@ -256,6 +260,7 @@ impl Renderer {
             id: NEXT_RENDERER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             clear_rect: None,
             lost_frame: Arc::new(AtomicBool::new(false)),
+            _pipeline_cache: pipeline_cache,
             #[cfg(test)]
             gpu_error_next_frame: false,
         };
