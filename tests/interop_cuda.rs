@@ -652,6 +652,25 @@ mod cuda_tests {
         )
     }
 
+    /// Runs everywhere: the CUDA settings belong to the `Interop` they are set on (and its
+    /// clones), not to the device that `Interop`s on one adapter share, so one test's (or one
+    /// part of a program's) choice does not change another's.
+    #[test]
+    fn cuda_settings_belong_to_the_interop_not_to_the_shared_device() {
+        use sluice::interop::cuda::CudaArrayCopy;
+        let options = RendererOptions::from_env().unwrap();
+        let a = Interop::with_options(&options).expect("a Vulkan device with external memory");
+        let b = Interop::with_options(&options).unwrap();
+        assert!(a.device() == b.device(), "one device per adapter");
+        a.set_direct_cuda_textures(false);
+        a.set_cuda_array_copy(CudaArrayCopy::Texel);
+        let clone = a.clone();
+        assert!(!clone.direct_cuda_textures());
+        assert_eq!(clone.cuda_array_copy(), CudaArrayCopy::Texel);
+        assert!(b.direct_cuda_textures());
+        assert_eq!(b.cuda_array_copy(), CudaArrayCopy::Wide);
+    }
+
     /// Runs everywhere: the errors a machine without CUDA gives are clear.
     #[test]
     fn without_a_driver_or_cuda_enabled_the_errors_say_why() {

@@ -15,12 +15,27 @@ static DEVICES: parking_lot::Mutex<Vec<(wgpu::AdapterInfo, Arc<Shared>)>> =
 pub(crate) struct Shared {
     pub vulkan: VulkanDevice,
     pub handoffs: Handoffs,
+}
+
+/// How renderers of one `Interop` (and its clones) bring CUDA sources to the GPU: settings of
+/// the handle, not of the device that `Interop`s on one adapter share, so that one program's
+/// choice (or a test's) does not change another's.
+#[cfg(feature = "cuda")]
+pub(crate) struct CudaSettings {
     /// Whether CUDA sources shown as images and volumes are copied straight into textures.
-    #[cfg(feature = "cuda")]
     pub direct_cuda_textures: std::sync::atomic::AtomicBool,
     /// How CUDA fills those textures (a `CudaArrayCopy`, as its index).
-    #[cfg(feature = "cuda")]
     pub cuda_array_copy: std::sync::atomic::AtomicU8,
+}
+
+#[cfg(feature = "cuda")]
+impl Default for CudaSettings {
+    fn default() -> Self {
+        CudaSettings {
+            direct_cuda_textures: std::sync::atomic::AtomicBool::new(true),
+            cuda_array_copy: std::sync::atomic::AtomicU8::new(0),
+        }
+    }
 }
 
 impl Shared {
@@ -28,10 +43,6 @@ impl Shared {
         Ok(Shared {
             vulkan: VulkanDevice::open(adapter)?,
             handoffs: Handoffs::default(),
-            #[cfg(feature = "cuda")]
-            direct_cuda_textures: std::sync::atomic::AtomicBool::new(true),
-            #[cfg(feature = "cuda")]
-            cuda_array_copy: std::sync::atomic::AtomicU8::new(0),
         })
     }
 }
@@ -63,7 +74,7 @@ fn vulkan_adapter(options: &RendererOptions) -> Result<wgpu::Adapter, InteropErr
 /// every later one on that adapter ([`Interop::new`], [`Interop::with_options`],
 /// [`Interop::on_adapter`]; not [`Interop::with_own_device`]) shares it, and it is kept until
 /// the process exits, as the devices
-/// of plain renderers are (docs/architecture.md, "Shared devices"). NVIDIA's Vulkan driver 580
+/// of plain renderers are (docs/architecture.md, "Devices and instances"). NVIDIA's Vulkan driver 580
 /// deadlocks, or crashes, when one thread destroys a device while others create pipelines or
 /// submit on theirs: `Interop`s made and dropped on several threads did that (a test binary
 /// of one `Interop` per test, on four threads, hung in 3 of 30 runs and died of SIGSEGV in 2
@@ -71,6 +82,8 @@ fn vulkan_adapter(options: &RendererOptions) -> Result<wgpu::Adapter, InteropErr
 #[derive(Clone)]
 pub struct Interop {
     shared: Arc<Shared>,
+    #[cfg(feature = "cuda")]
+    cuda: Arc<CudaSettings>,
 }
 
 impl Interop {
@@ -94,9 +107,9 @@ impl Interop {
     /// device while no other thread works on the GPU: NVIDIA's driver 580 deadlocked, or
     /// crashed, when one thread closed a device while others worked on theirs.
     pub fn with_own_device(options: &RendererOptions) -> Result<Self, InteropError> {
-        Ok(Interop {
-            shared: Arc::new(Shared::open(vulkan_adapter(options)?)?),
-        })
+        Ok(Interop::from_shared(Arc::new(Shared::open(
+            vulkan_adapter(options)?,
+        )?)))
     }
 
     /// Opens `adapter`, which must be a Vulkan adapter whose driver has
@@ -107,14 +120,12 @@ impl Interop {
         // Held while a device opens: devices are not created on several threads at once.
         let mut devices = DEVICES.lock();
         if let Some((_, shared)) = devices.iter().find(|(i, _)| *i == info) {
-            return Ok(Interop {
-                shared: shared.clone(),
-            });
+            return Ok(Interop::from_shared(shared.clone()));
         }
         let shared = Arc::new(Shared::open(adapter)?);
         sluice_render::keep_until_exit(&shared.vulkan.device);
         devices.push((info, shared.clone()));
-        Ok(Interop { shared })
+        Ok(Interop::from_shared(shared))
     }
 
     /// What the device is: UUIDs, name, driver.
@@ -164,15 +175,16 @@ impl Interop {
         crate::upload::samples_host_pages(&self.adapter().get_info())
     }
 
-    /// Chooses how renderers on this device bring [`crate::cuda::CudaSource`]s shown as images
-    /// and volumes to the GPU: `true` (the default), CUDA copies the source straight into a
+    /// Chooses how renderers made from this `Interop` (or its clones; every `Interop::new` starts
+    /// with the default) bring [`crate::cuda::CudaSource`]s shown as images and volumes to the
+    /// GPU: `true` (the default), CUDA copies the source straight into a
     /// texture it maps as a CUDA array, which the proxy binds; `false`, CUDA copies it into a
     /// staging buffer and the renderer copies that into the proxy's texture (one more copy of
     /// every texel, on the renderer's queue). Both show the same pixels; the switch is there
     /// to compare them and to rule one out when diagnosing. Takes effect at the next change.
     #[cfg(feature = "cuda")]
     pub fn set_direct_cuda_textures(&self, direct: bool) {
-        self.shared
+        self.cuda
             .direct_cuda_textures
             .store(direct, std::sync::atomic::Ordering::Relaxed);
     }
@@ -181,7 +193,7 @@ impl Interop {
     /// [`Interop::set_direct_cuda_textures`]).
     #[cfg(feature = "cuda")]
     pub fn direct_cuda_textures(&self) -> bool {
-        self.shared
+        self.cuda
             .direct_cuda_textures
             .load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -204,6 +216,21 @@ impl Interop {
 
     pub(crate) fn shared(&self) -> &Shared {
         &self.shared
+    }
+
+    /// This handle's CUDA settings (shared by its clones).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn cuda_settings(&self) -> &CudaSettings {
+        &self.cuda
+    }
+
+    /// A handle on `shared` with settings of its own.
+    fn from_shared(shared: Arc<Shared>) -> Self {
+        Interop {
+            shared,
+            #[cfg(feature = "cuda")]
+            cuda: Arc::new(CudaSettings::default()),
+        }
     }
 
     pub(crate) fn semaphore_fd(

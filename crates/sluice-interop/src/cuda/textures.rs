@@ -210,10 +210,11 @@ impl CudaArrayCopy {
 }
 
 impl Interop {
-    /// Chooses how CUDA fills the textures it copies CUDA sources into, on renderers of this
-    /// device (with [`Interop::set_direct_cuda_textures`] on). Takes effect at the next change.
+    /// Chooses how CUDA fills the textures it copies CUDA sources into, on renderers made from
+    /// this `Interop` or its clones (with [`Interop::set_direct_cuda_textures`] on). Takes
+    /// effect at the next change.
     pub fn set_cuda_array_copy(&self, method: CudaArrayCopy) {
-        self.shared()
+        self.cuda_settings()
             .cuda_array_copy
             .store(method.index(), std::sync::atomic::Ordering::Relaxed);
     }
@@ -221,7 +222,7 @@ impl Interop {
     /// How CUDA fills those textures (see [`Interop::set_cuda_array_copy`]).
     pub fn cuda_array_copy(&self) -> CudaArrayCopy {
         CudaArrayCopy::from_index(
-            self.shared()
+            self.cuda_settings()
                 .cuda_array_copy
                 .load(std::sync::atomic::Ordering::Relaxed),
         )
