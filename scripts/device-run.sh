@@ -312,11 +312,12 @@ remote() {
       fi
       echo "== test binary $name (in $dir)" | tee -a "$out/tests.log"
       set +e
-      # Interop tests open and drop several Vulkan devices per test: NVIDIA's driver 580 can
-      # deadlock destroying one device while another thread submits to a second, so they run
-      # one at a time (sluice's own renderers share one device and run in parallel).
+      # The interop tests and pipeline_cache's open and drop devices of their own
+      # (`Interop::with_own_device`): NVIDIA's driver 580 can deadlock destroying one device
+      # while another thread submits to a second, so they run one at a time (renderers and
+      # `Interop`s otherwise share one device per adapter and run in parallel).
       local threads=()
-      case "$name" in *interop*) threads=(--test-threads=1) ;; esac
+      case "$name" in *interop* | *pipeline_cache*) threads=(--test-threads=1) ;; esac
       (cd "$dir" && CARGO_MANIFEST_DIR="$root/$dir" timeout "$left" "$root/.device/bin/$name" "${threads[@]}") \
         2>&1 | tee -a "$out/tests.log"
       local rc=${PIPESTATUS[0]}

@@ -62,12 +62,13 @@ prepare() {
       [ -f "tests/$t.rs" ] || die "no tests/$t.rs"
       args=(-p sluice --test "$t")
     fi
-    exe="$(cargo test --release --no-run "${args[@]}" --message-format=json 2>/dev/null |
+    # Cargo's errors go to the terminal; a failed build leaves `exe` empty.
+    exe="$(cargo test --release --no-run "${args[@]}" --message-format=json-render-diagnostics |
       python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
-        print(m["executable"])' | tail -1)"
+        print(m["executable"])' | tail -1 || true)"
     [ -n "$exe" ] || die "building the $t test binary failed"
     gzip -c "$exe" >"$dir/bin/$t.gz"
     echo "$t: $exe"

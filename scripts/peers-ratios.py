@@ -85,9 +85,14 @@ def median(entry, what):
 
 
 def load(folder, lib, rnd):
+    """One run's results, or {} where the run left none (a peer that failed)."""
     path = os.path.join(folder, f"run_{lib}_r{rnd}.json")
-    with open(path) as f:
-        return json.load(f)["results"]
+    try:
+        with open(path) as f:
+            return json.load(f)["results"]
+    except (OSError, ValueError, KeyError) as e:
+        print(f"peers-ratios: {path}: {e}; left out", file=sys.stderr)
+        return {}
 
 
 def cell(peer_ms, peer_lib, ours):

@@ -989,8 +989,8 @@ fn an_atlas_whose_pages_left_shrinks_and_still_draws_what_it_kept() {
         r.max_texture_dimension_2d()
     );
     assert!(after.page_bytes_resident <= budget, "{after:?}");
-    // B's atlas (32 rows of 34 slots, on any device: atlases are about square) and A's (8
-    // rows) against two full ones before: more than 480 slots fewer.
+    // B's atlas (32 rows of 32 slots for its 1,024 pages, on any device: atlases are about
+    // square) and A's (8 rows) against two full ones before: more than 480 slots fewer.
     assert!(
         after.resident_bytes < grown.resident_bytes * 2 - 2 * 240 * slot,
         "textures {} bytes after, {} with A alone: {after:?}",

@@ -126,8 +126,12 @@ fn write_file(path: &Path, data: &[u8]) -> std::io::Result<()> {
     static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = WRITES.fetch_add(1, Ordering::Relaxed);
     let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
-    std::fs::write(&tmp, &bytes)?;
-    std::fs::rename(&tmp, path)
+    let written = std::fs::write(&tmp, &bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        // Each write's name is new: one that failed would otherwise stay behind.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Makes (once per device while renderers on it hold it) the device's cache from the file

@@ -40,7 +40,8 @@ impl AtlasTexture {
         while per_row * per_row * sx < wanted * sy {
             per_row += 1;
         }
-        let per_row = per_row.min(fit_x).min(wanted);
+        // Where the rows run into the limit first (tall slots), wider rows hold the rest.
+        let per_row = per_row.max(wanted.div_ceil(fit_y)).min(fit_x).min(wanted);
         let max_rows = wanted.div_ceil(per_row).min(fit_y);
         ((per_row * max_rows) as u32, per_row as u32, max_rows as u32)
     }
@@ -267,6 +268,10 @@ mod tests {
             AtlasTexture::capacity([34, 34], 8_192, 1_000_000),
             (240 * 240, 240, 240)
         );
+        // Tall slots under a tight limit: rows as wide as the wanted slots need, not fewer
+        // slots (7 of 1 x 5 under 8: one row fits, of 7; 6 slots before).
+        assert_eq!(AtlasTexture::capacity([1, 5], 8, 7), (7, 7, 1));
+        assert_eq!(AtlasTexture::capacity([1, 22], 64, 128), (128, 64, 2));
         // A slot wider than the limit still gets one slot a row (creation then fails with
         // the limit named, not here).
         assert_eq!(AtlasTexture::capacity([9_000, 34], 8_192, 10), (10, 1, 10));
