@@ -114,7 +114,10 @@ impl Interop {
 
     /// Opens `adapter`, which must be a Vulkan adapter whose driver has
     /// `VK_KHR_external_memory_fd`, or shares the device an earlier `Interop` opened on it
-    /// (one per adapter, kept for the life of the process).
+    /// (one per adapter, kept for the life of the process). Adapters are told apart by their
+    /// `wgpu::AdapterInfo`: an adapter of the same GPU from another `wgpu::Instance` gets the
+    /// device opened first, on that one's instance; [`Interop::with_own_device`] opens one of
+    /// its own.
     pub fn on_adapter(adapter: wgpu::Adapter) -> Result<Self, InteropError> {
         let info = adapter.get_info();
         // Held while a device opens: devices are not created on several threads at once.
