@@ -80,39 +80,15 @@ pub(crate) struct PagedPipelines {
     shaders: HashMap<ShaderKey, Shader>,
 }
 
-/// The linear sample inside a slot: four taps of the slot with NaN taps left out and the
-/// weights renormalized, as the dense path samples. Where the atlas is filterable, one
-/// hardware sample first (a 1-sample border makes it exact inside a page), and the taps only
-/// where it is NaN: a NaN texel whose weight is not zero makes the filter NaN, and hardware
-/// that rounds its weights (NVIDIA keeps 8 bits of the position between texels) may weigh a
-/// close NaN texel zero, so without the taps whether a sample beside NaN counts would turn on
-/// that rounding.
-fn linear_wgsl(filterable: bool) -> String {
-    let taps = "fn sample_taps_in(f: Found) -> Sample {
-    let q = f.pos - vec2<f32>(0.5);
-    let base = floor(q);
-    let fr = q - base;
-    let i0 = vec2<i32>(base);
-    var acc = vec4<f32>(0.0);
-    var weight = 0.0;
-    for (var k = 0u; k < 4u; k = k + 1u) {
-        let o = vec2<i32>(i32(k & 1u), i32(k >> 1u));
-        let w2 = select(vec2<f32>(1.0) - fr, fr, o == vec2<i32>(1));
-        let w = w2.x * w2.y;
-        if (w > 0.0) {
-            let v = vec4<f32>(textureLoad(atlas, clamp(i0 + o, f.lo, f.hi), 0)) * params.value_scale;
-            if (!has_nan(v)) {
-                acc = acc + w * v;
-                weight = weight + w;
-            }
-        }
-    }
-    if (weight == 0.0) {
-        return Sample(vec4<f32>(0.0), false);
-    }
-    return Sample(acc / weight, true);
-}";
-    let linear = if filterable {
+/// The linear sample inside a slot: four taps of the slot (`sample_taps_in` in
+/// `shaders/paged_image.wgsl`) with NaN taps left out and the weights renormalized, as the
+/// dense path samples. Where the atlas is filterable, one hardware sample first (a 1-sample
+/// border makes it exact inside a page), and the taps only where it is NaN: a NaN texel whose
+/// weight is not zero makes the filter NaN, and hardware that rounds its weights (NVIDIA keeps
+/// 8 bits of the position between texels) may weigh a close NaN texel zero, so without the
+/// taps whether a sample beside NaN counts would turn on that rounding.
+fn linear_wgsl(filterable: bool) -> &'static str {
+    if filterable {
         "fn sample_linear_in(f: Found) -> Sample {
     let v = textureSampleLevel(atlas, atlas_sampler, f.pos / params.atlas_size, 0.0) * params.value_scale;
     if (!has_nan(v)) {
@@ -124,8 +100,7 @@ fn linear_wgsl(filterable: bool) -> String {
         "fn sample_linear_in(f: Found) -> Sample {
     return sample_taps_in(f);
 }"
-    };
-    format!("{taps}\n{linear}")
+    }
 }
 
 fn shader_source(key: ShaderKey) -> String {
@@ -136,7 +111,7 @@ fn shader_source(key: ShaderKey) -> String {
     let body = SHADER
         .replace("SAMPLE_T", key.kind.wgsl())
         .replace("MAX_LEVELS", &MAX_LEVELS.to_string())
-        .replace("LINEAR_SAMPLE", &linear_wgsl(key.filterable));
+        .replace("LINEAR_SAMPLE", linear_wgsl(key.filterable));
     format!("{COMMON}\n{body}\n{fetch}")
 }
 
@@ -264,5 +239,32 @@ impl PagedPipelines {
             .get(&key)?
             .pipelines
             .get(&(pass, opacity >= 1.0, gamma_curve(gamma)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{shader_source, ShaderKey};
+    use crate::format::SampleKind;
+    use wgpu::naga;
+
+    /// The paged image shader is valid WGSL for every atlas kind, filterable or not (naga, no
+    /// GPU needed).
+    #[test]
+    fn the_paged_image_shader_compiles_for_every_atlas_kind() {
+        for kind in SampleKind::ALL {
+            for filterable in [false, kind.filterable()] {
+                let key = ShaderKey { kind, filterable };
+                let source = shader_source(key);
+                let module = naga::front::wgsl::parse_str(&source)
+                    .unwrap_or_else(|e| panic!("{key:?}: {}", e.emit_to_string(&source)));
+                naga::valid::Validator::new(
+                    naga::valid::ValidationFlags::all(),
+                    naga::valid::Capabilities::all(),
+                )
+                .validate(&module)
+                .unwrap_or_else(|e| panic!("{key:?}: {e:?}"));
+            }
+        }
     }
 }

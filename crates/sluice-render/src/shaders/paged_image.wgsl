@@ -155,6 +155,35 @@ fn sample_nearest_in(f: Found) -> Sample {
     return Sample(v, !has_nan(v));
 }
 
+// Bilinear between texel centres of `f.pos` by four taps clamped to the slot's texels; NaN
+// taps are left out and the weights renormalized, as the dense path's `sample_taps` does.
+// `sample_linear_in` (filled in below when the pipeline is built,
+// `paged/pipeline.rs`) takes one hardware sample first where the atlas is filterable.
+fn sample_taps_in(f: Found) -> Sample {
+    let q = f.pos - vec2<f32>(0.5);
+    let base = floor(q);
+    let fr = q - base;
+    let i0 = vec2<i32>(base);
+    var acc = vec4<f32>(0.0);
+    var weight = 0.0;
+    for (var k = 0u; k < 4u; k = k + 1u) {
+        let o = vec2<i32>(i32(k & 1u), i32(k >> 1u));
+        let w2 = select(vec2<f32>(1.0) - fr, fr, o == vec2<i32>(1));
+        let w = w2.x * w2.y;
+        if (w > 0.0) {
+            let v = vec4<f32>(textureLoad(atlas, clamp(i0 + o, f.lo, f.hi), 0)) * params.value_scale;
+            if (!has_nan(v)) {
+                acc = acc + w * v;
+                weight = weight + w;
+            }
+        }
+    }
+    if (weight == 0.0) {
+        return Sample(vec4<f32>(0.0), false);
+    }
+    return Sample(acc / weight, true);
+}
+
 LINEAR_SAMPLE
 
 @fragment
