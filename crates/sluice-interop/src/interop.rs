@@ -73,12 +73,12 @@ fn vulkan_adapter(options: &RendererOptions) -> Result<wgpu::Adapter, InteropErr
 /// One device per adapter for the whole process: the first `Interop` on an adapter opens it,
 /// every later one on that adapter ([`Interop::new`], [`Interop::with_options`],
 /// [`Interop::on_adapter`]; not [`Interop::with_own_device`]) shares it, and it is kept until
-/// the process exits, as the devices
-/// of plain renderers are (docs/architecture.md, "Devices and instances"). NVIDIA's Vulkan driver 580
-/// deadlocks, or crashes, when one thread destroys a device while others create pipelines or
-/// submit on theirs: `Interop`s made and dropped on several threads did that (a test binary
-/// of one `Interop` per test, on four threads, hung in 3 of 30 runs and died of SIGSEGV in 2
-/// of 40 on an H100).
+/// the process exits, as the devices of plain renderers are (docs/architecture.md, "Devices
+/// and instances"). NVIDIA's Vulkan driver 580 was seen to deadlock when one thread destroyed
+/// a device while another submitted to a second, and to crash while threads created
+/// pipelines at once; a test binary that made and dropped one `Interop` per test, on four
+/// threads, hung in 3 of 30 runs and died of SIGSEGV in 2 of 40 on an H100, most likely so
+/// (no stack came back).
 #[derive(Clone)]
 pub struct Interop {
     shared: Arc<Shared>,
