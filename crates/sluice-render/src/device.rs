@@ -2,25 +2,37 @@
 
 use crate::error::RenderError;
 
-/// One wgpu instance per set of native backends for the whole process, never destroyed:
-/// instances are cheap to share (adapters and devices keep theirs alive) and costly to create.
-fn shared_instance(backends: wgpu::Backends) -> wgpu::Instance {
-    static INSTANCES: parking_lot::Mutex<Vec<(wgpu::Backends, wgpu::Instance)>> =
+/// The adapters of one set of native backends, enumerated once per process under a lock and
+/// kept, with the instance they came from, for the life of the process: instances are cheap to
+/// share (adapters and devices keep theirs alive) and costly to create.
+///
+/// Enumerating once is also what keeps NVIDIA's Vulkan driver 580 up: with four test threads
+/// each enumerating the adapters of the shared instance (the first step of every renderer and
+/// `Interop`), one of them died of a SIGSEGV inside the driver's physical-device queries
+/// (`libnvidia-eglcore`, under wgpu-hal's `expose_adapter`) in about 1 run of 40, on an H100,
+/// in two test binaries. The Vulkan spec allows those queries from many threads; this
+/// driver was seen not to.
+///
+/// GL is the exception: a GL adapter is one GL context, current on one thread at a time, so
+/// every GL renderer enumerates on an instance (and so an adapter and context) of its own.
+fn adapters(backends: wgpu::Backends) -> Vec<wgpu::Adapter> {
+    static ENUMERATED: parking_lot::Mutex<Vec<(wgpu::Backends, Vec<wgpu::Adapter>)>> =
         parking_lot::Mutex::new(Vec::new());
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
     desc.backends = backends;
     if backends.contains(wgpu::Backends::GL) {
-        // A GL adapter is one GL context, current on one thread at a time: every GL renderer
-        // gets an instance (and so an adapter and context) of its own.
-        return wgpu::Instance::new(desc);
+        let instance = wgpu::Instance::new(desc);
+        return pollster::block_on(instance.enumerate_adapters(backends));
     }
-    let mut instances = INSTANCES.lock();
-    if let Some((_, instance)) = instances.iter().find(|(b, _)| *b == backends) {
-        return instance.clone();
+    // Held while enumerating: no two threads query the driver at once.
+    let mut enumerated = ENUMERATED.lock();
+    if let Some((_, adapters)) = enumerated.iter().find(|(b, _)| *b == backends) {
+        return adapters.clone();
     }
     let instance = wgpu::Instance::new(desc);
-    instances.push((backends, instance.clone()));
-    instance
+    let adapters = pollster::block_on(instance.enumerate_adapters(backends));
+    enumerated.push((backends, adapters.clone()));
+    adapters
 }
 
 /// The devices renderers share, opened once each and kept for the life of the process.
@@ -131,8 +143,7 @@ pub(crate) fn choose_adapter(
         if group.is_empty() {
             continue;
         }
-        let instance = shared_instance(group);
-        let adapters = pollster::block_on(instance.enumerate_adapters(group));
+        let adapters = adapters(group);
         seen.extend(adapters.iter().map(describe));
         if let Some(best) = adapters
             .into_iter()
