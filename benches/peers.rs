@@ -2236,6 +2236,9 @@ fn machine_busy() -> f64 {
 /// Other processes' share of the CPUs while a section ran.
 struct CpuMonitor {
     wall: Instant,
+    /// Seconds since the Unix epoch at the start, to line the section up with other logs
+    /// (the GPU clocks `scripts/device-peers.sh` records).
+    start_unix: f64,
     busy: f64,
     own: f64,
 }
@@ -2244,6 +2247,7 @@ impl CpuMonitor {
     fn start() -> Self {
         CpuMonitor {
             wall: Instant::now(),
+            start_unix: unix_now(),
             busy: machine_busy(),
             own: process_cpu(),
         }
@@ -2259,8 +2263,17 @@ impl CpuMonitor {
             "foreign_cpu_s": round(foreign, 2),
             "foreign_cpu_share": round(foreign / (wall * cpus).max(1e-9), 3),
             "loadavg_1m_end": loadavg().first().copied(),
+            "start_unix_s": round(self.start_unix, 3),
+            "end_unix_s": round(unix_now(), 3),
         })
     }
+}
+
+/// Seconds since the Unix epoch (0 on a clock before it).
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// A short table of the medians on stderr.

@@ -237,10 +237,22 @@ EOF
   [ "${SLUICE_PEERS_QUICK:-0}" = 1 ] && args+=(--quick)
   local sluice=("$work/bin/bench-peers")
   [ -n "${SLUICE_PEERS_ONLY:-}" ] && sluice+=(--only "$SLUICE_PEERS_ONLY")
+  # The GPU's clocks every 100 ms while the rounds run: NVIDIA lowers the SM clock to its
+  # idle 345 MHz within about 1.5 s of light use (seen on an H100, 2026-12-05), so a short
+  # case's time depends on what ran before it. Each run's sections carry their start and
+  # end (start_unix_s, end_unix_s), and scripts/peers-ratios.py lines them up with this log.
+  mkdir -p "$work/results"
+  local clocks=""
+  if command -v nvidia-smi >/dev/null; then
+    TZ=UTC nvidia-smi --query-gpu=timestamp,clocks.sm,utilization.gpu --format=csv,noheader,nounits \
+      -lms 100 >"$work/results/gpu_clocks.csv" 2>/dev/null &
+    clocks=$!
+  fi
   set +e
   bash .device-peers/peers/run.sh "${args[@]}" -- "${sluice[@]}" >"$out/table.md" 2>"$out/peers.log"
   local status=$?
   set -e
+  [ -z "$clocks" ] || kill "$clocks" 2>/dev/null || true
   tar -czf "$out/results.tar.gz" -C "$work" results
   cat "$out/peers.log" "$out/table.md"
   echo "device-peers: results in $out (results.tar.gz: every run's JSON and stderr); status $status"

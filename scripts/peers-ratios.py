@@ -10,12 +10,17 @@ of each run's samples, as compare.py takes them.
     python3 scripts/peers-ratios.py RESULTS_DIR [--rounds N]
 
 RESULTS_DIR holds run_{pygfx,vispy,sluice}_rN.json (run.sh --out DIR writes DIR/results;
-scripts/device-peers.sh brings results.tar.gz back with that folder inside).
+scripts/device-peers.sh brings results.tar.gz back with that folder inside). Where it also
+holds gpu_clocks.csv (scripts/device-peers.sh logs nvidia-smi's SM clock every 100 ms), a
+second table gives the median SM clock while each library ran each section: NVIDIA GPUs drop
+to their idle clock within a second or two of light use, which makes short cases slower.
 """
 
 import argparse
+import datetime
 import json
 import os
+import statistics
 import sys
 
 # (row, benchmark, peer cases (the faster of pygfx and VisPy over these), sluice copy-free
@@ -84,15 +89,64 @@ def median(entry, what):
     return t.get("median_ms")
 
 
-def load(folder, lib, rnd):
-    """One run's results, or {} where the run left none (a peer that failed)."""
+def load(folder, lib, rnd, key="results"):
+    """One run's results (or another top-level entry), or {} where the run left none (a peer
+    that failed)."""
     path = os.path.join(folder, f"run_{lib}_r{rnd}.json")
     try:
         with open(path) as f:
-            return json.load(f)["results"]
+            return json.load(f)[key]
     except (OSError, ValueError, KeyError) as e:
-        print(f"peers-ratios: {path}: {e}; left out", file=sys.stderr)
+        if key == "results":
+            print(f"peers-ratios: {path}: {e}; left out", file=sys.stderr)
         return {}
+
+
+def load_clocks(folder):
+    """(unix seconds, SM MHz) samples of gpu_clocks.csv, or [] where there is none."""
+    samples = []
+    try:
+        with open(os.path.join(folder, "gpu_clocks.csv")) as f:
+            for line in f:
+                parts = [p.strip() for p in line.split(",")]
+                try:
+                    when = datetime.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f")
+                    mhz = float(parts[1])
+                except (IndexError, ValueError):
+                    continue
+                samples.append((when.replace(tzinfo=datetime.timezone.utc).timestamp(), mhz))
+    except OSError:
+        pass
+    return samples
+
+
+def clock_table(folder, rounds):
+    """Median SM clock per section, library and round, from the sections' start and end."""
+    samples = load_clocks(folder)
+    if not samples:
+        return
+    libs = ("sluice", "pygfx", "vispy")
+    spans = {(lib, r): load(folder, lib, r, "contention")
+             for lib in libs for r in range(1, rounds + 1)}
+    sections = []
+    for name, bench, *_ in ROWS:
+        if bench not in sections:
+            sections.append(bench)
+    head = ["section"] + [f"{lib} r{r}" for r in range(1, rounds + 1) for lib in libs]
+    print("\nGPU SM clock while each section ran, median (lowest) MHz, from gpu_clocks.csv\n")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for bench in sections:
+        cells = [bench]
+        for r in range(1, rounds + 1):
+            for lib in libs:
+                span = spans[(lib, r)].get(bench, {})
+                t0, t1 = span.get("start_unix_s"), span.get("end_unix_s")
+                inside = [mhz for t, mhz in samples
+                          if t0 is not None and t1 is not None and t0 <= t <= t1]
+                cells.append(f"{statistics.median(inside):.0f} ({min(inside):.0f})"
+                             if inside else "-")
+        print("| " + " | ".join(cells) + " |")
 
 
 def cell(peer_ms, peer_lib, ours):
@@ -148,6 +202,7 @@ def main():
         print("| " + " | ".join(cells) + " |")
     if lowest:
         print(f"\nlowest copy-free ratio: {lowest[0]:.2f} ({lowest[1]}, round {lowest[2]})")
+    clock_table(args.results, rounds)
 
 
 if __name__ == "__main__":
