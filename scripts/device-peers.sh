@@ -33,10 +33,13 @@
 #       command="bash scripts/device-peers.sh remote 2")
 #
 # What comes back in $OUT: env.log, peers.log (run.sh's progress), table.md (the side-by-side
-# table compare.py prints) and results.tar.gz (results/: every run's JSON and stderr).
-# compare.py's table has sluice's default cases; for the whole-redraw ratios with the copy-free
-# paths and with ArraySource, unpack results.tar.gz and run
-# `python3 scripts/peers-ratios.py results`.
+# table compare.py prints) and results.tar.gz (results/: every run's JSON and stderr, and
+# gpu_clocks.csv, nvidia-smi's SM clock every 100 ms while the rounds ran). compare.py's table
+# has sluice's default cases; for the whole-redraw ratios with the copy-free paths and with
+# ArraySource, and the clock each library's sections ran at, unpack results.tar.gz and run
+# `python3 scripts/peers-ratios.py results`. Short GPU-bound cases take up to 4x longer at
+# the idle clock the GPU drops to after a second or two of light use: compare ratios only
+# where sluice's and the faster peer's sections ran at the same clock.
 #
 # Environment (remote): SLUICE_PEERS_QUICK=1 (run.sh --quick: small sizes, a smoke test),
 # SLUICE_PEERS_ONLY=a,b (only these sluice benchmarks; the peers run all of theirs),
