@@ -37,7 +37,7 @@
 # gpu_clocks.csv, nvidia-smi's SM clock every 100 ms while the rounds ran). compare.py's table
 # has sluice's default cases; for the whole-redraw ratios with the copy-free paths and with
 # ArraySource, and the clock each library's sections ran at, unpack results.tar.gz and run
-# `python3 scripts/peers-ratios.py results`. Short GPU-bound cases take up to 4x longer at
+# `python3 scripts/peers-ratios.py results`. Short GPU-bound cases take several times longer at
 # the idle clock the GPU drops to after a second or two of light use: compare ratios only
 # where sluice's and the faster peer's sections ran at the same clock.
 #
