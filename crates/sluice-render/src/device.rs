@@ -16,8 +16,6 @@ use crate::error::RenderError;
 /// GL is the exception: a GL adapter is one GL context, current on one thread at a time, so
 /// every GL renderer enumerates on an instance (and so an adapter and context) of its own.
 fn adapters(backends: wgpu::Backends) -> Vec<wgpu::Adapter> {
-    static ENUMERATED: parking_lot::Mutex<Vec<(wgpu::Backends, Vec<wgpu::Adapter>)>> =
-        parking_lot::Mutex::new(Vec::new());
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
     desc.backends = backends;
     if backends.contains(wgpu::Backends::GL) {
@@ -31,9 +29,19 @@ fn adapters(backends: wgpu::Backends) -> Vec<wgpu::Adapter> {
     }
     let instance = wgpu::Instance::new(desc);
     let adapters = pollster::block_on(instance.enumerate_adapters(backends));
+    #[cfg(test)]
+    ENUMERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     enumerated.push((backends, adapters.clone()));
     adapters
 }
+
+/// The native adapters enumerated so far, per set of backends (see [`adapters`]).
+type Enumerated = Vec<(wgpu::Backends, Vec<wgpu::Adapter>)>;
+static ENUMERATED: parking_lot::Mutex<Enumerated> = parking_lot::Mutex::new(Vec::new());
+
+/// How many times [`adapters`] asked the driver (native backends), for the tests.
+#[cfg(test)]
+static ENUMERATIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// The devices renderers share, opened once each and kept for the life of the process.
 type Opened = (wgpu::AdapterInfo, wgpu::Device, wgpu::Queue);
@@ -167,4 +175,39 @@ pub(crate) fn choose_adapter(
 pub fn optional_features(adapter: &wgpu::Adapter) -> wgpu::Features {
     crate::format::sampling_features(adapter.features())
         | (adapter.features() & wgpu::Features::PIPELINE_CACHE)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::RendererOptions;
+    use std::sync::atomic::Ordering;
+
+    /// Threads choosing an adapter at once ask the driver once per set of backends: after
+    /// eight of them (and whatever other tests of this binary did), the driver was asked as
+    /// many times as there are sets enumerated, not once per call.
+    #[test]
+    fn adapters_are_enumerated_once_for_all_threads() {
+        let options = RendererOptions::from_env().expect("SLUICE_BACKEND and SLUICE_ADAPTER");
+        let barrier = std::sync::Barrier::new(8);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    barrier.wait();
+                    options.choose_adapter().expect("a device (lavapipe in CI)");
+                });
+            }
+        });
+        let adapter = options.choose_adapter().unwrap();
+        if adapter.get_info().backend == wgpu::Backend::Gl {
+            // GL adapters are enumerated per renderer (one context each).
+            return;
+        }
+        let enumerated = super::ENUMERATED.lock();
+        let asked = super::ENUMERATIONS.load(Ordering::Relaxed);
+        assert!(
+            !enumerated.is_empty() && asked == enumerated.len(),
+            "the driver was asked {asked} times; sets of backends enumerated: {}",
+            enumerated.len()
+        );
+    }
 }
