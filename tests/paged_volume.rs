@@ -132,7 +132,7 @@ fn a_dense_volume_through_pages_matches_the_dense_path() {
                 let differing = a
                     .pixels()
                     .zip(b.pixels())
-                    .filter(|(p, q)| p.0.iter().zip(q.0).any(|(u, v)| u.abs_diff(v) > 1))
+                    .filter(|(p, q)| pixel_diff(p, q) > 1)
                     .count();
                 assert_eq!(
                     differing, 0,
@@ -332,12 +332,12 @@ fn a_host_volume_over_the_brick_limit_is_paged_and_matches_the_dense_path() {
     let differing = a
         .pixels()
         .zip(b.pixels())
-        .filter(|(p, q)| p.0.iter().zip(q.0).any(|(u, v)| u.abs_diff(v) > 1))
+        .filter(|(p, q)| pixel_diff(p, q) > 1)
         .count();
     let worst: Vec<(u32, u32, [u8; 4], [u8; 4])> = a
         .enumerate_pixels()
         .zip(b.pixels())
-        .filter(|((_, _, p), q)| p.0.iter().zip(q.0).any(|(u, v)| u.abs_diff(v) > 1))
+        .filter(|((_, _, p), q)| pixel_diff(p, q) > 1)
         .map(|((x, y, p), q)| (x, y, p.0, q.0))
         .collect();
     // Tolerance: 1 per channel, except at most 0.1 % of the pixels by at most 4. On lavapipe
@@ -735,7 +735,7 @@ fn assert_slices_match_dense(what: &str, source: SharedSource, clim: [f64; 2]) {
         let differing: Vec<_> = a
             .enumerate_pixels()
             .zip(b.pixels())
-            .filter(|((_, _, p), q)| p.0.iter().zip(q.0).any(|(u, v)| u.abs_diff(v) > 1))
+            .filter(|((_, _, p), q)| pixel_diff(p, q) > 1)
             .map(|((x, y, p), q)| (x, y, p.0, q.0))
             .take(5)
             .collect();
@@ -1056,7 +1056,7 @@ fn a_dense_u32_volume_through_pages_matches_the_dense_path() {
             let differing: Vec<_> = a
                 .enumerate_pixels()
                 .zip(b.pixels())
-                .filter(|((_, _, p), q)| p.0.iter().zip(q.0).any(|(u, v)| u.abs_diff(v) > 1))
+                .filter(|((_, _, p), q)| pixel_diff(p, q) > 1)
                 .map(|((x, y, p), q)| (x, y, p.0, q.0))
                 .collect();
             assert!(
