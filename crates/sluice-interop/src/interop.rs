@@ -75,10 +75,11 @@ fn vulkan_adapter(options: &RendererOptions) -> Result<wgpu::Adapter, InteropErr
 /// [`Interop::on_adapter`]; not [`Interop::with_own_device`]) shares it, and it is kept until
 /// the process exits, as the devices of plain renderers are (docs/architecture.md, "Devices
 /// and instances"). NVIDIA's Vulkan driver 580 was seen to deadlock when one thread destroyed
-/// a device while another submitted to a second, and to crash while threads created
-/// pipelines at once; a test binary that made and dropped one `Interop` per test, on four
-/// threads, hung in 3 of 30 runs and died of SIGSEGV in 2 of 40 on an H100, most likely so
-/// (no stack came back).
+/// a device while another submitted to a second; a test binary that made and dropped one
+/// `Interop` per test, on four threads, hung in 3 of 30 runs on an H100, and has not since it
+/// shares the device (120 runs). The SIGSEGVs whose stacks came back (in two other test
+/// binaries) were threads enumerating adapters at once, which sluice-render now does once per
+/// process.
 #[derive(Clone)]
 pub struct Interop {
     shared: Arc<Shared>,
@@ -104,8 +105,8 @@ impl Interop {
     /// `Interop`, and closed once this one, its clones and everything made on it are gone.
     /// For memory shared between two devices of one process (one exports, the other imports),
     /// and for programs that must give a device's memory back before they exit. Close such a
-    /// device while no other thread works on the GPU: NVIDIA's driver 580 deadlocked, or
-    /// crashed, when one thread closed a device while others worked on theirs.
+    /// device while no other thread works on the GPU: NVIDIA's driver 580 deadlocked when one
+    /// thread closed a device while another submitted to its own.
     pub fn with_own_device(options: &RendererOptions) -> Result<Self, InteropError> {
         Ok(Interop::from_shared(Arc::new(Shared::open(
             vulkan_adapter(options)?,

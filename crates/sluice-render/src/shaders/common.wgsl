@@ -118,8 +118,9 @@ fn sample_taps(p: vec3<f32>, size: vec3<i32>) -> Sample {
 // texture; texel i's centre at (i + 0.5) / size), times `scale` (255 for unorm8 data): one
 // hardware sample through `samp` (linear, clamp to edge); where that is NaN, the four taps
 // by hand with NaN texels left out and the weights renormalized (`valid` false when all
-// are NaN). For textures the prelude does not describe (a paged atlas whose pages carry a
-// border, so both the hardware and the hand taps stay inside a page).
+// are NaN). The sampling prelude (`sampling.rs`) calls it for dense data that may hold NaN;
+// the paged atlases clamp their taps to a slot instead (`sample_taps_in` in paged_image.wgsl
+// and paged3d.wgsl).
 fn sample_filtered_2d(tex: texture_2d<f32>, samp: sampler, uv: vec2<f32>, scale: f32) -> Sample {
     let v = textureSampleLevel(tex, samp, uv, 0.0) * scale;
     if (!has_nan(v)) {
