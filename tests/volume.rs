@@ -455,6 +455,73 @@ fn slices_share_the_volume_texture_and_show_its_planes() {
 }
 
 #[test]
+fn an_oblique_slice_shows_the_nearest_voxel_and_leaves_out_what_is_outside_the_data() {
+    // A 12 x 10 x 14 volume cut by a tilted plane whose 20 x 16 rectangle reaches past the
+    // data on every side: each pixel is the voxel under its centre (nearest), computed here
+    // on the CPU, or the background where the centre is outside the data.
+    let (d, h, w) = (12usize, 10usize, 14usize);
+    let value = |z: usize, y: usize, x: usize| (z * 20 + y * 3 + x) as u16;
+    let source = Arc::new(
+        ArraySource::new(Array3::from_shape_fn((d, h, w), |(z, y, x)| value(z, y, x))).unwrap(),
+    );
+    let origin = [-2.25f32, -1.5, 1.3];
+    let (u, v) = ([1.0f32, 0.0, 0.0], [0.0f32, 0.6, 0.8]);
+    let extent = [20.0f32, 16.0];
+    let mut scene = Scene::new();
+    scene.add(
+        Image::new(source)
+            .with_clim(0.0, 300.0)
+            .unwrap()
+            .with_slice(Slice::Oblique {
+                origin,
+                u,
+                v,
+                extent,
+            }),
+    );
+    let mut r = renderer();
+    let img = render(&mut r, &scene, &common::pixel_camera(24, 20), 24, 20);
+    let size = [w as f32, h as f32, d as f32];
+    let (mut inside, mut outside) = (0, 0);
+    for py in 0..20u32 {
+        for px in 0..24u32 {
+            let (a, b) = (px as f32 + 0.5, py as f32 + 0.5);
+            let got = img.get_pixel(px, py).0;
+            if a > extent[0] || b > extent[1] {
+                assert_eq!(got, [0, 0, 0, 255], "({px}, {py}) is off the plane");
+                continue;
+            }
+            let p: [f32; 3] = std::array::from_fn(|i| origin[i] + a * u[i] + b * v[i]);
+            // Centres within 1e-3 of a voxel boundary or of the data's edge may go either way.
+            if p.iter().any(|c| (c - c.round()).abs() < 1e-3) {
+                continue;
+            }
+            if (0..3).any(|i| p[i] < 0.0 || p[i] > size[i]) {
+                assert_eq!(
+                    got,
+                    [0, 0, 0, 255],
+                    "({px}, {py}) at {p:?} is outside the data"
+                );
+                outside += 1;
+                continue;
+            }
+            let [x, y, z] = p.map(|c| c.floor() as usize);
+            let (want, near) =
+                expected_entry(&Colormap::Gray, value(z, y, x) as f32, [0.0, 300.0], 1.0);
+            assert!(
+                got == want || Some(got) == near,
+                "({px}, {py}) at {p:?}: {got:?}, want voxel ({z}, {y}, {x}) = {want:?}"
+            );
+            inside += 1;
+        }
+    }
+    assert!(
+        inside > 100 && outside > 50,
+        "{inside} pixels inside, {outside} outside"
+    );
+}
+
+#[test]
 fn the_camera_may_be_inside_the_volume() {
     let source = Arc::new(ArraySource::new(Array3::<u8>::from_elem((16, 16, 16), 255)).unwrap());
     let mut scene = Scene::new();

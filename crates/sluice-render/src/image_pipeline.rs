@@ -29,8 +29,7 @@ pub(crate) struct ImageParams {
     data_size: [i32; 3],
     alpha_scale: f32,
     opacity: f32,
-    clip: u32,
-    pad: [u32; 2],
+    pad: [u32; 3],
     bricks: BrickParams,
 }
 
@@ -133,8 +132,7 @@ impl ImageParams {
             data_size: [w as i32, h as i32, d as i32],
             alpha_scale: alpha_scale(layout.element()),
             opacity: image.opacity(),
-            clip: u32::from(geometry.clip),
-            pad: [0; 2],
+            pad: [0; 3],
             bricks: bricking.into(),
         }
     }
@@ -318,8 +316,8 @@ impl ImagePipelines {
 /// The image shader `sampled` with `variant`'s constants declared.
 fn variant_source(sampled: &str, variant: ImageVariant) -> String {
     format!(
-        "const IMAGE_MODE: u32 = {}u;\nconst IMAGE_LINEAR: bool = {};\n{sampled}",
-        variant.mode, variant.linear
+        "const IMAGE_MODE: u32 = {}u;\nconst IMAGE_LINEAR: bool = {};\nconst IMAGE_CLIP: bool = {};\n{sampled}",
+        variant.mode, variant.linear, variant.clip
     )
 }
 
@@ -328,7 +326,8 @@ mod tests {
     use super::*;
 
     /// Every image shader variant (sample kinds, 2-D and 3-D, one texture or bricks, channel
-    /// modes, nearest and linear, with and without the gamma curve) parses and validates
+    /// modes, nearest and linear, with and without the gamma curve and the clip to the data)
+    /// parses and validates
     /// (naga, no GPU needed).
     #[test]
     fn every_image_variant_compiles() {
@@ -338,11 +337,14 @@ mod tests {
                     let sampled = sampled_shader_source(SHADER, kind, dim, one_brick, true);
                     for mode in 0..4 {
                         for linear in [false, true] {
-                            for gamma in [false, true] {
+                            for (gamma, clip) in
+                                [(false, false), (true, false), (false, true), (true, true)]
+                            {
                                 let variant = ImageVariant {
                                     mode,
                                     linear,
                                     gamma,
+                                    clip,
                                 };
                                 let what = format!(
                                     "{kind:?}, {dim:?}, one brick {one_brick}, {variant:?}"

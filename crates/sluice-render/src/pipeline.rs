@@ -337,7 +337,8 @@ pub(crate) fn gamma_constants(curve: bool) -> [(&'static str, f64); 1] {
 }
 
 /// What an image shader is compiled for beyond its texture: the channel mode
-/// ([`image_mode`]) and linear interpolation, as constants of the module, and the gamma curve,
+/// ([`image_mode`]), linear interpolation and the clip to the data, as constants of the
+/// module, and the gamma curve,
 /// a constant of the pipeline (CPU devices such as lavapipe run both sides of a branch on a
 /// uniform; a constant leaves one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -346,6 +347,9 @@ pub(crate) struct ImageVariant {
     pub linear: bool,
     /// Whether the gamma curve applies ([`gamma_curve`]).
     pub gamma: bool,
+    /// Whether samples outside the data are transparent (oblique planes) instead of clamped
+    /// to the edge, a constant of the module.
+    pub clip: bool,
 }
 
 impl ImageVariant {

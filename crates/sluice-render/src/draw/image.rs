@@ -163,6 +163,7 @@ fn uniforms(image: &Image, res: &mut Resources, mvp: glam::Mat4) -> PipelineKey 
         mode: params.mode,
         linear: params.linear == 1,
         gamma: gamma_curve(image.gamma()),
+        clip: geometry.clip,
     };
     let key = PipelineKey::Image(proxy.sample_kind(), dim, one_brick, variant);
     res.images
