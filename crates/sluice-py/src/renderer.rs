@@ -318,6 +318,7 @@ pub(crate) fn counters_dict<'py>(py: Python<'py>, c: &Counters) -> PyResult<Boun
         ("mesh_draws_reordered", c.mesh_draws_reordered),
         ("mesh_draws_culled", c.mesh_draws_culled),
         ("mesh_culls_run", c.mesh_culls_run),
+        ("image_draws_by_compute", c.image_draws_by_compute),
     ] {
         d.set_item(name, value)?;
     }

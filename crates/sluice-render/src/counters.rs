@@ -96,6 +96,9 @@ pub struct Counters {
     /// Runs of that cull's passes: a culled draw whose positions, indices, transform and
     /// target size are those of the last run draws its result again without them.
     pub mesh_culls_run: u64,
+    /// Frames of one dense image drawn by a compute pass instead of the rasterizer
+    /// ([`crate::ImageDraw::Compute`]).
+    pub image_draws_by_compute: u64,
     /// What the device upload path's pools did (CUDA destinations: host waits, GPU-side
     /// waits, destinations made), as the path reports it; zero without one.
     pub device_pools: DevicePoolCounters,
@@ -170,6 +173,7 @@ impl Counters {
                 - earlier.mesh_draws_without_nan_test,
             mesh_draws_reordered: self.mesh_draws_reordered - earlier.mesh_draws_reordered,
             mesh_draws_culled: self.mesh_draws_culled - earlier.mesh_draws_culled,
+            image_draws_by_compute: self.image_draws_by_compute - earlier.image_draws_by_compute,
             mesh_culls_run: self.mesh_culls_run - earlier.mesh_culls_run,
             device_pools: self.device_pools.since(&earlier.device_pools),
             ..*self

@@ -12,7 +12,9 @@ use crate::pipeline::{
     uniform_entry, DisplayParams, ImageVariant, PassKind, PipelineSpec, ShaderParts, TexDim,
 };
 use crate::sampling::{hardware_filtered, linear_sampler, sampler_entry};
+use crate::target_format::TARGET_FORMAT;
 use crate::visual::{Image, Interpolation, Slice};
+use sluice_core::pieces::MAX_DAMAGE_RECTS;
 const SHADER: &str = include_str!("shaders/image.wgsl");
 
 /// The uniform block of `shaders/image.wgsl` (`Params`), 240 bytes.
@@ -147,6 +149,8 @@ struct ImagePipeline {
     pipeline_layout: wgpu::PipelineLayout,
     module: wgpu::ShaderModule,
     pipelines: HashMap<(PassKind, bool, Blend), wgpu::RenderPipeline>,
+    /// The compute path's pipeline ([`crate::ImageDraw::Compute`]), built on first use.
+    compute: Option<wgpu::ComputePipeline>,
 }
 
 /// Whether an image's colour is blended over what is under it.
@@ -172,6 +176,9 @@ pub(crate) struct ImagePipelines {
     layouts: HashMap<(SampleKind, TexDim, bool), (wgpu::BindGroupLayout, wgpu::PipelineLayout)>,
     /// Group 1 of every image pipeline (`pipeline::colormap_layout`).
     colormap_layout: wgpu::BindGroupLayout,
+    /// Group 2 of the compute path: the frame's parameters and the target as storage
+    /// ([`FrameParams`]).
+    frame_layout: wgpu::BindGroupLayout,
     /// Bound where the hardware interpolates (`sampling::hardware_filtered`).
     sampler: Option<wgpu::Sampler>,
 }
@@ -179,13 +186,35 @@ pub(crate) struct ImagePipelines {
 impl ImagePipelines {
     /// No pipeline yet: each is built on first use (shader compilation is slow on some
     /// drivers, and most programs use few of them).
-    pub fn new(colormap_layout: wgpu::BindGroupLayout) -> Self {
+    pub fn new(device: &wgpu::Device, colormap_layout: wgpu::BindGroupLayout) -> Self {
+        let frame_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("sluice image frame"),
+            entries: &[
+                uniform_entry(size_of::<FrameParams>(), wgpu::ShaderStages::COMPUTE),
+                wgpu::BindGroupLayoutEntry {
+                    binding: 1,
+                    visibility: wgpu::ShaderStages::COMPUTE,
+                    ty: wgpu::BindingType::StorageTexture {
+                        access: wgpu::StorageTextureAccess::WriteOnly,
+                        format: TARGET_FORMAT,
+                        view_dimension: wgpu::TextureViewDimension::D2,
+                    },
+                    count: None,
+                },
+            ],
+        });
         ImagePipelines {
             by_kind: HashMap::new(),
             layouts: HashMap::new(),
             colormap_layout,
+            frame_layout,
             sampler: None,
         }
+    }
+
+    /// Group 2 of the compute path, for targets to make their bind group with.
+    pub fn frame_layout(&self) -> &wgpu::BindGroupLayout {
+        &self.frame_layout
     }
 
     /// Builds the bind group layout and shader for `key` if they do not exist yet.
@@ -212,18 +241,15 @@ impl ImagePipelines {
         device: &wgpu::Device,
         (kind, dim, one_brick, variant): ImageKey,
     ) -> ImagePipeline {
+        // Visible to compute too: the compute path binds the same group.
+        let shading = wgpu::ShaderStages::FRAGMENT | wgpu::ShaderStages::COMPUTE;
         let mut entries = vec![uniform_entry(
             size_of::<ImageParams>(),
-            wgpu::ShaderStages::VERTEX_FRAGMENT,
+            wgpu::ShaderStages::VERTEX | shading,
         )];
-        entries.extend(data_texture_entries(
-            kind,
-            dim,
-            one_brick,
-            wgpu::ShaderStages::FRAGMENT,
-        ));
+        entries.extend(data_texture_entries(kind, dim, one_brick, shading));
         if hardware_filtered(kind, one_brick) {
-            entries.push(sampler_entry(wgpu::ShaderStages::FRAGMENT));
+            entries.push(sampler_entry(shading));
         }
         let source = variant_source(
             &sampled_shader_source(SHADER, kind, dim, one_brick, true),
@@ -238,6 +264,7 @@ impl ImagePipelines {
                     source: wgpu::ShaderSource::Wgsl(source.into()),
                 }),
                 pipelines: HashMap::new(),
+                compute: None,
             };
         }
         let parts = ShaderParts::new(
@@ -256,6 +283,7 @@ impl ImagePipelines {
             pipeline_layout: parts.pipeline_layout,
             module: parts.module,
             pipelines: HashMap::new(),
+            compute: None,
         }
     }
 
@@ -311,14 +339,124 @@ impl ImagePipelines {
     ) -> &wgpu::RenderPipeline {
         &self.by_kind[&key].pipelines[&(pass, opacity >= 1.0, blend)]
     }
+
+    /// Builds the compute path's pipeline for `key` if it does not exist yet (after
+    /// [`ImagePipelines::ensure`]).
+    pub fn ensure_compute(&mut self, device: &wgpu::Device, key: ImageKey) {
+        let p = self.by_kind.get_mut(&key).expect("ensured");
+        if p.compute.is_some() {
+            return;
+        }
+        let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("sluice image compute"),
+            bind_group_layouts: &[
+                Some(&p.layout),
+                Some(&self.colormap_layout),
+                Some(&self.frame_layout),
+            ],
+            immediate_size: 0,
+        });
+        let _serial = crate::pipeline::pipeline_creation_lock();
+        p.compute = Some(
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("sluice image compute"),
+                layout: Some(&layout),
+                module: &p.module,
+                entry_point: Some("cs_main"),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &key.3.constants(),
+                    ..Default::default()
+                },
+                cache: crate::pipeline_cache::for_pipeline(device).as_ref(),
+            }),
+        );
+    }
+
+    /// The compute path's pipeline for `key` (after [`ImagePipelines::ensure_compute`]).
+    pub fn compute_pipeline(&self, key: ImageKey) -> &wgpu::ComputePipeline {
+        self.by_kind[&key].compute.as_ref().expect("ensured")
+    }
 }
 
 /// The image shader `sampled` with `variant`'s constants declared.
 fn variant_source(sampled: &str, variant: ImageVariant) -> String {
     format!(
-        "const IMAGE_MODE: u32 = {}u;\nconst IMAGE_LINEAR: bool = {};\nconst IMAGE_CLIP: bool = {};\n{sampled}",
+        "const IMAGE_MODE: u32 = {}u;\nconst IMAGE_LINEAR: bool = {};\nconst IMAGE_CLIP: bool = {};\nconst MAX_RECTS: u32 = {MAX_DAMAGE_RECTS}u;\n{sampled}",
         variant.mode, variant.linear, variant.clip
     )
+}
+
+/// The uniform block of the compute path (`Frame` in `shaders/image.wgsl`), 176 bytes: where
+/// the image lies on the target and which pixels to draw.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct FrameParams {
+    to_local: [[f32; 4]; 3],
+    clip_z: [f32; 4],
+    clip_w: [f32; 4],
+    background: [f32; 4],
+    rects: [[u32; 4]; MAX_DAMAGE_RECTS],
+    target_size: [f32; 2],
+    count: u32,
+    blend: u32,
+}
+
+impl FrameParams {
+    /// The parameters of drawing an image whose local coordinates `transform` takes to clip
+    /// space onto a target of `size` pixels over `background`, in `rects` (at most
+    /// [`MAX_DAMAGE_RECTS`], `[x, y, width, height]`); `blend`: alpha blending. Where the
+    /// image's plane is seen edge-on it covers no pixel: `to_local` is then zero, which the
+    /// shader takes for "background only".
+    pub fn new(
+        transform: Mat4,
+        size: [u32; 2],
+        background: [f32; 4],
+        rects: &[[u32; 4]],
+        blend: bool,
+    ) -> Self {
+        // A local point (x, y, 0, 1) lands at clip (X, Y, Z, W) = x c0 + y c1 + c3, so
+        // (X, Y, W) = A (x, y, 1) with A the rows x, y, w of columns 0, 1 and 3; its
+        // inverse takes (ndc x, ndc y, 1) back to the local point, homogeneous. In f64: a
+        // fitted image's inverse is then exact wherever the forward map is.
+        let m = transform.as_dmat4();
+        let a = glam::DMat3::from_cols(
+            glam::DVec3::new(m.x_axis.x, m.x_axis.y, m.x_axis.w),
+            glam::DVec3::new(m.y_axis.x, m.y_axis.y, m.y_axis.w),
+            glam::DVec3::new(m.w_axis.x, m.w_axis.y, m.w_axis.w),
+        );
+        let det = a.determinant();
+        let inv = if det != 0.0 && det.is_finite() {
+            a.inverse().as_mat3()
+        } else {
+            glam::Mat3::ZERO
+        };
+        let row = |i: usize| {
+            let r = transform.row(i);
+            [r.x, r.y, r.z, r.w]
+        };
+        let mut packed = [[0u32; 4]; MAX_DAMAGE_RECTS];
+        for (to, from) in packed.iter_mut().zip(rects) {
+            *to = *from;
+        }
+        FrameParams {
+            to_local: [inv.x_axis, inv.y_axis, inv.z_axis].map(|c| [c.x, c.y, c.z, 0.0]),
+            clip_z: row(2),
+            clip_w: row(3),
+            background,
+            rects: packed,
+            target_size: size.map(|v| v as f32),
+            count: rects.len().min(MAX_DAMAGE_RECTS) as u32,
+            blend: u32::from(blend),
+        }
+    }
+
+    /// Workgroups (8 x 8 pixels) covering the largest rectangle, one layer per rectangle.
+    pub fn workgroups(&self) -> [u32; 3] {
+        let rects = &self.rects[..self.count as usize];
+        let w = rects.iter().map(|r| r[2]).max().unwrap_or(0);
+        let h = rects.iter().map(|r| r[3]).max().unwrap_or(0);
+        [w.div_ceil(8), h.div_ceil(8), self.count]
+    }
 }
 
 #[cfg(test)]
@@ -355,6 +493,7 @@ mod tests {
                                     &[
                                         (wgpu::naga::ShaderStage::Vertex, "vs_main"),
                                         (wgpu::naga::ShaderStage::Fragment, "fs_main"),
+                                        (wgpu::naga::ShaderStage::Compute, "cs_main"),
                                     ],
                                     &what,
                                 );

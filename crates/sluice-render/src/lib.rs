@@ -71,7 +71,10 @@ pub use device_upload::{
     DeviceUpload, DeviceUploadError, SampledInPlace,
 };
 pub use error::RenderError;
-pub use options::{parse_backends, RendererOptions, ADAPTER_ENV, BACKEND_ENV, PIPELINE_CACHE_ENV};
+pub use options::{
+    parse_backends, ImageDraw, RendererOptions, ADAPTER_ENV, BACKEND_ENV, IMAGE_DRAW_ENV,
+    PIPELINE_CACHE_ENV,
+};
 pub use paged::{Completion, Progress, DEFAULT_GPU_BUDGET};
 pub use pipeline_cache::{set_pipeline_cache_loader, PipelineCacheInfo, PipelineCacheLoader};
 pub use renderer::{RedrawNotify, Renderer};

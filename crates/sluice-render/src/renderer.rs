@@ -14,18 +14,18 @@ use crate::colormap::Colormap;
 use crate::counters::{Counters, FrameStats};
 use crate::device::shared_device;
 use crate::device_upload::DeviceUpload;
-use crate::draw::{kind, Draw, PassNeed, Resources};
+use crate::draw::{kind, ComputeFrame, Draw, PassNeed, Resources};
 use crate::error::RenderError;
 use crate::image_pipeline::ImagePipelines;
 use crate::mesh_pipeline::MeshPipelines;
-use crate::options::RendererOptions;
+use crate::options::{ImageDraw, RendererOptions};
 use crate::paged::{Completion, PagedTextures, Progress, DEFAULT_GPU_BUDGET};
 use crate::pipeline::PassKind;
 use crate::proxy::{SourceKey, TextureProxy, UploadContext};
 use crate::redraw::{screen_rect, ClearRect, DrawSignature, DrawnFrame, FrameSignature};
 use crate::scene::Scene;
 use crate::staging::StagingRing;
-use crate::target::RenderTarget;
+use crate::target::{RenderTarget, TargetLayouts};
 use crate::unpack::Unpacker;
 use crate::visual::Visual;
 use crate::volume_pipeline::VolumePipelines;
@@ -89,6 +89,8 @@ pub struct Renderer {
     id: u64,
     /// Built on the first partial redraw.
     clear_rect: Option<ClearRect>,
+    /// How frames of one dense image are drawn ([`ImageDraw::resolve`]d: never `Auto`).
+    image_draw: ImageDraw,
     /// Set when a frame unwound (a panic) before its commands were submitted, or its
     /// commands had a validation error: the copies it recorded never ran, so the next frame
     /// uploads again what they were to bring ([`LostFrameGuard`]).
@@ -177,6 +179,7 @@ impl Renderer {
     ) -> Self {
         let info = adapter.get_info();
         let cpu = info.device_type == wgpu::DeviceType::Cpu;
+        let image_draw = options.image_draw.resolve(&info);
         let cull_margin = options
             .mesh_cull
             .then(|| crate::mesh_cull::margin(&adapter, &device))
@@ -194,7 +197,7 @@ impl Renderer {
         };
         let upload_budget = options.upload_budget;
         let colormap_layout = crate::pipeline::colormap_layout(&device);
-        let images = ImagePipelines::new(colormap_layout.clone());
+        let images = ImagePipelines::new(&device, colormap_layout.clone());
         let volumes = VolumePipelines::new(
             &device,
             colormap_layout.clone(),
@@ -259,6 +262,7 @@ impl Renderer {
             unpack: Unpacker::new(),
             id: NEXT_RENDERER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             clear_rect: None,
+            image_draw,
             lost_frame: Arc::new(AtomicBool::new(false)),
             _pipeline_cache: pipeline_cache,
             #[cfg(test)]
@@ -341,14 +345,22 @@ impl Renderer {
 
     /// Creates an offscreen target of `width` x `height` pixels.
     pub fn create_target(&self, width: u32, height: u32) -> Result<RenderTarget, RenderError> {
-        RenderTarget::new(
-            &self.res.device,
-            width,
-            height,
-            None,
-            self.res.volumes.target_layout(),
-            self.res.volumes.composite_layout(),
-        )
+        RenderTarget::new(&self.res.device, width, height, None, self.target_layouts())
+    }
+
+    /// How frames whose only visual is one dense image are drawn on this renderer's adapter
+    /// ([`RendererOptions::image_draw`], resolved: never [`ImageDraw::Auto`]).
+    pub fn image_draw(&self) -> ImageDraw {
+        self.image_draw
+    }
+
+    fn target_layouts(&self) -> TargetLayouts<'_> {
+        TargetLayouts {
+            volume: self.res.volumes.target_layout(),
+            composite: self.res.volumes.composite_layout(),
+            image_frame: (self.image_draw == ImageDraw::Compute)
+                .then(|| self.res.images.frame_layout()),
+        }
     }
 
     /// A target drawing into `texture`, a colour texture made elsewhere on this renderer's
@@ -365,8 +377,7 @@ impl Renderer {
             texture.width(),
             texture.height(),
             Some(texture),
-            self.res.volumes.target_layout(),
-            self.res.volumes.composite_layout(),
+            self.target_layouts(),
         )
     }
 
@@ -770,8 +781,21 @@ impl Renderer {
             kind(draw.visual).update(&mut self.res, draw)?;
         }
         let pass_kind = self.pass_kind(draws);
-        for draw in draws {
-            kind(draw.visual).ensure_pipelines(&mut self.res, pass_kind);
+        // A frame of one dense image (nothing for a depth test to sort) on a renderer that
+        // draws those by compute, into a target it can write as storage: one compute pass
+        // instead of the opaque pass.
+        let by_compute = match draws {
+            [draw] => {
+                self.image_draw == ImageDraw::Compute
+                    && target.image_frame.is_some()
+                    && kind(draw.visual).ensure_compute(&mut self.res)
+            }
+            _ => false,
+        };
+        if !by_compute {
+            for draw in draws {
+                kind(draw.visual).ensure_pipelines(&mut self.res, pass_kind);
+            }
         }
         let (redraw, memory) = if pass_kind == PassKind::Flat {
             let (redraw, memory) = self.plan_redraw(scene, draws, target);
@@ -790,6 +814,20 @@ impl Renderer {
                 .map(|[_, _, rw, rh]| u64::from(*rw) * u64::from(*rh))
                 .sum(),
         };
+        if by_compute {
+            let rects = match &redraw {
+                Damage::Rects(rects) => rects.clone(),
+                _ => vec![[0, 0, w, h]],
+            };
+            let frame = ComputeFrame {
+                target,
+                background: scene.background(),
+                rects: &rects,
+            };
+            let drew = kind(draws[0].visual).record_compute(&self.res, encoder, &draws[0], frame);
+            self.res.counters.image_draws_by_compute += u64::from(drew);
+            return Ok((u32::from(drew), pixels));
+        }
         if let Damage::Rects(_) = redraw {
             self.ensure_clear_rect(scene.background());
         }

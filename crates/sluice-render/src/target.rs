@@ -19,6 +19,9 @@ pub struct RenderTarget {
     pub(crate) volume_group: wgpu::BindGroup,
     /// The composite's view of the marched texture.
     pub(crate) composite_group: wgpu::BindGroup,
+    /// Group 2 of the image compute path ([`crate::ImageDraw::Compute`]), where the renderer
+    /// draws that way and the texture can be bound as storage.
+    pub(crate) image_frame: Option<ImageFrame>,
     width: u32,
     height: u32,
     /// What the last frame drawn here was, for redrawing only what changed since.
@@ -29,6 +32,24 @@ pub struct RenderTarget {
     readback: parking_lot::Mutex<Option<wgpu::Buffer>>,
 }
 
+/// A target's side of the image compute path: the frame's parameters
+/// (`image_pipeline::FrameParams`) and the bind group of them with the colour texture as
+/// storage.
+#[derive(Debug)]
+pub(crate) struct ImageFrame {
+    pub buffer: wgpu::Buffer,
+    pub group: wgpu::BindGroup,
+}
+
+/// The layouts a target's bind groups are made with.
+pub(crate) struct TargetLayouts<'a> {
+    pub volume: &'a wgpu::BindGroupLayout,
+    pub composite: &'a wgpu::BindGroupLayout,
+    /// The image compute path's group 2, where the renderer draws lone images that way: a
+    /// new colour texture is then made usable as storage too.
+    pub image_frame: Option<&'a wgpu::BindGroupLayout>,
+}
+
 impl RenderTarget {
     /// A target of `width` x `height` pixels; its colour texture is `color` where given (a
     /// texture made elsewhere, checked by [`RenderTarget::check_color`]), else a new one.
@@ -37,8 +58,7 @@ impl RenderTarget {
         width: u32,
         height: u32,
         color: Option<wgpu::Texture>,
-        volume_layout: &wgpu::BindGroupLayout,
-        composite_layout: &wgpu::BindGroupLayout,
+        layouts: TargetLayouts<'_>,
     ) -> Result<Self, RenderError> {
         let limit = device.limits().max_texture_dimension_2d;
         if width == 0 || height == 0 || width > limit || height > limit {
@@ -66,11 +86,41 @@ impl RenderTarget {
         };
         let view_of = |t: &wgpu::Texture| t.create_view(&wgpu::TextureViewDescriptor::default());
         use wgpu::TextureUsages as U;
+        let usage = match layouts.image_frame {
+            Some(_) => TARGET_USAGE | U::STORAGE_BINDING,
+            None => TARGET_USAGE,
+        };
         let texture = match color {
             Some(texture) => texture,
-            None => plane("sluice render target", TARGET_FORMAT, TARGET_USAGE),
+            None => plane("sluice render target", TARGET_FORMAT, usage),
         };
         let view = view_of(&texture);
+        let image_frame = layouts
+            .image_frame
+            .filter(|_| texture.usage().contains(U::STORAGE_BINDING))
+            .map(|layout| {
+                let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("sluice image frame"),
+                    size: size_of::<crate::image_pipeline::FrameParams>() as u64,
+                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some("sluice image frame"),
+                    layout,
+                    entries: &[
+                        wgpu::BindGroupEntry {
+                            binding: 0,
+                            resource: buffer.as_entire_binding(),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 1,
+                            resource: wgpu::BindingResource::TextureView(&view),
+                        },
+                    ],
+                });
+                ImageFrame { buffer, group }
+            });
         let depth_view = view_of(&plane("sluice depth", DEPTH_FORMAT, U::RENDER_ATTACHMENT));
         let depth_color_view = view_of(&plane(
             "sluice depth as colour",
@@ -84,7 +134,7 @@ impl RenderTarget {
         ));
         let volume_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("sluice volume target"),
-            layout: volume_layout,
+            layout: layouts.volume,
             entries: &[
                 wgpu::BindGroupEntry {
                     binding: 0,
@@ -98,7 +148,7 @@ impl RenderTarget {
         });
         let composite_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("sluice volume composite"),
-            layout: composite_layout,
+            layout: layouts.composite,
             entries: &[wgpu::BindGroupEntry {
                 binding: 0,
                 resource: wgpu::BindingResource::TextureView(&marched),
@@ -111,6 +161,7 @@ impl RenderTarget {
             depth_color_view,
             volume_group,
             composite_group,
+            image_frame,
             width,
             height,
             drawn: parking_lot::Mutex::new(None),

@@ -2,13 +2,13 @@
 //! in the opaque pass.
 
 use crate::error::RenderError;
-use crate::image_pipeline::{slice_geometry, Blend, ImageParams};
+use crate::image_pipeline::{slice_geometry, Blend, FrameParams, ImageParams};
 use crate::pipeline::{gamma_curve, ImageVariant, PassKind, PipelineKey, TexDim, COLORMAP_GROUP};
 use crate::redraw::flat_depth;
 use crate::visual::Image;
-use wgpu::RenderPass;
+use wgpu::{CommandEncoder, RenderPass};
 
-use super::{Draw, DrawVisual, PassNeed, Resources};
+use super::{ComputeFrame, Draw, DrawVisual, PassNeed, Resources};
 
 impl DrawVisual for Image {
     fn id(&self) -> u64 {
@@ -101,6 +101,57 @@ impl DrawVisual for Image {
         pass.set_bind_group(0, &bind.group, &[]);
         pass.set_bind_group(COLORMAP_GROUP, res.colormap_group(self.colormap()), &[]);
         pass.draw(0..6, 0..1);
+        true
+    }
+
+    fn ensure_compute(&self, res: &mut Resources) -> bool {
+        if super::paged_slice::is_paged(self, res) || super::paged_image::is_paged(self, res) {
+            return false;
+        }
+        let Some(bind) = res.visuals[&self.token.id].bind.as_ref() else {
+            return false;
+        };
+        let PipelineKey::Image(kind, dim, one_brick, variant) = bind.key else {
+            return false;
+        };
+        res.images
+            .ensure_compute(&res.device, (kind, dim, one_brick, variant));
+        true
+    }
+
+    fn record_compute(
+        &self,
+        res: &Resources,
+        enc: &mut CommandEncoder,
+        draw: &Draw<'_>,
+        frame: ComputeFrame<'_>,
+    ) -> bool {
+        let Some(out) = frame.target.image_frame.as_ref() else {
+            return false;
+        };
+        let bind = res.visuals[&self.token.id].bind.as_ref().expect("bound");
+        let PipelineKey::Image(kind, dim, one_brick, variant) = bind.key else {
+            return false;
+        };
+        let params = FrameParams::new(
+            draw.mvp,
+            frame.target.size(),
+            frame.background,
+            frame.rects,
+            blend_of(self, variant.mode) == Blend::Alpha,
+        );
+        res.queue
+            .write_buffer(&out.buffer, 0, bytemuck::bytes_of(&params));
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("sluice image compute"),
+            timestamp_writes: None,
+        });
+        pass.set_pipeline(res.images.compute_pipeline((kind, dim, one_brick, variant)));
+        pass.set_bind_group(0, &bind.group, &[]);
+        pass.set_bind_group(COLORMAP_GROUP, res.colormap_group(self.colormap()), &[]);
+        pass.set_bind_group(2, &out.group, &[]);
+        let [x, y, z] = params.workgroups();
+        pass.dispatch_workgroups(x, y, z);
         true
     }
 

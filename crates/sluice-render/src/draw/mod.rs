@@ -89,11 +89,41 @@ pub(crate) trait DrawVisual {
         false
     }
 
+    /// Whether a frame whose only visual is this one can be drawn by one compute pass
+    /// ([`crate::ImageDraw::Compute`]: dense images); where it can, builds that pipeline if
+    /// missing.
+    fn ensure_compute(&self, res: &mut Resources) -> bool {
+        let _ = res;
+        false
+    }
+
+    /// Records the whole frame by compute (after [`DrawVisual::ensure_compute`] said it can):
+    /// every pixel of `frame.rects` gets the visual's colour over the background, or the
+    /// background; whether the visual drew.
+    fn record_compute(
+        &self,
+        res: &Resources,
+        enc: &mut CommandEncoder,
+        draw: &Draw<'_>,
+        frame: ComputeFrame<'_>,
+    ) -> bool {
+        let _ = (res, enc, draw, frame);
+        false
+    }
+
     /// Whether a frame of such visuals may redraw only the screen rectangles its texture's
     /// changes touch (a flat 2-D image); any other visual makes the frame redraw whole.
     fn redraws_partially(&self) -> bool {
         false
     }
+}
+
+/// What a frame drawn by compute covers ([`DrawVisual::record_compute`]).
+pub(crate) struct ComputeFrame<'a> {
+    pub target: &'a RenderTarget,
+    pub background: [f32; 4],
+    /// `[x, y, width, height]` in pixels, at most `MAX_DAMAGE_RECTS`.
+    pub rects: &'a [[u32; 4]],
 }
 
 /// The one registration of the kinds of visual: what draws each.
