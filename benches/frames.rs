@@ -11,7 +11,10 @@
 //! - sluice: an empty scene; an unchanged 4096 x 4096 image, fitted (nearest and linear) and
 //!   at 1:1 (the target invalidated first, so the whole frame is drawn); a 256 x 256 write
 //!   with `Renderer::upload`, and with a drawn frame that redraws only what the region covers
-//!   (the default) or the whole target; and 16 times per wait.
+//!   (the default) or the whole target; and 16 times per wait;
+//! - sluice drawing the lone image both ways (`ImageDraw::Raster` and `ImageDraw::Compute`,
+//!   whatever `Auto` chooses on this adapter): fitted nearest and linear, and a 256 x 256
+//!   write with a whole and a partial redraw.
 //!
 //! Every step ends with a wait for the GPU unless it says "16 per wait" (then the time is per
 //! frame). "gpu ms" is the GPU time between timestamps written at the start and the end of the
@@ -27,7 +30,7 @@ mod common;
 
 use common::{env_usize, median, ms, Res};
 use sluice::prelude::*;
-use sluice::{wgpu, RendererOptions};
+use sluice::{wgpu, ImageDraw, RendererOptions};
 
 const SIDE: u32 = 4096;
 const TARGET_SIDE: u32 = 1024;
@@ -768,6 +771,57 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         b.wait()?;
         Ok((t.elapsed() / IN_FLIGHT as u32, None))
     })?;
+
+    // The two ways of drawing a lone image (`ImageDraw`), each on a renderer of its own on
+    // this device, whatever `Auto` chose above.
+    println!(
+        "    (the renderer above draws lone images by {:?})",
+        renderer.image_draw()
+    );
+    for draw in [ImageDraw::Raster, ImageDraw::Compute] {
+        let mut chosen = options.clone();
+        chosen.image_draw = draw;
+        let adapter = options.choose_adapter()?;
+        let mut r = Renderer::from_device(adapter, device.clone(), queue.clone(), &chosen);
+        let target = r.create_target(TARGET_SIDE, TARGET_SIDE)?;
+        r.render(&scene, &fit, &target)?;
+        r.render(&linear_scene, &fit, &target)?;
+        r.wait_idle()?;
+        let name = format!("{draw:?}").to_lowercase();
+        for (what, scene) in [("nearest", &scene), ("linear", &linear_scene)] {
+            b.run(
+                &format!("sluice, {name}: render unchanged fitted, {what}"),
+                |b, _| {
+                    b.around(|| {
+                        target.invalidate();
+                        r.render(scene, &fit, &target)?;
+                        Ok(())
+                    })
+                },
+            )?;
+        }
+        b.run(
+            &format!("sluice, {name}: write 256^2 + render fitted, whole"),
+            |b, i| {
+                b.around(|| {
+                    source.write(&place(i), region.view())?;
+                    target.invalidate();
+                    r.render(&scene, &fit, &target)?;
+                    Ok(())
+                })
+            },
+        )?;
+        b.run(
+            &format!("sluice, {name}: write 256^2 + render fitted, partial"),
+            |b, i| {
+                b.around(|| {
+                    source.write(&place(i), region.view())?;
+                    r.render(&scene, &fit, &target)?;
+                    Ok(())
+                })
+            },
+        )?;
+    }
     Ok(())
 }
 

@@ -260,6 +260,8 @@ fn main() -> Res<()> {
     let mut ctx = Ctx::new()?;
     let info = ctx.renderer.adapter_info().clone();
     let readback = ctx.readback();
+    // How lone images are drawn here (`ImageDraw`; `SLUICE_IMAGE_DRAW` chooses).
+    let image_draw = format!("{:?}", ctx.renderer.image_draw());
     let mut results = serde_json::Map::new();
     let mut contention = serde_json::Map::new();
     let mut errors = Vec::new();
@@ -323,6 +325,7 @@ fn main() -> Res<()> {
             "backend": format!("{:?}", info.backend),
             "device_type": format!("{:?}", info.device_type),
         },
+        "image_draw": image_draw,
         "contention": contention,
         "results": results,
         "errors": errors,
