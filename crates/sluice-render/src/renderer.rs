@@ -179,7 +179,17 @@ impl Renderer {
     ) -> Self {
         let info = adapter.get_info();
         let cpu = info.device_type == wgpu::DeviceType::Cpu;
-        let image_draw = options.image_draw.resolve(&info);
+        // Compute shaders are there on every backend but downlevel GL; without them lone
+        // images stay with the rasterizer, whatever was asked.
+        let image_draw = if adapter
+            .get_downlevel_capabilities()
+            .flags
+            .contains(wgpu::DownlevelFlags::COMPUTE_SHADERS)
+        {
+            options.image_draw.resolve(&info)
+        } else {
+            ImageDraw::Raster
+        };
         let cull_margin = options
             .mesh_cull
             .then(|| crate::mesh_cull::margin(&adapter, &device))
@@ -349,7 +359,8 @@ impl Renderer {
     }
 
     /// How frames whose only visual is one dense image are drawn on this renderer's adapter
-    /// ([`RendererOptions::image_draw`], resolved: never [`ImageDraw::Auto`]).
+    /// ([`RendererOptions::image_draw`], resolved: never [`ImageDraw::Auto`], and
+    /// [`ImageDraw::Raster`] on an adapter without compute shaders).
     pub fn image_draw(&self) -> ImageDraw {
         self.image_draw
     }

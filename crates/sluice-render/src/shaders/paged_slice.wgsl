@@ -46,7 +46,9 @@ struct Params {
 
 struct VertexOut {
     @builtin(position) position: vec4<f32>,
-    @location(0) coord: vec2<f32>,
+    // Level-0 voxel coordinates: `plane` is affine, so its product is made per vertex and
+    // interpolated exactly (as in image.wgsl).
+    @location(0) voxel: vec3<f32>,
 };
 
 @vertex
@@ -58,7 +60,7 @@ fn vs_main(@builtin(vertex_index) index: u32) -> VertexOut {
     let local = corners[index] * params.size;
     var out: VertexOut;
     out.position = params.transform * vec4<f32>(local, 0.0, 1.0);
-    out.coord = local;
+    out.voxel = (params.plane * vec4<f32>(local, 0.0, 1.0)).xyz;
     return out;
 }
 
@@ -79,7 +81,7 @@ fn slice_level(footprint: f32) -> u32 {
 
 @fragment
 fn fs_main(in: VertexOut) -> OpaqueOut {
-    let p = (params.plane * vec4<f32>(in.coord, 0.0, 1.0)).xyz;
+    let p = in.voxel;
     // Level-0 samples per pixel along the screen axis that magnifies the plane most.
     let footprint = min(length(dpdx(p)), length(dpdy(p)));
     if (params.clip == 1u && (any(p < vec3<f32>(0.0)) || any(p > params.data_size))) {
