@@ -450,6 +450,8 @@ fn changing_display_settings_uploads_nothing() {
     // and the image's own group stays through the clim, the colormap and the gamma change
     // (the pipeline with the gamma curve compiled in has the same layout).
     unchanged.bind_groups_created = 0;
+    // The one frame drawn since, counted where lone images are drawn by compute.
+    unchanged.image_draws_by_compute = u64::from(r.image_draw() == sluice::ImageDraw::Compute);
     assert_eq!(r.counters().since(&before), unchanged);
     let (want, near) = expected_entry(&Colormap::Plasma, 10.0, [0.0, 30.0], 0.5);
     let got = img.get_pixel(4, 6).0;
