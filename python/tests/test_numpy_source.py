@@ -247,3 +247,24 @@ def test_frames_read_into_one_array(renderer):
     assert (strided == 5).all()
     with pytest.raises(TypeError):
         renderer.read(target, out=np.zeros((7, 33, 4), np.float32))
+
+
+@pytest.mark.parametrize("draw", ["raster", "compute"])
+def test_a_lone_image_is_drawn_either_way_with_the_same_pixels(draw):
+    # A 64 x 48 uint8 image, gray, its colours computed with numpy; each renderer draws it
+    # the way it was asked, and counts the frames drawn by compute.
+    r = sluice.Renderer(image_draw=draw)
+    assert r.image_draw() == draw
+    y, x = np.mgrid[0:48, 0:64]
+    data = ((x * 3 + y * 5) % 256).astype(np.uint8)
+    before = r.counters()["image_draws_by_compute"]
+    frame = render(r, image_scene(sluice.ArraySource(data)), 64, 48)
+    np.testing.assert_array_equal(frame[..., 0], gray_entry(data, clim=(0, 255)))
+    np.testing.assert_array_equal(frame[..., 3], 255)
+    drawn = r.counters()["image_draws_by_compute"] - before
+    assert drawn == (1 if draw == "compute" else 0)
+
+
+def test_an_unknown_image_draw_is_named():
+    with pytest.raises(ValueError, match="SLUICE_IMAGE_DRAW.*'?sideways'?.*compute"):
+        sluice.Renderer(image_draw="sideways")

@@ -6,7 +6,7 @@ use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sluice_render::{
-    parse_backends, Counters, FrameStats, RenderTarget, Renderer, RendererOptions,
+    parse_backends, Counters, FrameStats, ImageDraw, RenderTarget, Renderer, RendererOptions,
 };
 
 use crate::camera::AnyCamera;
@@ -68,8 +68,10 @@ impl PyRenderer {
     /// the renderer shares its device with CUDA (needed to show `CudaSource`s; only in builds
     /// with CUDA support). With `interop=True` (Linux, Vulkan) it is made on the interop
     /// device, which `HostBufferSource`s import their arrays on (needed to show them).
+    /// `image_draw` (`"auto"`, `"raster"`, `"compute"`; default `SLUICE_IMAGE_DRAW`, else
+    /// `"auto"`) says how a frame of one image is drawn.
     #[new]
-    #[pyo3(signature = (*, backend = None, adapter = None, upload_budget = None, cuda = false, interop = false))]
+    #[pyo3(signature = (*, backend = None, adapter = None, upload_budget = None, cuda = false, interop = false, image_draw = None))]
     fn new(
         py: Python<'_>,
         backend: Option<&str>,
@@ -77,8 +79,12 @@ impl PyRenderer {
         upload_budget: Option<u64>,
         cuda: bool,
         interop: bool,
+        image_draw: Option<&str>,
     ) -> PyResult<Self> {
         let mut options = RendererOptions::from_env().map_err(render_error)?;
+        if let Some(d) = image_draw {
+            options.image_draw = ImageDraw::parse(d).map_err(render_error)?;
+        }
         if let Some(b) = backend {
             options.backends = Some(parse_backends(b).map_err(render_error)?);
         }
@@ -89,6 +95,16 @@ impl PyRenderer {
         let inner = py.detach(|| guard(|| make_renderer(options, cuda, interop)))?;
         Ok(PyRenderer {
             inner: Mutex::new(inner),
+        })
+    }
+
+    /// How a frame of one image is drawn on this adapter: `"raster"` or `"compute"`.
+    fn image_draw(&self, py: Python<'_>) -> PyResult<&'static str> {
+        self.with(py, |r| {
+            Ok(match r.image_draw() {
+                ImageDraw::Compute => "compute",
+                _ => "raster",
+            })
         })
     }
 
