@@ -58,6 +58,8 @@ fn a_translucent_rgba_image_is_placed_and_blended_as_on_the_cpu() {
     let source = Arc::new(ArraySource::with_channels(data).unwrap());
     let offset = Vec2::new(5.3, 7.6);
     let opacity = 0.7f32;
+    // A background with alpha below 1, so that the alpha's blend ("over") shows.
+    const BG: [f32; 4] = [0.2, 0.4, 0.6, 0.5];
     for (draw, mut r) in both() {
         let mut scene = Scene::new();
         scene.set_background(BG);
@@ -123,9 +125,18 @@ fn partial_redraws_by_compute_show_the_new_data_and_keep_the_rest() {
     let target = r.create_target(w as u32, h as u32).unwrap();
     let camera = pixel_camera(w as u32, h as u32);
     let mut now = Array2::from_shape_fn((h, w), |(y, x)| value(y, x));
+    let marker = [255u8, 0, 255, 255];
     let check = |r: &Renderer, now: &Array2<u16>, what: &str| {
         let img = r.read_image(&target).unwrap();
         for ((y, x), v) in now.indexed_iter() {
+            if what != "first frame" && (x, y) == (48, 40) {
+                assert_eq!(
+                    img.get_pixel(48, 40).0,
+                    marker,
+                    "{what}: the marker was redrawn"
+                );
+                continue;
+            }
             let (want, near) = expected_entry(&Colormap::Gray, *v as f32, [0.0, 1000.0], 1.0);
             let got = img.get_pixel(x as u32, y as u32).0;
             assert!(
@@ -137,6 +148,45 @@ fn partial_redraws_by_compute_show_the_new_data_and_keep_the_rest() {
     let first = r.render(&scene, &camera, &target).unwrap();
     assert_eq!(first.pixels_drawn, (w * h) as u64);
     check(&r, &now, "first frame");
+    // A marker pixel written into the target behind the renderer's back, far from every write
+    // below: a partial redraw leaves it, a whole one would paint it over.
+    // (The target has no COPY_DST: a one-invocation compute pass stores it.)
+    let device = r.device();
+    let module = device.create_shader_module(sluice::wgpu::ShaderModuleDescriptor {
+        label: Some("marker"),
+        source: sluice::wgpu::ShaderSource::Wgsl(
+            "@group(0) @binding(0) var t: texture_storage_2d<rgba8unorm, write>;
+             @compute @workgroup_size(1) fn main() {
+                 textureStore(t, vec2<i32>(48, 40), vec4<f32>(1.0, 0.0, 1.0, 1.0));
+             }"
+            .into(),
+        ),
+    });
+    let pipeline = device.create_compute_pipeline(&sluice::wgpu::ComputePipelineDescriptor {
+        label: Some("marker"),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let view = target.texture().create_view(&Default::default());
+    let group = device.create_bind_group(&sluice::wgpu::BindGroupDescriptor {
+        label: Some("marker"),
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &[sluice::wgpu::BindGroupEntry {
+            binding: 0,
+            resource: sluice::wgpu::BindingResource::TextureView(&view),
+        }],
+    });
+    let mut encoder = device.create_command_encoder(&Default::default());
+    {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&pipeline);
+        pass.set_bind_group(0, &group, &[]);
+        pass.dispatch_workgroups(1, 1, 1);
+    }
+    r.queue().submit([encoder.finish()]);
     for (k, (y, x, bh, bw)) in [(3, 4, 5, 6), (0, 0, 2, 2), (60, 90, 4, 6)]
         .into_iter()
         .enumerate()
@@ -206,6 +256,7 @@ fn compute_and_raster_frames_agree_under_zoom_linear_nan_slices_and_perspective(
             "linear, gray, minified",
             Box::new(|| {
                 let mut scene = Scene::new();
+                scene.set_background(BG);
                 scene.add(
                     Image::new(scalar.clone())
                         .with_clim(-80.0, 80.0)
@@ -222,6 +273,7 @@ fn compute_and_raster_frames_agree_under_zoom_linear_nan_slices_and_perspective(
             "Y slice of a volume, linear",
             Box::new(|| {
                 let mut scene = Scene::new();
+                scene.set_background(BG);
                 scene.add(
                     Image::new(volume.clone())
                         .with_slice(Slice::Y(9))

@@ -463,6 +463,37 @@ impl FrameParams {
 mod tests {
     use super::*;
 
+    /// The uniform blocks are the sizes `shaders/image.wgsl` gives `Params` and `Frame` under
+    /// WGSL's uniform layout (a mismatch would only show when a pipeline is made).
+    #[test]
+    fn uniform_blocks_have_the_shader_sizes() {
+        assert_eq!(size_of::<ImageParams>(), 240);
+        assert_eq!(size_of::<FrameParams>(), 176);
+        let module = wgpu::naga::front::wgsl::parse_str(&variant_source(
+            &sampled_shader_source(SHADER, SampleKind::Float, TexDim::D2, true, true),
+            ImageVariant {
+                mode: 0,
+                linear: false,
+                gamma: false,
+                clip: false,
+            },
+        ))
+        .unwrap();
+        let mut layouter = wgpu::naga::proc::Layouter::default();
+        layouter.update(module.to_ctx()).unwrap();
+        for (name, rust) in [
+            ("Params", size_of::<ImageParams>()),
+            ("Frame", size_of::<FrameParams>()),
+        ] {
+            let (handle, _) = module
+                .types
+                .iter()
+                .find(|(_, t)| t.name.as_deref() == Some(name))
+                .unwrap_or_else(|| panic!("no struct {name} in image.wgsl"));
+            assert_eq!(layouter[handle].size as usize, rust, "{name}");
+        }
+    }
+
     /// Every image shader variant (sample kinds, 2-D and 3-D, one texture or bricks, channel
     /// modes, nearest and linear, with and without the gamma curve and the clip to the data)
     /// parses and validates

@@ -369,8 +369,7 @@ impl Renderer {
         TargetLayouts {
             volume: self.res.volumes.target_layout(),
             composite: self.res.volumes.composite_layout(),
-            image_frame: (self.image_draw == ImageDraw::Compute)
-                .then(|| self.res.images.frame_layout()),
+            storage: self.image_draw == ImageDraw::Compute,
         }
     }
 
@@ -798,7 +797,7 @@ impl Renderer {
         let by_compute = match draws {
             [draw] => {
                 self.image_draw == ImageDraw::Compute
-                    && target.image_frame.is_some()
+                    && target.takes_compute()
                     && kind(draw.visual).ensure_compute(&mut self.res)
             }
             _ => false,
@@ -830,14 +829,22 @@ impl Renderer {
                 Damage::Rects(rects) => rects.clone(),
                 _ => vec![[0, 0, w, h]],
             };
+            let out = target.image_frame(&self.res.device, self.res.images.frame_layout(), self.id);
             let frame = ComputeFrame {
                 target,
+                out: &out,
                 background: scene.background(),
                 rects: &rects,
             };
-            let drew = kind(draws[0].visual).record_compute(&self.res, encoder, &draws[0], frame);
-            self.res.counters.image_draws_by_compute += u64::from(drew);
-            return Ok((u32::from(drew), pixels));
+            if kind(draws[0].visual).record_compute(&self.res, encoder, &draws[0], frame) {
+                self.res.counters.image_draws_by_compute += 1;
+                return Ok((1, pixels));
+            }
+            // Not reached (`ensure_compute` checked what `record_compute` needs); were it,
+            // the opaque pass below draws the frame instead.
+            for draw in draws {
+                kind(draw.visual).ensure_pipelines(&mut self.res, pass_kind);
+            }
         }
         if let Damage::Rects(_) = redraw {
             self.ensure_clear_rect(scene.background());

@@ -1,5 +1,7 @@
 //! Offscreen render targets and reading them back.
 
+use std::sync::Arc;
+
 use crate::error::RenderError;
 use crate::redraw::DrawnFrame;
 use crate::target_format::{
@@ -19,9 +21,10 @@ pub struct RenderTarget {
     pub(crate) volume_group: wgpu::BindGroup,
     /// The composite's view of the marched texture.
     pub(crate) composite_group: wgpu::BindGroup,
-    /// Group 2 of the image compute path ([`crate::ImageDraw::Compute`]), where the renderer
-    /// draws that way and the texture can be bound as storage.
-    pub(crate) image_frame: Option<ImageFrame>,
+    /// Group 2 of the image compute path ([`crate::ImageDraw::Compute`]) of each renderer
+    /// that drew here that way, by renderer id, made on its first such frame: per renderer,
+    /// so that two renderers drawing into one target never read each other's parameters.
+    image_frames: parking_lot::Mutex<Vec<(u64, Arc<ImageFrame>)>>,
     width: u32,
     height: u32,
     /// What the last frame drawn here was, for redrawing only what changed since.
@@ -41,13 +44,13 @@ pub(crate) struct ImageFrame {
     pub group: wgpu::BindGroup,
 }
 
-/// The layouts a target's bind groups are made with.
+/// The layouts a target's bind groups are made with, and how its colour texture is made.
 pub(crate) struct TargetLayouts<'a> {
     pub volume: &'a wgpu::BindGroupLayout,
     pub composite: &'a wgpu::BindGroupLayout,
-    /// The image compute path's group 2, where the renderer draws lone images that way: a
-    /// new colour texture is then made usable as storage too.
-    pub image_frame: Option<&'a wgpu::BindGroupLayout>,
+    /// A new colour texture is made usable as storage too, for the image compute path
+    /// (where the renderer draws lone images that way).
+    pub storage: bool,
 }
 
 impl RenderTarget {
@@ -86,41 +89,16 @@ impl RenderTarget {
         };
         let view_of = |t: &wgpu::Texture| t.create_view(&wgpu::TextureViewDescriptor::default());
         use wgpu::TextureUsages as U;
-        let usage = match layouts.image_frame {
-            Some(_) => TARGET_USAGE | U::STORAGE_BINDING,
-            None => TARGET_USAGE,
+        let usage = if layouts.storage {
+            TARGET_USAGE | U::STORAGE_BINDING
+        } else {
+            TARGET_USAGE
         };
         let texture = match color {
             Some(texture) => texture,
             None => plane("sluice render target", TARGET_FORMAT, usage),
         };
         let view = view_of(&texture);
-        let image_frame = layouts
-            .image_frame
-            .filter(|_| texture.usage().contains(U::STORAGE_BINDING))
-            .map(|layout| {
-                let buffer = device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("sluice image frame"),
-                    size: size_of::<crate::image_pipeline::FrameParams>() as u64,
-                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some("sluice image frame"),
-                    layout,
-                    entries: &[
-                        wgpu::BindGroupEntry {
-                            binding: 0,
-                            resource: buffer.as_entire_binding(),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 1,
-                            resource: wgpu::BindingResource::TextureView(&view),
-                        },
-                    ],
-                });
-                ImageFrame { buffer, group }
-            });
         let depth_view = view_of(&plane("sluice depth", DEPTH_FORMAT, U::RENDER_ATTACHMENT));
         let depth_color_view = view_of(&plane(
             "sluice depth as colour",
@@ -161,7 +139,7 @@ impl RenderTarget {
             depth_color_view,
             volume_group,
             composite_group,
-            image_frame,
+            image_frames: parking_lot::Mutex::new(Vec::new()),
             width,
             height,
             drawn: parking_lot::Mutex::new(None),
@@ -210,6 +188,50 @@ impl RenderTarget {
                 reason: wrong.join("; "),
             })
         }
+    }
+
+    /// Whether the image compute path can draw here: the colour texture can be storage.
+    pub(crate) fn takes_compute(&self) -> bool {
+        self.texture
+            .usage()
+            .contains(wgpu::TextureUsages::STORAGE_BINDING)
+    }
+
+    /// The image compute path's group 2 for the renderer `renderer` (its id), made with
+    /// `layout` on its first frame here (after [`RenderTarget::takes_compute`]).
+    pub(crate) fn image_frame(
+        &self,
+        device: &wgpu::Device,
+        layout: &wgpu::BindGroupLayout,
+        renderer: u64,
+    ) -> Arc<ImageFrame> {
+        let mut frames = self.image_frames.lock();
+        if let Some((_, frame)) = frames.iter().find(|(id, _)| *id == renderer) {
+            return frame.clone();
+        }
+        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("sluice image frame"),
+            size: size_of::<crate::image_pipeline::FrameParams>() as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("sluice image frame"),
+            layout,
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: buffer.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: wgpu::BindingResource::TextureView(&self.view),
+                },
+            ],
+        });
+        let frame = Arc::new(ImageFrame { buffer, group });
+        frames.push((renderer, frame.clone()));
+        frame
     }
 
     /// Makes the next frame drawn here redraw the whole target. Frames normally redraw only

@@ -126,9 +126,7 @@ impl DrawVisual for Image {
         draw: &Draw<'_>,
         frame: ComputeFrame<'_>,
     ) -> bool {
-        let Some(out) = frame.target.image_frame.as_ref() else {
-            return false;
-        };
+        let out = frame.out;
         let bind = res.visuals[&self.token.id].bind.as_ref().expect("bound");
         let PipelineKey::Image(kind, dim, one_brick, variant) = bind.key else {
             return false;

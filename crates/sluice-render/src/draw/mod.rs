@@ -121,6 +121,8 @@ pub(crate) trait DrawVisual {
 /// What a frame drawn by compute covers ([`DrawVisual::record_compute`]).
 pub(crate) struct ComputeFrame<'a> {
     pub target: &'a RenderTarget,
+    /// The target's parameters and storage binding for this renderer.
+    pub out: &'a crate::target::ImageFrame,
     pub background: [f32; 4],
     /// `[x, y, width, height]` in pixels, at most `MAX_DAMAGE_RECTS`.
     pub rects: &'a [[u32; 4]],
