@@ -21,7 +21,7 @@ fn renderer_drawing(draw: ImageDraw) -> Renderer {
     }
 }
 
-/// Both ways of drawing, each with the count of frames it should draw by compute.
+/// A renderer for each way of drawing lone images, with the way.
 fn both() -> [(ImageDraw, Renderer); 2] {
     [ImageDraw::Raster, ImageDraw::Compute].map(|d| (d, renderer_drawing(d)))
 }
@@ -235,96 +235,65 @@ fn compute_and_raster_frames_agree_under_zoom_linear_nan_slices_and_perspective(
         }))
         .unwrap(),
     );
-    type Build<'a> = Box<dyn Fn() -> (Scene, Box<dyn Camera>) + 'a>;
-    let cases: Vec<(&str, Build<'_>)> = vec![
+    // One image over the background per case, and the camera it is seen through.
+    let cases: Vec<(&str, Image, Box<dyn Camera>)> = vec![
         (
             "zoomed 2.37x, viridis, NaN transparent",
-            Box::new(|| {
-                let mut scene = Scene::new();
-                scene.set_background(BG);
-                scene.add(
-                    Image::new(scalar.clone())
-                        .with_clim(-80.0, 80.0)
-                        .unwrap()
-                        .with_colormap(Colormap::Viridis),
-                );
-                let cam = PanZoomCamera::new(Vec2::new(31.3, 22.9), 2.37);
-                (scene, Box::new(cam) as Box<dyn Camera>)
-            }),
+            Image::new(scalar.clone())
+                .with_clim(-80.0, 80.0)
+                .unwrap()
+                .with_colormap(Colormap::Viridis),
+            Box::new(PanZoomCamera::new(Vec2::new(31.3, 22.9), 2.37)),
         ),
         (
             "linear, gray, minified",
-            Box::new(|| {
-                let mut scene = Scene::new();
-                scene.set_background(BG);
-                scene.add(
-                    Image::new(scalar.clone())
-                        .with_clim(-80.0, 80.0)
-                        .unwrap()
-                        .with_interpolation(Interpolation::Linear)
-                        .with_nan_color([1.0, 0.0, 1.0, 1.0])
-                        .unwrap(),
-                );
-                let cam = PanZoomCamera::new(Vec2::new(40.03, 30.17), 0.61);
-                (scene, Box::new(cam) as Box<dyn Camera>)
-            }),
+            Image::new(scalar.clone())
+                .with_clim(-80.0, 80.0)
+                .unwrap()
+                .with_interpolation(Interpolation::Linear)
+                .with_nan_color([1.0, 0.0, 1.0, 1.0])
+                .unwrap(),
+            Box::new(PanZoomCamera::new(Vec2::new(40.03, 30.17), 0.61)),
         ),
         (
             "Y slice of a volume, linear",
-            Box::new(|| {
-                let mut scene = Scene::new();
-                scene.set_background(BG);
-                scene.add(
-                    Image::new(volume.clone())
-                        .with_slice(Slice::Y(9))
-                        .with_interpolation(Interpolation::Linear),
-                );
-                let cam = PanZoomCamera::new(Vec2::new(14.07, 10.11), 2.1);
-                (scene, Box::new(cam) as Box<dyn Camera>)
-            }),
+            Image::new(volume.clone())
+                .with_slice(Slice::Y(9))
+                .with_interpolation(Interpolation::Linear),
+            Box::new(PanZoomCamera::new(Vec2::new(14.07, 10.11), 2.1)),
         ),
         (
             "oblique slice, clipped to the data",
-            Box::new(|| {
-                let mut scene = Scene::new();
-                scene.set_background(BG);
-                scene.add(Image::new(volume.clone()).with_slice(Slice::Oblique {
-                    origin: [-3.0, 2.0, -1.5],
-                    u: [0.8, 0.0, 0.6],
-                    v: [0.0, 1.0, 0.0],
-                    extent: [40.0, 30.0],
-                }));
-                let cam = PanZoomCamera::new(Vec2::new(20.13, 15.29), 1.9);
-                (scene, Box::new(cam) as Box<dyn Camera>)
+            Image::new(volume.clone()).with_slice(Slice::Oblique {
+                origin: [-3.0, 2.0, -1.5],
+                u: [0.8, 0.0, 0.6],
+                v: [0.0, 1.0, 0.0],
+                extent: [40.0, 30.0],
             }),
+            Box::new(PanZoomCamera::new(Vec2::new(20.13, 15.29), 1.9)),
         ),
         (
             "perspective, facing the image",
-            Box::new(|| {
-                let mut scene = Scene::new();
-                scene.set_background(BG);
-                scene.add(Image::new(scalar.clone()).with_clim(-80.0, 80.0).unwrap());
-                let cam = FlyCamera::new(Vec3::new(33.3, 21.7, -40.0), 0.5, 200.0);
-                (scene, Box::new(cam) as Box<dyn Camera>)
-            }),
+            Image::new(scalar.clone()).with_clim(-80.0, 80.0).unwrap(),
+            Box::new(FlyCamera::new(Vec3::new(33.3, 21.7, -40.0), 0.5, 200.0)),
         ),
         (
             "perspective, the near plane cutting the image",
-            Box::new(|| {
-                let mut scene = Scene::new();
-                scene.set_background(BG);
-                scene.add(Image::new(scalar.clone()).with_clim(-80.0, 80.0).unwrap());
+            Image::new(scalar.clone()).with_clim(-80.0, 80.0).unwrap(),
+            Box::new({
                 // 0.3 in front of the image, turned 50 degrees from facing it: the near
                 // plane (0.5) cuts the image, the far part shrinks towards its horizon.
                 let mut cam = FlyCamera::new(Vec3::new(20.3, 25.1, -0.3), 0.5, 200.0);
                 cam.turn(0.87, 0.0);
-                (scene, Box::new(cam) as Box<dyn Camera>)
+                cam
             }),
         ),
     ];
     let [(_, mut raster), (_, mut compute)] = both();
-    for (what, build) in &cases {
-        let (scene, camera) = build();
+    for (what, image, camera) in cases {
+        let mut scene = Scene::new();
+        scene.set_background(BG);
+        scene.add(image);
         let a = render(&mut raster, &scene, camera.as_ref(), 120, 90);
         let before = compute.counters().image_draws_by_compute;
         let b = render(&mut compute, &scene, camera.as_ref(), 120, 90);

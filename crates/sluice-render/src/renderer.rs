@@ -836,15 +836,9 @@ impl Renderer {
                 background: scene.background(),
                 rects: &rects,
             };
-            if kind(draws[0].visual).record_compute(&self.res, encoder, &draws[0], frame) {
-                self.res.counters.image_draws_by_compute += 1;
-                return Ok((1, pixels));
-            }
-            // Not reached (`ensure_compute` checked what `record_compute` needs); were it,
-            // the opaque pass below draws the frame instead.
-            for draw in draws {
-                kind(draw.visual).ensure_pipelines(&mut self.res, pass_kind);
-            }
+            kind(draws[0].visual).record_compute(&self.res, encoder, &draws[0], frame);
+            self.res.counters.image_draws_by_compute += 1;
+            return Ok((1, pixels));
         }
         if let Damage::Rects(_) = redraw {
             self.ensure_clear_rect(scene.background());

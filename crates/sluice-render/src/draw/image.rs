@@ -125,11 +125,12 @@ impl DrawVisual for Image {
         enc: &mut CommandEncoder,
         draw: &Draw<'_>,
         frame: ComputeFrame<'_>,
-    ) -> bool {
+    ) {
         let out = frame.out;
+        // `ensure_compute` found the bind group and an image pipeline key.
         let bind = res.visuals[&self.token.id].bind.as_ref().expect("bound");
         let PipelineKey::Image(kind, dim, one_brick, variant) = bind.key else {
-            return false;
+            unreachable!("ensure_compute checked the key")
         };
         let params = FrameParams::new(
             draw.mvp,
@@ -150,7 +151,6 @@ impl DrawVisual for Image {
         pass.set_bind_group(2, &out.group, &[]);
         let [x, y, z] = params.workgroups();
         pass.dispatch_workgroups(x, y, z);
-        true
     }
 
     fn redraws_partially(&self) -> bool {

@@ -97,18 +97,18 @@ pub(crate) trait DrawVisual {
         false
     }
 
-    /// Records the whole frame by compute (after [`DrawVisual::ensure_compute`] said it can):
-    /// every pixel of `frame.rects` gets the visual's colour over the background, or the
-    /// background; whether the visual drew.
+    /// Records the whole frame by compute: every pixel of `frame.rects` gets the visual's
+    /// colour over the background, or the background. Called only where
+    /// [`DrawVisual::ensure_compute`] said it can; the visuals that never can keep this
+    /// default, which records nothing.
     fn record_compute(
         &self,
         res: &Resources,
         enc: &mut CommandEncoder,
         draw: &Draw<'_>,
         frame: ComputeFrame<'_>,
-    ) -> bool {
+    ) {
         let _ = (res, enc, draw, frame);
-        false
     }
 
     /// Whether a frame of such visuals may redraw only the screen rectangles its texture's
