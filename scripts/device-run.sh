@@ -17,7 +17,10 @@
 #                                      test binaries of those targets (tests/NAME.rs, a
 #                                      crate's lib tests by its name) and no others;
 #                                      SLUICE_DEVICE_BENCHES=0 leaves the benches out (then
-#                                      run `remote tests`).
+#                                      run `remote tests`); SLUICE_DEVICE_BENCHES=frames,...
+#                                      keeps only those benches (of upload, visuals, frames,
+#                                      chunked, host_import, view), so that for example
+#                                      `frames` and a few test binaries travel in one call.
 #
 #   scripts/device-run.sh remote [bench|tests|all|frames|chunked|host_import]
 #                                      THERE, in the repo root copy on the device machine:
@@ -104,7 +107,19 @@ prepare() {
     (cd "$src" && cargo bench -p sluice-view --bench view --no-run \
       --message-format=json-render-diagnostics) >>"$msgs"
     local bench name
+    local keep=",${SLUICE_DEVICE_BENCHES:-1},"
+    case "$keep" in
+      ,1,) ;;
+      *)
+        for name in ${SLUICE_DEVICE_BENCHES//,/ }; do
+          case "$name" in upload | visuals | frames | chunked | host_import | view) ;;
+            *) die "SLUICE_DEVICE_BENCHES names '$name'; the benches are upload, visuals, frames, chunked, host_import and view" ;;
+          esac
+        done
+        ;;
+    esac
     for name in upload visuals frames chunked host_import view; do
+      case "$keep" in ,1,) ;; *",$name,"*) ;; *) continue ;; esac
       bench="$(jq -r --arg name "$name" \
         'select(.reason == "compiler-artifact" and .target.name == $name
                 and (.target.kind | index("bench")) and .executable != null)
@@ -167,6 +182,8 @@ EOF
   # would only waste device time. SLUICE_DEVICE_SMOKE=0 skips it.
   if [ "${SLUICE_DEVICE_SMOKE:-1}" != 0 ] && [ "${SLUICE_DEVICE_BENCHES:-1}" != 0 ]; then
     for name in upload visuals frames; do
+      # Only the benches that were kept (SLUICE_DEVICE_BENCHES=frames,...).
+      [ -x "$stage/bin/$name-bench" ] || continue
       echo "== smoke run of the $name bench here (1 iteration)"
       if ! SLUICE_BENCH_ITERS=1 SLUICE_BENCH_WARMUP=0 SLUICE_BENCH_RAYMARCH_ITERS=1 \
         SLUICE_BACKEND="${SLUICE_BACKEND:-vulkan}" \
@@ -200,10 +217,12 @@ remote() {
     [ -e "$f" ] || continue
     gunzip -c "$f" >"${f%.gz}" && chmod 755 "${f%.gz}" && rm -f "$f"
   done
-  for name in upload visuals frames; do
-    # `tests` needs no bench (SLUICE_DEVICE_BENCHES=0 builds none).
-    [ "$what" = tests ] && break
-    [ -x ".device/bin/$name-bench" ] || die ".device/bin/$name-bench missing: run 'prepare' here and carry .device"
+  # Each mode checks for the benches it runs: `tests` needs none (SLUICE_DEVICE_BENCHES=0
+  # builds none), `frames` only the frames bench, `bench` and `all` upload and visuals.
+  local needs=""
+  case "$what" in bench | all) needs="upload visuals" ;; frames) needs="frames" ;; esac
+  for name in $needs; do
+    [ -x ".device/bin/$name-bench" ] || die ".device/bin/$name-bench missing: run 'prepare' here (SLUICE_DEVICE_BENCHES keeps it) and carry .device"
   done
   local out="${OUT:-${TMPDIR:-/tmp}/sluice-device-out}"
   mkdir -p "$out"
