@@ -79,6 +79,19 @@ prepare() {
   command -v jq >/dev/null || die "jq not found (needed to read cargo's JSON messages)"
   [ "$(uname -m)" = x86_64 ] || die "the device machine is x86-64; build there instead of on $(uname -m)"
 
+  # A misspelt bench name fails here, before minutes of building.
+  local name
+  case ",${SLUICE_DEVICE_BENCHES:-1}," in
+    ,1, | ,0,) ;;
+    *)
+      for name in ${SLUICE_DEVICE_BENCHES//,/ }; do
+        case "$name" in upload | visuals | frames | chunked | host_import | view) ;;
+          *) die "SLUICE_DEVICE_BENCHES names '$name'; the benches are upload, visuals, frames, chunked, host_import and view" ;;
+        esac
+      done
+      ;;
+  esac
+
   keep_out_of_git .gl .device
   fetch_loaders
 
@@ -108,16 +121,6 @@ prepare() {
       --message-format=json-render-diagnostics) >>"$msgs"
     local bench name
     local keep=",${SLUICE_DEVICE_BENCHES:-1},"
-    case "$keep" in
-      ,1,) ;;
-      *)
-        for name in ${SLUICE_DEVICE_BENCHES//,/ }; do
-          case "$name" in upload | visuals | frames | chunked | host_import | view) ;;
-            *) die "SLUICE_DEVICE_BENCHES names '$name'; the benches are upload, visuals, frames, chunked, host_import and view" ;;
-          esac
-        done
-        ;;
-    esac
     for name in upload visuals frames chunked host_import view; do
       case "$keep" in ,1,) ;; *",$name,"*) ;; *) continue ;; esac
       bench="$(jq -r --arg name "$name" \
